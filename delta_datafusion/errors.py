@@ -1,0 +1,79 @@
+"""The package's exception types.
+
+Every error a user can provoke (bad table, bad argument, corrupt file, unsupported feature) is
+raised as a subclass of :class:`DeltaError`, with a message naming the file, version or argument.
+"""
+
+from __future__ import annotations
+
+
+class DeltaError(Exception):
+    """Base class of every error raised by delta_datafusion."""
+
+
+class TableNotFoundError(DeltaError):
+    """The location is not a Delta table (no ``_delta_log`` or an empty one)."""
+
+
+class LogCorruptError(DeltaError):
+    """A log file (commit, checkpoint, sidecar, ``_last_checkpoint``) cannot be parsed."""
+
+
+class MissingLogFileError(LogCorruptError):
+    """A file the log refers to (checkpoint part, sidecar) is missing."""
+
+
+class NonContiguousVersionsError(LogCorruptError):
+    """The commit versions in ``_delta_log`` have a gap."""
+
+
+class InvalidProtocolError(DeltaError):
+    """The protocol action is malformed or asks for reader versions no reader supports."""
+
+
+class MissingProtocolError(DeltaError):
+    """No protocol action in the log up to the requested version."""
+
+
+class MissingMetadataError(DeltaError):
+    """No metaData action in the log up to the requested version."""
+
+
+class UnsupportedFeatureError(DeltaError):
+    """The table uses a reader feature this package does not implement."""
+
+
+class VersionNotFoundError(DeltaError):
+    """A requested version or timestamp is outside the table's available history."""
+
+
+class SchemaError(DeltaError):
+    """A Delta schema string cannot be parsed or converted."""
+
+
+class DataFileNotFoundError(DeltaError):
+    """A data file listed in the snapshot is missing (for example, vacuumed)."""
+
+
+class DeletionVectorError(DeltaError):
+    """A deletion vector cannot be read: missing file, bad magic, checksum mismatch, truncated."""
+
+
+class ChangeDataFeedError(DeltaError):
+    """The change data feed cannot be read for the requested range."""
+
+
+class CdfNotEnabledError(ChangeDataFeedError):
+    """``delta.enableChangeDataFeed`` is not set for a version in the requested range."""
+
+
+class InvalidRangeError(ChangeDataFeedError):
+    """The start/end of a change range are inconsistent or outside the history."""
+
+
+class PredicateError(DeltaError):
+    """A predicate cannot be interpreted."""
+
+
+class ParallelStateError(DeltaError):
+    """Serialized parallel-replay state is corrupt or from another package version."""

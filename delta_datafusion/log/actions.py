@@ -1,0 +1,330 @@
+"""Delta actions parsed into Arrow with explicit schemas.
+
+Commits are newline-delimited JSON; all commits of a segment are concatenated and parsed in one
+``pyarrow.json`` call (multi-threaded, no Python per action). ``protocol`` and ``metaData`` are
+rare and are located by a byte search and parsed with ``json``. Checkpoints (and V2 sidecars) are
+parquet files read with column projection.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+import pyarrow.parquet as pq
+
+from ..errors import LogCorruptError, MissingLogFileError
+from ..storage import FileInfo, Storage
+
+DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+TXN_TYPE = pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])
+DOMAIN_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string()), ("removed", pa.bool_())])
+COMMIT_INFO_TYPE = pa.struct(
+    [("timestamp", pa.int64()), ("inCommitTimestamp", pa.int64()), ("operation", pa.string())]
+)
+SIDECAR_TYPE = pa.struct([("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())])
+CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64())])
+
+
+def partition_values_type(physical_partition_columns: Sequence[str]) -> pa.DataType:
+    """``partitionValues`` as a struct of strings keyed by physical partition column names."""
+    return pa.struct([(c, pa.string()) for c in physical_partition_columns])
+
+
+def file_action_types(pv: pa.DataType) -> dict[str, pa.DataType]:
+    """Arrow types of add / remove / cdc given the partitionValues struct type."""
+    add = [
+        ("path", pa.string()),
+        ("partitionValues", pv),
+        ("size", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("stats", pa.string()),
+        ("deletionVector", DV_TYPE),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+    ]
+    remove = [
+        ("path", pa.string()),
+        ("deletionTimestamp", pa.int64()),
+        ("dataChange", pa.bool_()),
+        ("partitionValues", pv),
+        ("size", pa.int64()),
+        ("deletionVector", DV_TYPE),
+        ("baseRowId", pa.int64()),
+        ("defaultRowCommitVersion", pa.int64()),
+    ]
+    cdc = [("path", pa.string()), ("partitionValues", pv), ("size", pa.int64()), ("dataChange", pa.bool_())]
+    if pv.num_fields == 0:  # pyarrow.json cannot fill an empty struct; keep a typed null column
+        add = [f for f in add if f[0] != "partitionValues"]
+        remove = [f for f in remove if f[0] != "partitionValues"]
+        cdc = [f for f in cdc if f[0] != "partitionValues"]
+    return {"add": pa.struct(add), "remove": pa.struct(remove), "cdc": pa.struct(cdc)}
+
+
+def commit_schema(pv: pa.DataType) -> pa.Schema:
+    types = file_action_types(pv)
+    return pa.schema(
+        [
+            ("add", types["add"]),
+            ("remove", types["remove"]),
+            ("cdc", types["cdc"]),
+            ("txn", TXN_TYPE),
+            ("domainMetadata", DOMAIN_TYPE),
+            ("commitInfo", COMMIT_INFO_TYPE),
+            ("checkpointMetadata", CHECKPOINT_METADATA_TYPE),
+            ("sidecar", SIDECAR_TYPE),
+        ]
+    )
+
+
+# -- protocol / metaData ------------------------------------------------------------------
+
+_PM_KEY = re.compile(rb'"(protocol|metaData)"\s*:')
+
+
+def find_protocol_and_metadata(data: bytes, where: str) -> tuple[dict | None, dict | None]:
+    """Return the protocol and metaData actions of one commit (or JSON checkpoint), if present.
+
+    Only lines that mention the keys are decoded, so a 15 MB commit of adds costs one byte scan.
+    """
+    protocol = metadata = None
+    pos = 0
+    while True:
+        m = _PM_KEY.search(data, pos)
+        if not m:
+            break
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        end = data.find(b"\n", m.end())
+        end = len(data) if end == -1 else end
+        pos = end + 1
+        line = data[start:end].strip()
+        if not line:
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as e:
+            raise LogCorruptError(f"{where}: malformed JSON action at byte {start}: {e}") from e
+        if not isinstance(action, dict):
+            raise LogCorruptError(f"{where}: action at byte {start} is not a JSON object")
+        if isinstance(action.get("protocol"), dict) and protocol is None:
+            protocol = action["protocol"]
+        if isinstance(action.get("metaData"), dict) and metadata is None:
+            metadata = action["metaData"]
+    return protocol, metadata
+
+
+# -- commits --------------------------------------------------------------------------------
+
+
+@dataclass
+class CommitData:
+    """Raw bytes of one commit file."""
+
+    version: int
+    info: FileInfo
+    data: bytes
+
+
+def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> list[CommitData]:
+    """Read commit files (in parallel for remote stores); order is preserved."""
+    def one(item: tuple[int, FileInfo]) -> CommitData:
+        v, info = item
+        try:
+            return CommitData(v, info, storage.read_bytes(info.path))
+        except FileNotFoundError as e:
+            raise MissingLogFileError(f"commit file {info.path} disappeared while reading: {e}") from e
+
+    if storage.is_local or len(commits) < 4:
+        return [one(c) for c in commits]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(16, len(commits))) as pool:
+        return list(pool.map(one, commits))
+
+
+def _count_rows(data: bytes) -> int:
+    """Number of non-blank lines (pyarrow.json skips blank lines)."""
+    if not data.strip():
+        return 0
+    if b"\n\n" not in data and not data[:1].isspace() and b"\r" not in data and b"\n " not in data:
+        return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    return sum(1 for line in data.splitlines() if line.strip())
+
+
+def parse_json_actions(blobs: Sequence[bytes], schema: pa.Schema, where: Sequence[str]) -> tuple[pa.Table, np.ndarray]:
+    """Parse several NDJSON blobs in one pass; also return the row count of each blob."""
+    counts = np.array([_count_rows(b) for b in blobs], dtype=np.int64)
+    parts = []
+    for b in blobs:
+        if b.strip():
+            parts.append(b if b.endswith(b"\n") else b + b"\n")
+    buf = b"".join(parts)
+    if not buf:
+        return schema.empty_table(), counts
+    try:
+        table = _conform(_read_json(buf, _present_schema(buf, schema)), schema)
+    except pa.ArrowInvalid:
+        table = None
+    if table is None or table.num_rows != int(counts.sum()):
+        # Locate the bad file so the error names it; also the path when line counting disagreed.
+        tables = []
+        for b, w in zip(blobs, where, strict=True):
+            if not b.strip():
+                continue
+            try:
+                t = _read_json(b if b.endswith(b"\n") else b + b"\n", schema)
+            except pa.ArrowInvalid as e:
+                raise LogCorruptError(f"{w}: cannot parse commit JSON: {_short(e)}") from e
+            tables.append(t)
+        table = pa.concat_tables(tables) if tables else schema.empty_table()
+        if table.num_rows != int(counts.sum()):
+            counts = np.array([_read_json(b + b"\n", schema).num_rows if b.strip() else 0 for b in blobs])
+    return table, counts
+
+
+def _present_schema(buf: bytes, schema: pa.Schema) -> pa.Schema:
+    """Drop fields whose key never occurs in the buffer: building all-null columns is costly."""
+
+    def keep(f: pa.Field) -> pa.Field | None:
+        if b'"' + f.name.encode() + b'"' not in buf:
+            return None
+        if pa.types.is_struct(f.type) and f.type.num_fields:
+            kids = [k for k in (keep(c) for c in f.type) if k is not None]
+            if not kids:
+                return None
+            return pa.field(f.name, pa.struct(kids))
+        return f
+
+    return pa.schema([k for k in (keep(f) for f in schema) if k is not None])
+
+
+def _conform_array(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    if arr.type == typ:
+        return arr
+    if pa.types.is_struct(typ):
+        kids = [
+            _conform_array(arr.field(f.name), f.type) if arr.type.get_field_index(f.name) >= 0 else pa.nulls(len(arr), f.type)
+            for f in typ
+        ]
+        return pa.StructArray.from_arrays(kids, fields=list(typ), mask=pc.invert(arr.is_valid()))
+    return arr.cast(typ)
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Re-add the fields :func:`_present_schema` dropped, as nulls, so callers see one schema."""
+    n = table.num_rows
+    cols = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            if col.type != f.type:
+                col = pa.chunked_array([_conform_array(c, f.type) for c in col.chunks], f.type)
+            cols.append(col)
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _read_json(buf: bytes, schema: pa.Schema) -> pa.Table:
+    opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    # Blocks of ~1 MB let pyarrow parse on all cores; grow them only for very long lines.
+    block = max(1 << 20, min(1 << 24, len(buf) // 8))
+    while True:
+        try:
+            return pajson.read_json(io.BytesIO(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts)
+        except pa.ArrowInvalid as e:
+            if "straddling" in str(e) and block < len(buf) + 1:
+                block = min(len(buf) + 1, block * 8)
+                continue
+            raise
+
+
+def _short(e: Exception) -> str:
+    return str(e).splitlines()[0][:300]
+
+
+# -- checkpoints ---------------------------------------------------------------------------
+
+
+def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequence[str]) -> pa.Table:
+    """Read the top-level action columns that exist in a checkpoint/sidecar parquet file."""
+    path = info.path if isinstance(info, FileInfo) else info
+    try:
+        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
+            storage.fs.open(path, "rb")
+        )
+        present = [c for c in columns if c in pf.schema_arrow.names]
+        return pf.read(columns=present)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"checkpoint file {path} is missing") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        if isinstance(e, FileNotFoundError) or "No such file" in str(e):
+            raise MissingLogFileError(f"checkpoint file {path} is missing") from e
+        raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+
+
+def parquet_row_groups(storage: Storage, path: str) -> int:
+    pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(storage.fs.open(path, "rb"))
+    return pf.num_row_groups
+
+
+def read_parquet_row_groups(storage: Storage, path: str, row_groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
+    try:
+        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
+            storage.fs.open(path, "rb")
+        )
+        present = [c for c in columns if c in pf.schema_arrow.names]
+        return pf.read_row_groups(list(row_groups), columns=present)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"checkpoint file {path} is missing") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+
+
+def protocol_from_checkpoint_row(table: pa.Table) -> tuple[dict | None, dict | None]:
+    """The protocol and metaData of a parquet checkpoint (first non-null row of each column)."""
+    protocol = metadata = None
+    for name in ("protocol", "metaData"):
+        if name not in table.column_names:
+            continue
+        col = table.column(name)
+        valid = col.filter(col.is_valid())
+        if len(valid):
+            value = valid[0].as_py()
+            if name == "metaData":
+                value = _normalize_metadata(value)
+                metadata = value
+            else:
+                protocol = value
+    return protocol, metadata
+
+
+def _normalize_metadata(md: dict[str, Any]) -> dict[str, Any]:
+    """Parquet maps arrive as lists of (key, value) pairs; turn them into dicts like JSON has."""
+    out = dict(md)
+    conf = out.get("configuration")
+    if isinstance(conf, list):
+        out["configuration"] = {k: v for k, v in conf}
+    fmt = out.get("format")
+    if isinstance(fmt, dict) and isinstance(fmt.get("options"), list):
+        fmt = dict(fmt)
+        fmt["options"] = {k: v for k, v in fmt["options"]}
+        out["format"] = fmt
+    return out

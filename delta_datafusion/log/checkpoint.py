@@ -1,0 +1,131 @@
+"""Checkpoint reading: classic (single/multi-part) and V2 (JSON or parquet manifest + sidecars).
+
+A checkpoint is split into its *manifest* (protocol, metaData, txn, domainMetadata, sidecar
+references and any inline file actions) and its *leaves*: the parquet files holding the bulk of
+the add actions (the parts of a classic checkpoint, or the sidecars of a V2 checkpoint). Leaves
+are independent, which is what parallel replay distributes.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..errors import LogCorruptError, MissingLogFileError
+from ..storage import Storage
+from .actions import (
+    commit_schema,
+    find_protocol_and_metadata,
+    parse_json_actions,
+    partition_values_type,
+    protocol_from_checkpoint_row,
+    read_parquet_actions,
+)
+from .segment import Checkpoint
+
+LEAF_COLUMNS = ["add", "txn", "domainMetadata"]
+
+
+@dataclass(frozen=True)
+class LeafFile:
+    """One parquet file of add actions belonging to a checkpoint; row_groups=None means all."""
+
+    path: str
+    size: int = 0
+    row_groups: tuple[int, ...] | None = None
+
+    def describe(self) -> str:
+        rg = "" if self.row_groups is None else f" row groups {list(self.row_groups)}"
+        return posixpath.basename(self.path) + rg
+
+
+@dataclass
+class CheckpointManifest:
+    """What the sequential phase reads of a checkpoint."""
+
+    checkpoint: Checkpoint
+    inline: pa.Table | None  # action columns found in the manifest itself (V2), else None
+    leaves: list[LeafFile]
+
+
+def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[dict | None, dict | None]:
+    """Protocol and metaData stored in a checkpoint, read with column projection."""
+    protocol = metadata = None
+    for part in ckpt.parts:
+        if part.name.endswith(".json"):
+            p, m = find_protocol_and_metadata(_read(storage, part.path), part.path)
+        else:
+            p, m = protocol_from_checkpoint_row(read_parquet_actions(storage, part, ["protocol", "metaData"]))
+        protocol = protocol or p
+        metadata = metadata or m
+        if protocol and metadata:
+            break
+    return protocol, metadata
+
+
+def _read(storage: Storage, path: str) -> bytes:
+    try:
+        return storage.read_bytes(path)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"checkpoint file {path} is missing") from e
+
+
+def sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
+    """Sidecar paths are relative to ``_delta_log/_sidecars/`` unless absolute."""
+    if "://" in path or path.startswith("/") or path.startswith("file:"):
+        return storage.resolve(path)
+    return posixpath.join(log_dir, "_sidecars", path)
+
+
+def read_manifest(storage: Storage, log_dir: str, ckpt: Checkpoint, physical_partitions: list[str]) -> CheckpointManifest:
+    """Classify a checkpoint into manifest and leaves.
+
+    Classic and multi-part checkpoints are their own leaves, unless a classic-named file holds
+    V2 content (sidecar rows), in which case it is a manifest too.
+    """
+    if ckpt.kind == "v2" and ckpt.parts[0].name.endswith(".json"):
+        part = ckpt.parts[0]
+        schema = commit_schema(partition_values_type(physical_partitions))
+        table, _ = parse_json_actions([_read(storage, part.path)], schema, [part.path])
+        sidecars = _sidecar_rows(table)
+        leaves = [LeafFile(sidecar_path(storage, log_dir, p), s or 0) for p, s in sidecars]
+        return CheckpointManifest(ckpt, table, leaves)
+    leaves: list[LeafFile] = []
+    inline_tables = []
+    for part in ckpt.parts:
+        side = read_parquet_actions(storage, part, ["sidecar"])
+        sidecars = _sidecar_rows(side) if side.num_columns else []
+        if sidecars:
+            inline_tables.append(read_parquet_actions(storage, part, LEAF_COLUMNS))
+            leaves.extend(LeafFile(sidecar_path(storage, log_dir, p), s or 0) for p, s in sidecars)
+        else:
+            leaves.append(LeafFile(part.path, part.size))
+    inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None
+    return CheckpointManifest(ckpt, inline, leaves)
+
+
+def _sidecar_rows(table: pa.Table) -> list[tuple[str, int | None]]:
+    if "sidecar" not in table.column_names:
+        return []
+    col = table.column("sidecar").combine_chunks()
+    rows = col.filter(col.is_valid()).to_pylist()
+    out = []
+    for r in rows:
+        if not r or not r.get("path"):
+            raise LogCorruptError(f"checkpoint has a sidecar action without a path: {r!r}")
+        out.append((r["path"], r.get("sizeInBytes")))
+    return out
+
+
+def read_leaf(storage: Storage, leaf: LeafFile, columns: list[str] | None = None) -> pa.Table:
+    """Read a leaf's action columns (whole file or the given row groups)."""
+    from .actions import read_parquet_row_groups
+
+    cols = columns or LEAF_COLUMNS
+    if leaf.row_groups is None:
+        if not storage.exists(leaf.path):
+            raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing")
+        return read_parquet_actions(storage, leaf.path, cols)
+    return read_parquet_row_groups(storage, leaf.path, leaf.row_groups, cols)

@@ -1,0 +1,176 @@
+"""Log segment: which files of ``_delta_log`` make up a snapshot at a version.
+
+One listing of ``_delta_log`` is classified into commits, checkpoints (classic single-part,
+multi-part, V2 with a UUID name) and compaction files. A segment is the newest complete
+checkpoint at or before the version plus the contiguous commits after it.
+
+``_last_checkpoint`` is a hint only: the listing decides. Log compaction files are ignored
+(reading the commits they summarize gives the same state, so ignoring them is never wrong).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from ..errors import (
+    NonContiguousVersionsError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
+from ..storage import FileInfo, Storage
+
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+_COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint: ``kind`` is classic, multi or v2; parts sorted by part number."""
+
+    version: int
+    kind: str
+    parts: tuple[FileInfo, ...]
+
+    @property
+    def is_v2_manifest(self) -> bool:
+        return self.kind == "v2"
+
+
+@dataclass
+class LogListing:
+    """Everything found in one listing of ``_delta_log``."""
+
+    log_dir: str
+    commits: dict[int, FileInfo] = field(default_factory=dict)
+    checkpoints: dict[int, list[Checkpoint]] = field(default_factory=dict)
+    last_checkpoint_hint: dict | None = None
+
+    @property
+    def commit_versions(self) -> list[int]:
+        return sorted(self.commits)
+
+    def latest_version(self) -> int:
+        candidates = list(self.commits) + list(self.checkpoints)
+        return max(candidates)
+
+    def earliest_version(self) -> int:
+        """The oldest version a snapshot can be built at."""
+        starts = [v for v in self.checkpoints]
+        if 0 in self.commits:
+            starts.append(0)
+        return min(starts) if starts else min(self.commits)
+
+
+@dataclass(frozen=True)
+class LogSegment:
+    """The files to replay for the snapshot at ``version``."""
+
+    log_dir: str
+    version: int
+    checkpoint: Checkpoint | None
+    commits: tuple[tuple[int, FileInfo], ...]  # ascending versions after the checkpoint
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.checkpoint.version if self.checkpoint else None
+
+
+def list_log(storage: Storage) -> LogListing:
+    """List ``_delta_log`` once and classify its files."""
+    log_dir = storage.join("_delta_log")
+    files = storage.list_dir(log_dir)
+    if not files:
+        if storage.isdir(log_dir):
+            raise TableNotFoundError(f"{log_dir} is empty: not a Delta table (no commits or checkpoints)")
+        raise TableNotFoundError(f"{storage.root} is not a Delta table: no _delta_log folder at {log_dir}")
+    listing = LogListing(log_dir)
+    multi: dict[tuple[int, int], dict[int, FileInfo]] = {}
+    for f in files:
+        name = f.name
+        if m := _COMMIT.match(name):
+            listing.commits[int(m.group(1))] = f
+        elif m := _CLASSIC.match(name):
+            listing.checkpoints.setdefault(int(m.group(1)), []).append(Checkpoint(int(m.group(1)), "classic", (f,)))
+        elif m := _MULTI.match(name):
+            multi.setdefault((int(m.group(1)), int(m.group(3))), {})[int(m.group(2))] = f
+        elif m := _V2.match(name):
+            listing.checkpoints.setdefault(int(m.group(1)), []).append(Checkpoint(int(m.group(1)), "v2", (f,)))
+        elif name == "_last_checkpoint":
+            listing.last_checkpoint_hint = _read_hint(storage, f)
+    for (version, total), parts in multi.items():
+        if total >= 1 and sorted(parts) == list(range(1, total + 1)):  # incomplete sets are ignored
+            ckpt = Checkpoint(version, "multi", tuple(parts[i] for i in range(1, total + 1)))
+            listing.checkpoints.setdefault(version, []).append(ckpt)
+    if not listing.commits and not listing.checkpoints:
+        raise TableNotFoundError(f"{log_dir} holds no commit or checkpoint files: not a Delta table")
+    return listing
+
+
+def _read_hint(storage: Storage, f: FileInfo) -> dict | None:
+    """Read ``_last_checkpoint``; a missing or corrupt hint is ignored (the listing decides)."""
+    try:
+        hint = json.loads(storage.read_bytes(f.path))
+        return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
+    except (OSError, ValueError):
+        return None
+
+
+def _pick_checkpoint(listing: LogListing, version: int) -> Checkpoint:
+    """Among complete checkpoints at ``version`` prefer the one the hint names, then V2, multi, classic."""
+    options = listing.checkpoints[version]
+    hint = listing.last_checkpoint_hint or {}
+    if hint.get("version") == version:
+        named = (hint.get("v2Checkpoint") or {}).get("path")
+        for c in options:
+            if named and c.parts[0].name == named:
+                return c
+            if not named and hint.get("parts") and c.kind == "multi" and len(c.parts) == hint["parts"]:
+                return c
+    rank = {"v2": 0, "multi": 1, "classic": 2}
+    return sorted(options, key=lambda c: rank[c.kind])[0]
+
+
+def build_segment(listing: LogListing, version: int | None = None) -> LogSegment:
+    """The segment for ``version`` (latest when None), checking that commits are contiguous."""
+    latest = listing.latest_version()
+    if version is None:
+        version = latest
+    if version < 0 or version > latest:
+        raise VersionNotFoundError(
+            f"version {version} does not exist in {listing.log_dir}: available versions are "
+            f"{listing.earliest_version()}..{latest}"
+        )
+    ckpt_versions = [v for v in listing.checkpoints if v <= version]
+    checkpoint = _pick_checkpoint(listing, max(ckpt_versions)) if ckpt_versions else None
+    start = checkpoint.version + 1 if checkpoint else 0
+    wanted = range(start, version + 1)
+    missing = [v for v in wanted if v not in listing.commits]
+    if missing:
+        if checkpoint is None and start == 0 and 0 not in listing.commits:
+            raise VersionNotFoundError(
+                f"version {version} of {listing.log_dir} cannot be reconstructed: commit 0 is missing "
+                f"and no checkpoint precedes it (available versions are "
+                f"{listing.earliest_version()}..{latest})"
+            )
+        raise NonContiguousVersionsError(
+            f"{listing.log_dir}: commit versions are not contiguous, missing "
+            f"{_ranges(missing)} between {start} and {version}"
+        )
+    commits = tuple((v, listing.commits[v]) for v in wanted)
+    return LogSegment(listing.log_dir, version, checkpoint, commits)
+
+
+def _ranges(vs: list[int]) -> str:
+    out, i = [], 0
+    while i < len(vs):
+        j = i
+        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
+            j += 1
+        out.append(str(vs[i]) if i == j else f"{vs[i]}..{vs[j]}")
+        i = j + 1
+    return ", ".join(out)

@@ -1,0 +1,81 @@
+"""Typed partition values: Delta's string-serialized partition values -> Arrow columns.
+
+Vectorized per partition column with Arrow casts. Empty strings and JSON nulls are null.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import LogCorruptError
+
+
+def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray:
+    """Checkpoint ``partitionValues`` (map<string,string>) -> struct<physical name: string>."""
+    n = len(values)
+    children = []
+    for name in physical_names:
+        if n == 0:
+            children.append(pa.array([], pa.string()))
+        else:
+            children.append(pc.map_lookup(values, pa.scalar(name, pa.string()), "first").cast(pa.string()))
+    if not physical_names:
+        return pa.StructArray.from_arrays([], fields=[], mask=None) if n == 0 else pa.array([{}] * n, pa.struct([]))
+    return pa.StructArray.from_arrays(children, names=physical_names)
+
+
+def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:
+    """Parse one partition column's serialized values into ``target``."""
+    raw = raw.cast(pa.string()) if raw.type != pa.string() else raw
+    raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
+    try:
+        if pa.types.is_string(target):
+            return raw
+        if pa.types.is_binary(target):
+            return raw.cast(pa.binary())
+        if pa.types.is_timestamp(target):
+            # Delta writes "yyyy-MM-dd HH:mm:ss[.SSSSSS]" (UTC) or ISO-8601 with a trailing Z.
+            naive = pc.replace_substring_regex(raw, r"Z$", "")
+            parsed = naive.cast(pa.timestamp("us"))
+            return parsed.cast(target) if target.tz else parsed
+        if pa.types.is_boolean(target):
+            lowered = pc.utf8_lower(raw)
+            return lowered.cast(pa.bool_())
+        if pa.types.is_null(target):
+            return pa.nulls(len(raw))
+        return raw.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        bad = _first_unparseable(raw, target)
+        raise LogCorruptError(
+            f"partition column {column!r}: value {bad!r} cannot be read as {target}: {str(e).splitlines()[0]}"
+        ) from e
+
+
+def _first_unparseable(raw: pa.Array, target: pa.DataType) -> str | None:
+    for v in raw.to_pylist():
+        if v is None:
+            continue
+        try:
+            pa.array([v]).cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return v
+    return None
+
+
+def typed_partition_values(
+    raw: pa.StructArray | None, physical: list[str], logical_fields: list[pa.Field], num_rows: int
+) -> pa.StructArray:
+    """struct<physical: string> -> struct<logical: typed>."""
+    if not logical_fields:
+        return pa.array([{}] * num_rows, pa.struct([])) if num_rows else pa.array([], pa.struct([]))
+    children = []
+    for phys, f in zip(physical, logical_fields, strict=True):
+        if raw is None:
+            children.append(pa.nulls(num_rows, f.type))
+            continue
+        col = pc.struct_field(raw, phys) if raw.type.get_field_index(phys) >= 0 else pa.nulls(num_rows, pa.string())
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        children.append(parse_column(col, f.type, f.name))
+    return pa.StructArray.from_arrays(children, fields=[pa.field(f.name, f.type) for f in logical_fields])

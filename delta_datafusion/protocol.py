@@ -1,0 +1,160 @@
+"""Protocol and metadata actions: validation and the reader features this package supports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import InvalidProtocolError, MissingMetadataError, SchemaError, UnsupportedFeatureError
+from .schema import column_mapping_mode, parse_schema_string, physical_name, to_arrow_schema
+
+#: Reader features a snapshot can be read with. Every other reader feature is refused by name.
+SUPPORTED_READER_FEATURES = frozenset(
+    {
+        "columnMapping",
+        "deletionVectors",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",  # only constrains VACUUM; nothing to do on read
+        "typeWidening",
+        "typeWidening-preview",
+    }
+)
+#: Known reader features we refuse, with the reason shown to users.
+REFUSED_READER_FEATURES = {
+    "variantType": "VARIANT columns are not decoded by this reader",
+    "variantType-preview": "VARIANT columns are not decoded by this reader",
+    "variantShredding-preview": "shredded VARIANT columns are not decoded by this reader",
+    "catalogManaged": "catalog-managed commits need the catalog to list unpublished commits",
+    "catalogOwned-preview": "catalog-managed commits need the catalog to list unpublished commits",
+}
+
+
+@dataclass(frozen=True)
+class Protocol:
+    min_reader_version: int
+    min_writer_version: int
+    reader_features: frozenset[str] = frozenset()
+    writer_features: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_action(cls, action: dict[str, Any], where: str) -> Protocol:
+        try:
+            reader = int(action["minReaderVersion"])
+            writer = int(action.get("minWriterVersion") or 0)
+        except (KeyError, TypeError, ValueError) as e:
+            raise InvalidProtocolError(f"{where}: protocol action lacks a valid minReaderVersion: {action!r}") from e
+        rf, wf = action.get("readerFeatures"), action.get("writerFeatures")
+        if rf is not None and not isinstance(rf, list):
+            raise InvalidProtocolError(f"{where}: protocol readerFeatures must be a list, got {rf!r}")
+        return cls(reader, writer, frozenset(rf or ()), frozenset(wf or ()))
+
+    def has_feature(self, name: str) -> bool:
+        return name in self.reader_features or name in self.writer_features
+
+    def check_readable(self, where: str) -> None:
+        """Refuse protocols this reader cannot honour, naming the version or feature."""
+        v = self.min_reader_version
+        if v not in (1, 2, 3):
+            raise InvalidProtocolError(
+                f"{where}: minReaderVersion {v} is not a Delta reader version (this reader supports 1, 2 and 3)"
+            )
+        if v != 3 and self.reader_features:
+            raise InvalidProtocolError(
+                f"{where}: readerFeatures {sorted(self.reader_features)} are only allowed with minReaderVersion 3 "
+                f"(table has {v})"
+            )
+        for feat in sorted(self.reader_features):
+            if feat in SUPPORTED_READER_FEATURES:
+                continue
+            why = REFUSED_READER_FEATURES.get(feat, "it is not a reader feature this package knows")
+            raise UnsupportedFeatureError(f"{where}: table requires reader feature {feat!r}: {why}")
+
+
+@dataclass(frozen=True)
+class Metadata:
+    """The parsed metaData action and everything derived from its schema."""
+
+    id: str
+    schema_string: str
+    schema_json: dict[str, Any]
+    partition_columns: tuple[str, ...]
+    configuration: dict[str, str]
+    created_time: int | None
+    name: str | None = None
+    description: str | None = None
+    column_mapping_mode: str = "none"
+    arrow_schema: pa.Schema = field(default=None, repr=False)  # logical
+    physical_schema: pa.Schema = field(default=None, repr=False)
+
+    @classmethod
+    def from_action(cls, action: dict[str, Any], where: str) -> Metadata:
+        fmt = action.get("format") or {}
+        provider = fmt.get("provider", "parquet") if isinstance(fmt, dict) else "parquet"
+        if provider not in (None, "parquet"):
+            raise UnsupportedFeatureError(f"{where}: data file format {provider!r} is not supported (only parquet)")
+        schema_json = parse_schema_string(action.get("schemaString"), where)
+        conf = action.get("configuration") or {}
+        if not isinstance(conf, dict):
+            raise SchemaError(f"{where}: metaData.configuration is not an object")
+        conf = {str(k): ("" if v is None else str(v)) for k, v in conf.items()}
+        mode = column_mapping_mode(conf)
+        parts = tuple(action.get("partitionColumns") or ())
+        names = {f["name"] for f in schema_json["fields"]}
+        missing = [p for p in parts if p not in names]
+        if missing:
+            raise SchemaError(f"{where}: partition columns {missing} are not in the table schema")
+        try:
+            logical = to_arrow_schema(schema_json, mode, physical=False)
+            physical = to_arrow_schema(schema_json, mode, physical=True)
+        except SchemaError as e:
+            raise SchemaError(f"{where}: {e}") from e
+        return cls(
+            id=str(action.get("id") or ""),
+            schema_string=action["schemaString"],
+            schema_json=schema_json,
+            partition_columns=parts,
+            configuration=conf,
+            created_time=action.get("createdTime"),
+            name=action.get("name"),
+            description=action.get("description"),
+            column_mapping_mode=mode,
+            arrow_schema=logical,
+            physical_schema=physical,
+        )
+
+    def field_json(self, name: str) -> dict[str, Any]:
+        for f in self.schema_json["fields"]:
+            if f["name"] == name:
+                return f
+        raise KeyError(name)
+
+    def physical_partition_columns(self) -> list[str]:
+        return [physical_name(self.field_json(c), self.column_mapping_mode) for c in self.partition_columns]
+
+    @property
+    def change_data_feed_enabled(self) -> bool:
+        return self.configuration.get("delta.enableChangeDataFeed", "false").lower() == "true"
+
+    @property
+    def in_commit_timestamps_enabled(self) -> bool:
+        return self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
+
+    @property
+    def ict_enablement(self) -> tuple[int, int] | None:
+        """(version, timestamp ms) from which in-commit timestamps are used, or None."""
+        if not self.in_commit_timestamps_enabled:
+            return None
+        v = self.configuration.get("delta.inCommitTimestampEnablementVersion")
+        t = self.configuration.get("delta.inCommitTimestampEnablementTimestamp")
+        if v is None or t is None:
+            return (0, 0)  # enabled at table creation
+        return (int(v), int(t))
+
+
+def require_metadata(metadata: Metadata | None, where: str) -> Metadata:
+    if metadata is None:
+        raise MissingMetadataError(f"{where}: no metaData action found in the log (table metadata is missing)")
+    return metadata

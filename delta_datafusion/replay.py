@@ -1,0 +1,226 @@
+"""Action reconciliation: the live file set, app transactions and domain metadata of a snapshot.
+
+Vectorized with Arrow: file actions are keyed by (resolved path, deletion-vector unique id);
+among commit actions the newest per key wins (sort + first-of-group), and checkpoint adds survive
+unless their key appears in any commit action (``is_in``). No Python object per file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .log.actions import DV_TYPE, partition_values_type
+from .partition_values import map_to_struct
+from .storage import Storage
+
+#: Columns of the flat, raw add table that replay produces (before typing stats/partitions).
+RAW_ADD_FIELDS = [
+    "path",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "dataChange",
+    "stats",
+    "stats_parsed",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+]
+
+
+def child(struct: pa.Array | pa.ChunkedArray, name: str, typ: pa.DataType | None = None) -> pa.Array:
+    """A struct child honouring parent nulls; nulls of ``typ`` when the child is absent."""
+    if isinstance(struct, pa.ChunkedArray):
+        struct = struct.combine_chunks()
+    if struct.type.get_field_index(name) < 0:
+        return pa.nulls(len(struct), typ or pa.null())
+    out = pc.struct_field(struct, name)
+    if typ is not None and out.type != typ:
+        out = out.cast(typ)
+    return out
+
+
+def flatten_file_actions(
+    actions: pa.Array | pa.ChunkedArray,
+    physical_partition_columns: Sequence[str],
+    versions: pa.Array | None = None,
+) -> pa.Table:
+    """add/remove/cdc struct column -> flat table of its non-null rows (RAW_ADD_FIELDS + version)."""
+    if isinstance(actions, pa.ChunkedArray):
+        actions = actions.combine_chunks()
+    valid = actions.is_valid()
+    rows = actions.filter(valid)
+    n = len(rows)
+    pv_type = partition_values_type(physical_partition_columns)
+    pv = child(rows, "partitionValues")
+    if pa.types.is_map(pv.type):
+        pv = map_to_struct(pv, list(physical_partition_columns))
+    elif pa.types.is_null(pv.type) or pv.type != pv_type:
+        if pa.types.is_struct(pv.type):
+            pv = pa.StructArray.from_arrays(
+                [child(pv, c, pa.string()) for c in physical_partition_columns] or [],
+                fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
+            ) if physical_partition_columns else pa.array([{}] * n, pa.struct([]))
+        else:
+            pv = pa.array([{}] * n, pv_type) if not physical_partition_columns else pa.StructArray.from_arrays(
+                [pa.nulls(n, pa.string()) for _ in physical_partition_columns],
+                fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
+            )
+    cols = {
+        "path": child(rows, "path", pa.string()),
+        "partitionValues": pv,
+        "size": child(rows, "size", pa.int64()),
+        "modificationTime": child(rows, "modificationTime", pa.int64()),
+        "dataChange": child(rows, "dataChange", pa.bool_()),
+        "stats": child(rows, "stats", pa.string()),
+        "deletionVector": _dv_column(child(rows, "deletionVector"), n),
+        "baseRowId": child(rows, "baseRowId", pa.int64()),
+        "defaultRowCommitVersion": child(rows, "defaultRowCommitVersion", pa.int64()),
+    }
+    if rows.type.get_field_index("stats_parsed") >= 0:
+        cols["stats_parsed"] = child(rows, "stats_parsed")
+    if versions is not None:
+        cols["version"] = versions.filter(valid)
+    return pa.table(cols)
+
+
+def _dv_column(dv: pa.Array, n: int) -> pa.Array:
+    if pa.types.is_null(dv.type):
+        return pa.nulls(n, DV_TYPE)
+    children = [child(dv, f.name, f.type) for f in DV_TYPE]
+    return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=pc.invert(dv.is_valid()))
+
+
+# -- keys ----------------------------------------------------------------------------------
+
+
+def decode_paths(paths: pa.Array) -> pa.Array:
+    """URL-decode log paths; only the (rare) rows with a '%' go through Python."""
+    if isinstance(paths, pa.ChunkedArray):
+        paths = paths.combine_chunks()
+    has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
+    if not pc.any(has_pct).as_py():
+        return paths
+    idx = np.flatnonzero(has_pct.to_numpy(zero_copy_only=False))
+    values = paths.to_pylist()
+    for i in idx:
+        values[i] = unquote(values[i])
+    return pa.array(values, pa.string())
+
+
+def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
+    """Decoded log paths -> full paths on the table's filesystem (relative ones joined to root)."""
+    if len(decoded) == 0:
+        return decoded
+    special = pc.fill_null(pc.or_(pc.starts_with(decoded, "/"), pc.match_substring(decoded, ":")), False)
+    root = storage.root.rstrip("/") + "/"
+    joined = pc.binary_join_element_wise(pa.scalar(root), decoded, "")
+    if not pc.any(special).as_py():
+        return joined
+    values = joined.to_pylist()
+    raw = decoded.to_pylist()
+    for i in np.flatnonzero(special.to_numpy(zero_copy_only=False)):
+        values[i] = storage.resolve(raw[i])
+    return pa.array(values, pa.string())
+
+
+def dv_unique_ids(dv: pa.Array) -> pa.Array:
+    """Protocol unique id of each deletion vector ('' when the file has none)."""
+    st = pc.fill_null(child(dv, "storageType", pa.string()), "")
+    p = pc.fill_null(child(dv, "pathOrInlineDv", pa.string()), "")
+    off = child(dv, "offset", pa.int32())
+    off_s = pc.if_else(off.is_valid(), pc.binary_join_element_wise("@", off.cast(pa.string()), ""), "")
+    return pc.binary_join_element_wise(st, p, pc.fill_null(off_s, ""), "")
+
+
+def file_keys(locations: pa.Array, dv: pa.Array) -> pa.Array:
+    return pc.binary_join_element_wise(locations, dv_unique_ids(dv), "\x00")
+
+
+# -- reconciliation ------------------------------------------------------------------------
+
+
+@dataclass
+class CommitFileActions:
+    """Adds and removes of the commit part of a segment, with keys and versions."""
+
+    adds: pa.Table  # RAW_ADD_FIELDS + version + location + key
+    removes: pa.Table  # path, deletionVector, version, location, key, ...
+
+
+def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """Live adds among commit actions and the set of all keys the commits touched."""
+    n_a, n_r = adds.num_rows, removes.num_rows
+    keys = pa.chunked_array([adds.column("key"), removes.column("key")], pa.string()).combine_chunks()
+    versions = pa.chunked_array([adds.column("version"), removes.column("version")], pa.int64()).combine_chunks()
+    if n_a + n_r == 0:
+        return adds, keys
+    # Hash the keys once (dictionary encoding), then order integer codes with numpy.
+    codes = pc.dictionary_encode(keys).indices.to_numpy()
+    vers = versions.fill_null(-1).to_numpy()
+    is_add = np.zeros(n_a + n_r, dtype=np.int8)
+    is_add[:n_a] = 1
+    if n_r == 0 and len(np.unique(codes)) == n_a:
+        return adds, keys  # every add is unique and nothing was removed
+    # Newest version first; within one version an add wins over a remove (re-add after remove).
+    order = np.lexsort((-is_add, -vers, codes))
+    sorted_codes = codes[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = sorted_codes[1:] != sorted_codes[:-1]
+    winners = order[first]
+    live_add_rows = np.sort(winners[winners < n_a])
+    return adds.take(pa.array(live_add_rows)), keys
+
+
+def surviving_checkpoint_adds(adds: pa.Table, commit_keys: pa.Array) -> pa.Table:
+    """Checkpoint adds whose key no commit after the checkpoint touched."""
+    if adds.num_rows == 0 or len(commit_keys) == 0:
+        return adds
+    touched = pc.is_in(adds.column("key"), value_set=commit_keys)
+    return adds.filter(pc.invert(touched))
+
+
+def latest_txns(tables: Sequence[pa.Array]) -> dict[str, int]:
+    """App transaction versions; ``tables`` are txn struct columns from newest to oldest."""
+    out: dict[str, int] = {}
+    for col in tables:
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        col = col.filter(col.is_valid())
+        for app, ver in zip(child(col, "appId").to_pylist(), child(col, "version").to_pylist(), strict=True):
+            if app is not None and app not in out:
+                out[app] = ver
+    return out
+
+
+def latest_domains(tables: Sequence[pa.Array]) -> dict[str, str]:
+    """Active domain metadata; ``tables`` from newest to oldest; removed domains dropped."""
+    seen: dict[str, str | None] = {}
+    for col in tables:
+        if isinstance(col, pa.ChunkedArray):
+            col = col.combine_chunks()
+        col = col.filter(col.is_valid())
+        for d, conf, removed in zip(
+            child(col, "domain").to_pylist(),
+            child(col, "configuration").to_pylist(),
+            child(col, "removed").to_pylist(),
+            strict=True,
+        ):
+            if d is not None and d not in seen:
+                seen[d] = None if removed else conf
+    return {k: v for k, v in seen.items() if v is not None}
+
+
+def with_keys(storage: Storage, table: pa.Table) -> pa.Table:
+    """Add ``location`` (resolved, decoded path) and ``key`` columns to a flat file-action table."""
+    decoded = decode_paths(table.column("path"))
+    loc = resolve_paths(storage, decoded)
+    table = table.set_column(table.schema.get_field_index("path"), "path", decoded)
+    table = table.append_column("location", loc)
+    return table.append_column("key", file_keys(loc, table.column("deletionVector").combine_chunks()))

@@ -1,0 +1,101 @@
+"""Scans: the files (and rows) of a snapshot that a query needs.
+
+``Scan.scan_metadata()`` yields :class:`ScanMetadata` batches of the live files, pruned by the
+predicate through partition values and file statistics (see :mod:`.skipping`). ``ScanMetadata``
+turns into :class:`~.scan_unit.ScanUnit` objects, the one type the readers consume for both table
+scans and change scans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import DeltaError
+from .scan_unit import ScanUnit, units_from_files
+
+if TYPE_CHECKING:
+    from .snapshot import Snapshot
+
+
+@dataclass
+class ScanMetadata:
+    """A batch of selected files: the scan-metadata columns of :data:`snapshot.FILE_COLUMNS`."""
+
+    files: pa.Table
+    #: how many files the batch had before pruning (for EXPLAIN / tests)
+    files_before_pruning: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def num_files(self) -> int:
+        return self.files.num_rows
+
+    def scan_units(self, partition_columns: list[str]) -> list[ScanUnit]:
+        return units_from_files(self.files, partition_columns)
+
+
+def as_predicate(predicate: Any, schema: pa.Schema):
+    """Accept None, a package Predicate, or a pyarrow compute Expression (what DataFusion passes)."""
+    if predicate is None:
+        return None
+    from . import predicate as P
+
+    if isinstance(predicate, pc.Expression):
+        return P.from_pyarrow(predicate, schema)
+    if isinstance(predicate, P.Predicate):
+        return predicate
+    raise DeltaError(f"predicate must be a pyarrow.compute.Expression or a delta_datafusion Predicate, got {type(predicate)}")
+
+
+class Scan:
+    """A planned read of one snapshot: which columns, which predicate."""
+
+    def __init__(self, snapshot: Snapshot, columns: list[str] | None = None, predicate: Any = None):
+        self.snapshot = snapshot
+        schema = snapshot.schema
+        if columns is not None:
+            unknown = [c for c in columns if c not in schema.names]
+            if unknown:
+                raise DeltaError(
+                    f"unknown column(s) {unknown} for table {snapshot.table_root} at version {snapshot.version}; "
+                    f"columns are {schema.names}"
+                )
+        self.columns = list(columns) if columns is not None else list(schema.names)
+        self.predicate = as_predicate(predicate, schema)
+
+    @property
+    def schema(self) -> pa.Schema:
+        s = self.snapshot.schema
+        return pa.schema([s.field(c) for c in self.columns])
+
+    def prune(self, files: pa.Table) -> pa.Table:
+        """Keep the files that may hold rows matching the predicate."""
+        if self.predicate is None or files.num_rows == 0:
+            return files
+        from .skipping import file_keep_mask
+
+        mask = file_keep_mask(self.predicate, files, self.snapshot.schema, self.snapshot.partition_columns)
+        return files.filter(mask)
+
+    def scan_metadata(self) -> Iterator[ScanMetadata]:
+        """The selected live files, as one or more batches."""
+        files = self.snapshot.files()
+        yield ScanMetadata(self.prune(files), files_before_pruning=files.num_rows)
+
+    def files(self) -> pa.Table:
+        tables = [m.files for m in self.scan_metadata()]
+        return pa.concat_tables(tables) if tables else self.snapshot.files().slice(0, 0)
+
+    def scan_units(self) -> list[ScanUnit]:
+        return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot.partition_columns)]
+
+    def parallel_scan_metadata(self):
+        """Two-phase replay: a sequential phase over commits and the checkpoint manifest, then leaves."""
+        from .parallel import SequentialPhase
+
+        return SequentialPhase(self)

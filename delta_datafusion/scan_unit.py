@@ -1,0 +1,53 @@
+"""The unit of reading shared by table scans and change scans.
+
+A :class:`ScanUnit` is one data file plus everything needed to turn its physical rows into
+logical rows: partition values, which rows to read (deletion vectors), and constant columns
+(for the change feed: ``_change_type``, ``_commit_version``, ``_commit_timestamp``).
+
+Row selection: rows in ``drop_rows`` are skipped; when ``only_rows`` is set, only rows in it are
+read. A table scan sets ``drop_rows`` to the file's deletion vector; a change scan of a
+deletion-vector update reads ``only_rows = new DV`` minus ``drop_rows = old DV`` (newly deleted
+rows) and vice versa (undeleted rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class ScanUnit:
+    location: str
+    size: int
+    partition_values: dict[str, Any] = field(default_factory=dict)
+    drop_rows: dict | None = None  # deletion vector descriptor (log dict form)
+    only_rows: dict | None = None
+    constants: dict[str, Any] = field(default_factory=dict)
+    num_records: int | None = None
+    #: the file stores ``_change_type`` itself (cdc files)
+    has_change_type_column: bool = False
+
+    @property
+    def needs_row_selection(self) -> bool:
+        return self.drop_rows is not None or self.only_rows is not None
+
+
+def units_from_files(files: pa.Table, partition_columns: list[str]) -> list[ScanUnit]:
+    """Scan-metadata rows -> scan units (one Python object per selected file)."""
+    if files.num_rows == 0:
+        return []
+    locations = files.column("location").to_pylist()
+    sizes = files.column("size").to_pylist()
+    pvs = files.column("partition_values").to_pylist() if partition_columns else [{}] * files.num_rows
+    dvs = files.column("deletion_vector").to_pylist()
+    stats = files.column("stats").combine_chunks()
+    import pyarrow.compute as pc
+
+    nums = pc.struct_field(stats, "numRecords").to_pylist() if stats.type.get_field_index("numRecords") >= 0 else [None] * len(locations)
+    return [
+        ScanUnit(loc, size or 0, pv or {}, dv if dv and dv.get("storageType") else None, None, {}, num)
+        for loc, size, pv, dv, num in zip(locations, sizes, pvs, dvs, nums, strict=True)
+    ]

@@ -1,0 +1,193 @@
+"""Delta schema JSON <-> Arrow, column mapping, and the typed schemas derived from a table schema.
+
+A Delta schema is kept as its parsed JSON (plain dicts) and converted on demand to:
+- the *logical* Arrow schema (user-facing names, what SQL sees),
+- the *physical* Arrow schema (names as stored in parquet under column mapping),
+- the stats schema used to parse ``add.stats`` JSON (physical names, leaves only).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import SchemaError
+
+PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+FIELD_ID_KEY = "delta.columnMapping.id"
+PARQUET_FIELD_ID = b"PARQUET:field_id"
+
+_PRIMITIVES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "long": pa.int64(),
+    "integer": pa.int32(),
+    "short": pa.int16(),
+    "byte": pa.int8(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+    "void": pa.null(),
+}
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
+VARIANT_TYPE = pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+
+
+def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]:
+    """Parse ``metaData.schemaString``; ``where`` names the log file for errors."""
+    if not schema_string:
+        raise SchemaError(f"{where}: metaData has no schemaString")
+    try:
+        schema = json.loads(schema_string)
+    except json.JSONDecodeError as e:
+        raise SchemaError(f"{where}: schemaString is not valid JSON: {e}") from e
+    if not isinstance(schema, dict) or schema.get("type") != "struct" or "fields" not in schema:
+        raise SchemaError(f"{where}: schemaString is not a struct type")
+    return schema
+
+
+def delta_type_to_arrow(dtype: Any, mode: str = "none", physical: bool = False) -> pa.DataType:
+    """Convert a Delta type (string or dict) to Arrow; nested field names follow ``physical``."""
+    if isinstance(dtype, str):
+        if dtype in _PRIMITIVES:
+            return _PRIMITIVES[dtype]
+        m = _DECIMAL.match(dtype)
+        if m:
+            precision, scale = int(m.group(1)), int(m.group(2))
+            if not 1 <= precision <= 38:
+                raise SchemaError(f"decimal precision {precision} is outside 1..38 in type {dtype!r}")
+            return pa.decimal128(precision, scale)
+        if dtype == "variant":
+            return VARIANT_TYPE
+        raise SchemaError(f"unknown Delta type {dtype!r}")
+    if not isinstance(dtype, dict):
+        raise SchemaError(f"malformed Delta type {dtype!r}")
+    kind = dtype.get("type")
+    if kind == "struct":
+        return pa.struct([delta_field_to_arrow(f, mode, physical) for f in dtype.get("fields", [])])
+    if kind == "array":
+        item = delta_type_to_arrow(dtype["elementType"], mode, physical)
+        return pa.list_(pa.field("element", item, dtype.get("containsNull", True)))
+    if kind == "map":
+        key = delta_type_to_arrow(dtype["keyType"], mode, physical)
+        value = delta_type_to_arrow(dtype["valueType"], mode, physical)
+        return pa.map_(key, pa.field("value", value, dtype.get("valueContainsNull", True)))
+    raise SchemaError(f"unknown Delta type {dtype!r}")
+
+
+def physical_name(field: dict[str, Any], mode: str) -> str:
+    if mode in ("name", "id"):
+        name = (field.get("metadata") or {}).get(PHYSICAL_NAME_KEY)
+        if not name:
+            raise SchemaError(
+                f"column mapping mode {mode!r} but field {field.get('name')!r} has no {PHYSICAL_NAME_KEY}"
+            )
+        return name
+    return field["name"]
+
+
+def delta_field_to_arrow(field: dict[str, Any], mode: str = "none", physical: bool = False) -> pa.Field:
+    try:
+        name = physical_name(field, mode) if physical else field["name"]
+        arrow_type = delta_type_to_arrow(field["type"], mode, physical)
+    except KeyError as e:
+        raise SchemaError(f"schema field {field!r} lacks {e}") from e
+    md = {}
+    for k, v in (field.get("metadata") or {}).items():
+        md[k] = v if isinstance(v, str) else json.dumps(v)
+    if physical and mode == "id" and FIELD_ID_KEY in (field.get("metadata") or {}):
+        md[PARQUET_FIELD_ID.decode()] = str(field["metadata"][FIELD_ID_KEY])
+    # Nullable always: a reader must not promise non-null to DataFusion (it would simplify away
+    # IS NULL checks) since old files or widened schemas can still hold nulls.
+    return pa.field(name, arrow_type, True, metadata=md or None)
+
+
+def to_arrow_schema(schema: dict[str, Any], mode: str = "none", physical: bool = False) -> pa.Schema:
+    return pa.schema([delta_field_to_arrow(f, mode, physical) for f in schema["fields"]])
+
+
+def top_level_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(schema["fields"])
+
+
+def iter_leaves(fields: list[dict[str, Any]], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple, dict]]:
+    for f in fields:
+        path = prefix + (f["name"],)
+        t = f["type"]
+        if isinstance(t, dict) and t.get("type") == "struct":
+            yield from iter_leaves(t["fields"], path)
+        else:
+            yield path, f
+
+
+def _stats_value_type(dtype: Any) -> pa.DataType | None:
+    """Arrow type of a min/max stat for a Delta type, or None when stats are not collected."""
+    if isinstance(dtype, str):
+        if dtype in ("binary", "boolean", "void", "variant"):
+            return None
+        return delta_type_to_arrow(dtype)
+    return None  # arrays and maps carry no min/max
+
+
+def stats_schemas(schema: dict[str, Any], mode: str, partition_columns: list[str]) -> tuple[pa.DataType, ...]:
+    """Arrow types for (minValues/maxValues, nullCount) structs, by physical or logical names.
+
+    Returns ``(minmax_physical, nullcount_physical, minmax_logical, nullcount_logical)``.
+    Partition columns carry no stats.
+    """
+    parts = set(partition_columns)
+
+    def build(fields: list[dict], physical: bool, counts: bool) -> pa.DataType:
+        out = []
+        for f in fields:
+            name = physical_name(f, mode) if physical else f["name"]
+            t = f["type"]
+            if isinstance(t, dict) and t.get("type") == "struct":
+                sub = build(t["fields"], physical, counts)
+                if sub.num_fields:
+                    out.append(pa.field(name, sub))
+            elif counts:
+                out.append(pa.field(name, pa.int64()))
+            else:
+                vt = _stats_value_type(t)
+                if vt is not None:
+                    out.append(pa.field(name, vt))
+        return pa.struct(out)
+
+    top = [f for f in schema["fields"] if f["name"] not in parts]
+    return (
+        build(top, True, False),
+        build(top, True, True),
+        build(top, False, False),
+        build(top, False, True),
+    )
+
+
+def rename_struct_type(dtype: pa.DataType, logical: pa.DataType) -> pa.DataType:
+    """Give ``dtype`` (a struct keyed by physical names) the field names of ``logical``."""
+    if not pa.types.is_struct(dtype):
+        return logical
+    fields = []
+    for i in range(dtype.num_fields):
+        pf, lf = dtype.field(i), logical.field(i)
+        fields.append(pa.field(lf.name, rename_struct_type(pf.type, lf.type)))
+    return pa.struct(fields)
+
+
+def column_mapping_mode(configuration: dict[str, str]) -> str:
+    mode = (configuration or {}).get("delta.columnMapping.mode", "none") or "none"
+    if mode not in ("none", "name", "id"):
+        raise SchemaError(f"unknown delta.columnMapping.mode {mode!r}")
+    return mode
+
+
+def logical_to_physical_names(schema: dict[str, Any], mode: str) -> dict[str, str]:
+    """Top-level logical -> physical column names."""
+    return {f["name"]: physical_name(f, mode) for f in schema["fields"]}

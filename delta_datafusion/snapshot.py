@@ -1,0 +1,305 @@
+"""A consistent snapshot of a Delta table at one version.
+
+Loading is eager for what every use needs (segment, protocol, metadata, schema) so that errors
+surface when the snapshot is created; the file replay runs on first use and is cached.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import LogCorruptError, MissingProtocolError
+from .log.actions import (
+    CommitData,
+    commit_schema,
+    find_protocol_and_metadata,
+    parse_json_actions,
+    partition_values_type,
+    read_commits,
+)
+from .log.checkpoint import CheckpointManifest, LeafFile, checkpoint_protocol_metadata, read_leaf, read_manifest
+from .log.segment import LogSegment
+from .partition_values import typed_partition_values
+from .protocol import Metadata, Protocol, require_metadata
+from .replay import (
+    flatten_file_actions,
+    latest_domains,
+    latest_txns,
+    newest_per_key,
+    surviving_checkpoint_adds,
+    with_keys,
+)
+from .stats import typed_stats
+from .storage import Storage
+
+if TYPE_CHECKING:
+    from .scan import Scan
+
+#: Columns of the scan-metadata file table, in order.
+FILE_COLUMNS = [
+    "path",
+    "location",
+    "size",
+    "modification_time",
+    "partition_values",
+    "stats",
+    "deletion_vector",
+    "base_row_id",
+    "default_row_commit_version",
+]
+
+
+@dataclass
+class CommitLog:
+    """The parsed commit part of a segment: one Arrow table of actions plus per-row versions."""
+
+    data: list[CommitData]
+    actions: pa.Table
+    versions: pa.Array
+
+    def file_actions(self, name: str, storage: Storage, physical_partitions: list[str]) -> pa.Table:
+        flat = flatten_file_actions(self.actions.column(name), physical_partitions, self.versions)
+        return with_keys(storage, flat)
+
+
+class Snapshot:
+    """The table at ``version``: protocol, metadata, schema, and (lazily) its live files."""
+
+    def __init__(self, storage: Storage, segment: LogSegment, commit_data: list[CommitData] | None = None):
+        self.storage = storage
+        self.segment = segment
+        self.version = segment.version
+        self._lock = threading.Lock()
+        self._commit_data = commit_data if commit_data is not None else read_commits(storage, segment.commits)
+        self.protocol, self.metadata = self._load_protocol_metadata()
+
+    # -- protocol & metadata ------------------------------------------------------------------
+    def _load_protocol_metadata(self) -> tuple[Protocol, Metadata]:
+        protocol = metadata = None
+        p_where = m_where = None
+        for c in reversed(self._commit_data):
+            p, m = find_protocol_and_metadata(c.data, c.info.path)
+            if p is not None and protocol is None:
+                protocol, p_where = p, c.info.path
+            if m is not None and metadata is None:
+                metadata, m_where = m, c.info.path
+            if protocol is not None and metadata is not None:
+                break
+        ckpt = self.segment.checkpoint
+        if (protocol is None or metadata is None) and ckpt is not None:
+            p, m = checkpoint_protocol_metadata(self.storage, ckpt)
+            where = ckpt.parts[0].path
+            if protocol is None and p is not None:
+                protocol, p_where = p, where
+            if metadata is None and m is not None:
+                metadata, m_where = m, where
+        where_table = f"{self.storage.root} at version {self.version}"
+        if protocol is None:
+            raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
+        proto = Protocol.from_action(protocol, p_where)
+        proto.check_readable(p_where)
+        md = require_metadata(Metadata.from_action(metadata, m_where) if metadata is not None else None, where_table)
+        return proto, md
+
+    # -- schema & properties ---------------------------------------------------------------
+    @property
+    def schema(self) -> pa.Schema:
+        """Logical Arrow schema (what SQL sees)."""
+        return self.metadata.arrow_schema
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        return self.metadata.physical_schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def table_root(self) -> str:
+        return self.storage.root_uri
+
+    # -- commits ---------------------------------------------------------------------------
+    @cached_property
+    def commit_log(self) -> CommitLog:
+        schema = commit_schema(partition_values_type(self.metadata.physical_partition_columns()))
+        blobs = [c.data for c in self._commit_data]
+        actions, counts = parse_json_actions(blobs, schema, [c.info.path for c in self._commit_data])
+        versions = pa.array([c.version for c in self._commit_data], pa.int64())
+        import numpy as np
+
+        per_row = pa.array(np.repeat(versions.to_numpy(), counts), pa.int64())
+        return CommitLog(self._commit_data, actions, per_row)
+
+    def commit_timestamp(self, version: int | None = None) -> int:
+        """Commit timestamp (ms): the in-commit timestamp when enabled, else file modification time."""
+        version = self.version if version is None else version
+        for c in self._commit_data:
+            if c.version == version:
+                ict = self.metadata.ict_enablement
+                if ict is not None and version >= ict[0]:
+                    from .timestamps import read_in_commit_timestamp
+
+                    return read_in_commit_timestamp(c.data, c.info.path)
+                return c.info.mtime_ms
+        raise LogCorruptError(f"version {version} is not a commit of this snapshot's segment")
+
+    # -- replay ----------------------------------------------------------------------------
+    @cached_property
+    def _commit_replay(self) -> tuple[pa.Table, pa.Array]:
+        """(live adds from commits, keys of every file action in the commits)."""
+        parts = self.metadata.physical_partition_columns()
+        adds = self.commit_log.file_actions("add", self.storage, parts)
+        removes = self.commit_log.file_actions("remove", self.storage, parts)
+        return newest_per_key(adds, removes)
+
+    @cached_property
+    def checkpoint_manifest(self) -> CheckpointManifest | None:
+        ckpt = self.segment.checkpoint
+        if ckpt is None:
+            return None
+        return read_manifest(self.storage, self.segment.log_dir, ckpt, self.metadata.physical_partition_columns())
+
+    @cached_property
+    def _checkpoint_leaf_tables(self) -> list[pa.Table]:
+        manifest = self.checkpoint_manifest
+        if manifest is None:
+            return []
+        return [read_leaf(self.storage, leaf) for leaf in manifest.leaves]
+
+    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
+        """Surviving flat adds of one checkpoint leaf (or manifest) table."""
+        if "add" not in table.column_names:
+            return _empty_raw()
+        flat = with_keys(
+            self.storage, flatten_file_actions(table.column("add"), self.metadata.physical_partition_columns())
+        )
+        flat = flat.append_column("version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.segment.checkpoint_version))
+        return surviving_checkpoint_adds(flat, commit_keys)
+
+    def checkpoint_sources(self) -> Iterator[pa.Table]:
+        """Action tables of the checkpoint: the manifest's inline actions, then each leaf."""
+        manifest = self.checkpoint_manifest
+        if manifest is None:
+            return
+        if manifest.inline is not None:
+            yield manifest.inline
+        yield from self._checkpoint_leaf_tables
+
+    @cached_property
+    def raw_files(self) -> pa.Table:
+        """Flat raw add actions of the live files (strings as in the log, stats unparsed)."""
+        live, keys = self._commit_replay
+        tables = [_project_raw(live)]
+        for t in self.checkpoint_sources():
+            tables.append(_project_raw(self.leaf_adds(t, keys)))
+        return pa.concat_tables(tables, promote_options="permissive")
+
+    @cached_property
+    def _files(self) -> pa.Table:
+        return self.to_scan_files(self.raw_files)
+
+    def to_scan_files(self, raw: pa.Table) -> pa.Table:
+        """Flat raw adds -> the typed scan-metadata file table (FILE_COLUMNS)."""
+        md = self.metadata
+        n = raw.num_rows
+        part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
+        pv = typed_partition_values(
+            raw.column("partitionValues").combine_chunks() if n else None,
+            md.physical_partition_columns(),
+            part_fields,
+            n,
+        )
+        stats_col = raw.column("stats").combine_chunks() if "stats" in raw.column_names else None
+        parsed = raw.column("stats_parsed").combine_chunks() if "stats_parsed" in raw.column_names else None
+        stats = typed_stats(md, stats_col, parsed, n)
+        return pa.table(
+            {
+                "path": raw.column("path"),
+                "location": raw.column("location"),
+                "size": raw.column("size"),
+                "modification_time": raw.column("modificationTime"),
+                "partition_values": pv,
+                "stats": stats,
+                "deletion_vector": raw.column("deletionVector"),
+                "base_row_id": raw.column("baseRowId"),
+                "default_row_commit_version": raw.column("defaultRowCommitVersion"),
+            }
+        )
+
+    def files(self) -> pa.Table:
+        """All live files with typed partition values, stats and deletion vectors."""
+        with self._lock:
+            return self._files
+
+    @cached_property
+    def transactions(self) -> dict[str, int]:
+        """Latest version of each application transaction (``txn`` actions)."""
+        cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
+        cols += [t.column("txn") for t in self.checkpoint_sources() if "txn" in t.column_names]
+        return latest_txns(cols)
+
+    @cached_property
+    def domain_metadata(self) -> dict[str, str]:
+        """Active domain metadata configurations by domain name."""
+        cols = [self.commit_log.actions.column("domainMetadata").combine_chunks()[::-1]]
+        cols += [t.column("domainMetadata") for t in self.checkpoint_sources() if "domainMetadata" in t.column_names]
+        return latest_domains(cols)
+
+    # -- scans -----------------------------------------------------------------------------
+    def scan(self, columns: list[str] | None = None, predicate: Any = None) -> Scan:
+        from .scan import Scan
+
+        return Scan(self, columns=columns, predicate=predicate)
+
+    def __repr__(self) -> str:
+        return f"Snapshot({self.storage.root_uri!r}, version={self.version})"
+
+
+_RAW_COLUMNS = [
+    "path",
+    "location",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "stats",
+    "stats_parsed",
+    "deletionVector",
+    "baseRowId",
+    "defaultRowCommitVersion",
+    "version",
+    "key",
+]
+
+
+def _project_raw(t: pa.Table) -> pa.Table:
+    return t.select([c for c in _RAW_COLUMNS if c in t.column_names])
+
+
+def _empty_raw() -> pa.Table:
+    return pa.table({"path": pa.array([], pa.string()), "key": pa.array([], pa.string())})
+
+
+def count_rows(files: pa.Table) -> int | None:
+    """Live row count from stats minus deletion-vector cardinalities (None if stats are missing)."""
+    if files.num_rows == 0:
+        return 0
+    num = pc.struct_field(files.column("stats").combine_chunks(), "numRecords")
+    if num.null_count:
+        return None
+    deleted = pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality")
+    return int(pc.sum(num).as_py()) - int(pc.sum(pc.fill_null(deleted, 0)).as_py() or 0)
+
+
+__all__ = ["Snapshot", "FILE_COLUMNS", "LeafFile", "count_rows"]

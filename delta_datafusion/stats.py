@@ -1,0 +1,154 @@
+"""Per-file statistics: ``add.stats`` JSON (or checkpoint ``stats_parsed``) -> typed Arrow structs.
+
+All stats strings of a batch are joined into one NDJSON buffer and parsed by ``pyarrow.json``
+with a schema derived from the table schema, so parsing costs no Python per file. Stats that
+cannot be parsed (garbage, NaN literals, wrong types) become null, which the skipping code
+treats as "unknown": never a reason to drop a file.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pajson
+
+from .protocol import Metadata
+from .schema import rename_struct_type, stats_schemas
+
+
+def _json_parse_type(t: pa.DataType) -> pa.DataType:
+    """pyarrow.json cannot read dates from strings; parse them as strings and cast after."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _json_parse_type(f.type)) for f in t])
+    if pa.types.is_date(t):
+        return pa.string()
+    return t
+
+
+def stats_types(md: Metadata) -> tuple[pa.DataType, pa.DataType]:
+    """(physical, logical) Arrow types of the full stats struct."""
+    mm_p, nc_p, mm_l, nc_l = stats_schemas(md.schema_json, md.column_mapping_mode, list(md.partition_columns))
+
+    def full(mm: pa.DataType, nc: pa.DataType) -> pa.DataType:
+        return pa.struct(
+            [
+                ("numRecords", pa.int64()),
+                ("minValues", mm),
+                ("maxValues", mm),
+                ("nullCount", nc),
+                ("tightBounds", pa.bool_()),
+            ]
+        )
+
+    return full(mm_p, nc_p), full(mm_l, nc_l)
+
+
+def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Cast the parse-typed array to the target type; unparseable leaves become null."""
+    if pa.types.is_struct(target):
+        children = [
+            _cast_from_parse(pc.struct_field(arr, f.name) if arr.type.get_field_index(f.name) >= 0
+                             else pa.nulls(len(arr), f.type), f.type)
+            for f in target
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=pc.invert(arr.is_valid()))
+    if arr.type == target:
+        return arr
+    if pa.types.is_date(target):
+        return pc.strptime(arr, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
+    try:
+        return arr.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return pa.nulls(len(arr), target)
+
+
+def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
+    """Parse a string array of stats JSON into ``physical_type`` (nulls where absent/garbage)."""
+    n = len(stats)
+    if n == 0:
+        return pa.array([], physical_type)
+    if isinstance(stats, pa.ChunkedArray):
+        stats = stats.combine_chunks()
+    if stats.null_count:
+        # Parse only the rows that have stats, then scatter back (nulls elsewhere).
+        valid = stats.is_valid()
+        n_valid = len(stats) - stats.null_count
+        if n_valid == 0:
+            return pa.nulls(n, physical_type)
+        parsed = parse_stats_json(stats.filter(valid), physical_type)
+        positions = pc.subtract(pc.cumulative_sum(valid.cast(pa.int64())), 1)
+        take_idx = pc.if_else(valid, positions, pa.scalar(None, pa.int64()))
+        return parsed.take(take_idx)
+    parse_type = _json_parse_type(physical_type)
+    schema = pa.schema([pa.field("s", parse_type)])
+    # One JSON object per line; absent stats become an empty object so lines stay aligned.
+    lines = pc.binary_join_element_wise("{\"s\":", pc.fill_null(pc.replace_substring(stats, "\n", " "), "null"), "}", "")
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
+    buf = joined[0].as_buffer() if hasattr(joined[0], "as_buffer") else joined[0].as_py().encode()
+    try:
+        table = pajson.read_json(
+            io.BytesIO(memoryview(buf).tobytes() + b"\n"),
+            read_options=pajson.ReadOptions(block_size=max(1 << 20, min(len(buf) + 1, 1 << 26))),
+            parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
+        )
+        if table.num_rows != n:
+            raise ValueError("row count mismatch")
+        parsed = table.column("s").combine_chunks()
+    except (pa.ArrowInvalid, ValueError):
+        parsed = _parse_rows_individually(stats, parse_type)
+    return _cast_from_parse(parsed, physical_type)
+
+
+def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Array:
+    """Slow path for batches containing malformed stats: parse each row, garbage -> null."""
+    schema = pa.schema([pa.field("s", parse_type)])
+    opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    out = []
+    for s in stats.to_pylist():
+        value = None
+        if s is not None:
+            try:
+                obj = json.loads(s)
+                if isinstance(obj, dict):
+                    line = json.dumps({"s": obj}).encode()
+                    t = pajson.read_json(io.BytesIO(line), parse_options=opts)
+                    value = t.column("s")[0].as_py()
+            except (ValueError, pa.ArrowInvalid):
+                value = None
+        out.append(value)
+    return pa.array(out, parse_type)
+
+
+def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
+    """Checkpoint ``stats_parsed`` cast field by field onto the current stats type."""
+    if isinstance(stats_parsed, pa.ChunkedArray):
+        stats_parsed = stats_parsed.combine_chunks()
+    return _cast_from_parse(stats_parsed, physical_type)
+
+
+def typed_stats(
+    md: Metadata, stats: pa.Array | None, stats_parsed: pa.Array | None, num_rows: int
+) -> pa.StructArray:
+    """Stats struct with logical names: from ``stats_parsed`` where present, else the JSON."""
+    physical, logical = stats_types(md)
+    if stats is None and stats_parsed is None:
+        result = pa.nulls(num_rows, physical)
+    elif stats_parsed is None:
+        result = parse_stats_json(stats, physical)
+    else:
+        from_struct = coerce_parsed(stats_parsed, physical)
+        if stats is None:
+            result = from_struct
+        else:
+            use_json = pc.and_(pc.invert(stats_parsed.is_valid()), stats.is_valid())
+            if pc.any(use_json).as_py():
+                from_json = parse_stats_json(pc.if_else(use_json, stats, pa.scalar(None, pa.string())), physical)
+                result = pc.if_else(use_json, from_json, from_struct)
+            else:
+                result = from_struct
+    if isinstance(result, pa.ChunkedArray):
+        result = result.combine_chunks()
+    return result.cast(rename_struct_type(physical, logical))

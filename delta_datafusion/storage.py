@@ -1,0 +1,145 @@
+"""A thin I/O layer over fsspec: listing, whole-file and range reads, and pyarrow filesystems.
+
+The log and scan code never touches fsspec or the local filesystem directly; everything goes
+through :class:`Storage`, so any fsspec protocol (with storage options) works the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import fsspec
+import pyarrow.fs as pafs
+
+from .errors import DeltaError
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """One listed object: its full path (without protocol), size and modification time (ms)."""
+
+    path: str
+    name: str
+    size: int
+    mtime_ms: int
+
+
+def _split_uri(uri: str) -> tuple[str, str]:
+    """Return (protocol, path-without-protocol) for a path or URI."""
+    if "://" not in uri:
+        if uri.startswith("file:"):
+            return "file", unquote(uri[5:]) or "/"
+        return "file", os.path.abspath(os.path.expanduser(uri))
+    parts = urlsplit(uri)
+    protocol = parts.scheme.lower()
+    if protocol == "file":
+        return "file", unquote(parts.path)
+    return protocol, (parts.netloc + parts.path).rstrip("/")
+
+
+class Storage:
+    """Access to one table root on some filesystem."""
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
+        if not isinstance(uri, str) or not uri:
+            raise DeltaError(f"table URI must be a non-empty string, got {uri!r}")
+        self.storage_options = dict(storage_options or {})
+        self.protocol, path = _split_uri(uri)
+        try:
+            self.fs = fsspec.filesystem(self.protocol, **self.storage_options)
+        except (ImportError, ValueError, TypeError) as e:
+            raise DeltaError(f"cannot open filesystem for {uri!r}: {e}") from e
+        self.root = path.rstrip("/") if path not in ("/", "") else path
+
+    # -- naming -------------------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return self.protocol in ("file", "local")
+
+    @property
+    def root_uri(self) -> str:
+        """The table root as a URI (``file:///...`` for local tables)."""
+        if self.is_local:
+            return "file://" + self.root
+        return f"{self.protocol}://{self.root}"
+
+    def join(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def resolve(self, path: str) -> str:
+        """Resolve a log path (already URL-decoded) against the table root.
+
+        Relative paths are joined to the root; absolute URIs and absolute paths are kept.
+        """
+        if "://" in path:
+            protocol, rest = _split_uri(path)
+            return rest
+        if path.startswith("file:"):
+            return _split_uri(path)[1]
+        if path.startswith("/"):
+            return path
+        return posixpath.join(self.root, path)
+
+    # -- reads --------------------------------------------------------------------------
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
+        try:
+            entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError:
+            return []
+        out = []
+        for e in entries:
+            if e.get("type") == "directory":
+                continue
+            full = e["name"]
+            out.append(FileInfo(full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e)))
+        out.sort(key=lambda f: f.name)
+        return out
+
+    def exists(self, path: str) -> bool:
+        return bool(self.fs.exists(path))
+
+    def isdir(self, path: str) -> bool:
+        return bool(self.fs.isdir(path))
+
+    def read_bytes(self, path: str) -> bytes:
+        with self.fs.open(path, "rb") as f:
+            return f.read()
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        with self.fs.open(path, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
+    def info(self, path: str) -> FileInfo:
+        e = self.fs.info(path)
+        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e))
+
+    # -- pyarrow ------------------------------------------------------------------------
+    @cached_property
+    def arrow_fs(self) -> pafs.FileSystem:
+        """A pyarrow filesystem for data reads: native where one exists, else fsspec-wrapped."""
+        if self.is_local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+
+def _mtime_ms(entry: dict[str, Any]) -> int:
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        v = entry.get(key)
+        if v is None:
+            continue
+        if hasattr(v, "timestamp"):
+            return int(v.timestamp() * 1000)
+        try:
+            return int(float(v) * 1000)
+        except (TypeError, ValueError):
+            continue
+    return 0

@@ -1,0 +1,70 @@
+"""``DeltaTable``: the entry point. A location plus storage options; snapshots on demand."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import DeltaError
+from .log.segment import LogListing, build_segment, list_log
+from .snapshot import Snapshot
+from .storage import Storage
+from .timestamps import CommitTimeline, to_millis
+
+
+class DeltaTable:
+    """A Delta table at a location (local path, ``file://`` or any fsspec URL)."""
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
+        self.uri = uri
+        self.storage = Storage(uri, storage_options)
+
+    def _listing(self) -> LogListing:
+        return list_log(self.storage)
+
+    def latest_version(self) -> int:
+        return self._listing().latest_version()
+
+    def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
+        """The table at ``version``, or as of ``timestamp`` (latest commit at or before it), or latest."""
+        if version is not None and timestamp is not None:
+            raise DeltaError("pass either version or timestamp, not both")
+        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
+            raise DeltaError(f"version must be an integer, got {version!r}")
+        listing = self._listing()
+        if timestamp is not None:
+            version = self.timeline(listing).version_at_or_before(to_millis(timestamp))
+        return Snapshot(self.storage, build_segment(listing, version))
+
+    def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
+        listing = listing or self._listing()
+        latest = Snapshot(self.storage, build_segment(listing, None))
+        return CommitTimeline(self.storage, listing, latest.metadata)
+
+    def history(self) -> pa.Table:
+        """One row per available commit: version, timestamp (ms), operation, in-commit timestamp."""
+        import io
+        import json
+
+        listing = self._listing()
+        timeline = self.timeline(listing)
+        rows = []
+        for v in listing.commit_versions:
+            info = listing.commits[v]
+            data = self.storage.read_bytes(info.path)
+            op = None
+            for line in io.BytesIO(data):
+                if b'"commitInfo"' in line:
+                    try:
+                        op = (json.loads(line).get("commitInfo") or {}).get("operation")
+                    except ValueError:
+                        op = None
+                    break
+            rows.append({"version": v, "timestamp": timeline.timestamp(v), "operation": op})
+        return pa.Table.from_pylist(
+            rows, pa.schema([("version", pa.int64()), ("timestamp", pa.int64()), ("operation", pa.string())])
+        )
+
+    def __repr__(self) -> str:
+        return f"DeltaTable({self.uri!r})"

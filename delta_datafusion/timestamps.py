@@ -1,0 +1,152 @@
+"""Commit timestamps and timestamp -> version resolution (time travel and change ranges).
+
+A commit's timestamp is its in-commit timestamp (``commitInfo.inCommitTimestamp``) from the
+version in-commit timestamps were enabled at, and the commit file's modification time before
+that. Modification times are made strictly increasing as Delta does, so that a timestamp maps
+to one version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from bisect import bisect_right
+
+from .errors import DeltaError, LogCorruptError, VersionNotFoundError
+from .log.segment import LogListing
+from .protocol import Metadata
+from .storage import Storage
+
+
+def read_in_commit_timestamp(data: bytes, where: str) -> int:
+    """The ``inCommitTimestamp`` of a commit (its commitInfo must be the first action)."""
+    for line in data.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as e:
+            raise LogCorruptError(f"{where}: malformed JSON action: {e}") from e
+        info = action.get("commitInfo") if isinstance(action, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("inCommitTimestamp"), int):
+            return info["inCommitTimestamp"]
+        break
+    raise LogCorruptError(
+        f"{where}: in-commit timestamps are enabled but the first action has no commitInfo.inCommitTimestamp"
+    )
+
+
+def to_millis(value: object, argument: str = "timestamp") -> int:
+    """Accept datetime/date, ISO strings, or integers (ms since epoch); naive values are UTC."""
+    if isinstance(value, bool):
+        raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        text = value.strip().replace("Z", "+00:00")
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError as e:
+            raise DeltaError(f"{argument} {value!r} is not an ISO-8601 timestamp") from e
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        return int(value.timestamp() * 1000)
+    if isinstance(value, dt.date):
+        return int(dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
+
+
+def to_micros(value: object, argument: str = "timestamp") -> int:
+    """Like :func:`to_millis` but keeps microseconds."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value * 1000
+    if isinstance(value, str):
+        text = value.strip().replace("Z", "+00:00")
+        try:
+            value = dt.datetime.fromisoformat(text)
+        except ValueError as e:
+            raise DeltaError(f"{argument} {value!r} is not an ISO-8601 timestamp") from e
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+    return to_millis(value, argument) * 1000
+
+
+class CommitTimeline:
+    """Timestamps (ms) of the commits in a listing, computed lazily for ICT versions."""
+
+    def __init__(self, storage: Storage, listing: LogListing, metadata: Metadata):
+        self.storage = storage
+        self.listing = listing
+        self.versions = listing.commit_versions
+        self.ict = metadata.ict_enablement
+        self._cache: dict[int, int] = {}
+        self._mono: dict[int, int] = {}
+        last = None
+        for v in self.versions:
+            if self.ict is not None and v >= self.ict[0]:
+                break
+            t = listing.commits[v].mtime_ms
+            if last is not None and t <= last:
+                t = last + 1
+            self._mono[v] = last = t
+
+    def timestamp(self, version: int) -> int:
+        if version in self._mono:
+            return self._mono[version]
+        if version not in self.listing.commits:
+            raise VersionNotFoundError(f"no commit file for version {version} in {self.listing.log_dir}")
+        if version not in self._cache:
+            info = self.listing.commits[version]
+            self._cache[version] = read_in_commit_timestamp(self.storage.read_bytes(info.path), info.path)
+        return self._cache[version]
+
+    def _range_text(self) -> str:
+        first, last = self.versions[0], self.versions[-1]
+        return (
+            f"{_fmt(self.timestamp(first))} (version {first}) .. {_fmt(self.timestamp(last))} (version {last})"
+        )
+
+    def version_at_or_before(self, ts_ms: int) -> int:
+        """Latest version whose commit timestamp is <= ts (time travel 'as of')."""
+        if not self.versions:
+            raise VersionNotFoundError(f"{self.listing.log_dir} has no commit files to resolve timestamps")
+        idx = self._bisect(ts_ms)
+        if idx < 0:
+            raise VersionNotFoundError(
+                f"timestamp {_fmt(ts_ms)} is before the earliest commit; available history: {self._range_text()}"
+            )
+        return self.versions[idx]
+
+    def version_at_or_after(self, ts_ms: int) -> int:
+        """Earliest version whose commit timestamp is >= ts (start of a change range)."""
+        if not self.versions:
+            raise VersionNotFoundError(f"{self.listing.log_dir} has no commit files to resolve timestamps")
+        idx = self._bisect(ts_ms)
+        if idx >= 0 and self.timestamp(self.versions[idx]) == ts_ms:
+            return self.versions[idx]
+        if idx + 1 >= len(self.versions):
+            raise VersionNotFoundError(
+                f"timestamp {_fmt(ts_ms)} is after the latest commit; available history: {self._range_text()}"
+            )
+        return self.versions[idx + 1]
+
+    def _bisect(self, ts_ms: int) -> int:
+        """Index of the last version with timestamp <= ts, or -1 (binary search; ICT files read lazily)."""
+
+        class _Keys:
+            def __len__(_self) -> int:
+                return len(self.versions)
+
+            def __getitem__(_self, i: int) -> int:
+                return self.timestamp(self.versions[i])
+
+        return bisect_right(_Keys(), ts_ms) - 1
+
+
+def _fmt(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
