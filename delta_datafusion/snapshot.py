@@ -42,6 +42,8 @@ from .storage import Storage
 if TYPE_CHECKING:
     from .scan import Scan
 
+_LEAF_THREADS = 8
+
 #: Columns of the scan-metadata file table, in order.
 FILE_COLUMNS = [
     "path",
@@ -176,7 +178,14 @@ class Snapshot:
         manifest = self.checkpoint_manifest
         if manifest is None:
             return []
-        return [read_leaf(self.storage, leaf) for leaf in manifest.leaves]
+        leaves = manifest.leaves
+        if len(leaves) <= 1:
+            return [read_leaf(self.storage, leaf) for leaf in leaves]
+        # Several leaves (sidecars / parts): read them on threads; pyarrow releases the GIL.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(len(leaves), _LEAF_THREADS)) as pool:
+            return list(pool.map(lambda leaf: read_leaf(self.storage, leaf), leaves))
 
     def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table."""
