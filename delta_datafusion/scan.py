@@ -94,6 +94,21 @@ class Scan:
     def scan_units(self) -> list[ScanUnit]:
         return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot.partition_columns)]
 
+    # -- reading ------------------------------------------------------------------------------
+    def reader(self, constants: list[pa.Field] | None = None):
+        from .read import UnitReader, make_read_schema
+
+        snap = self.snapshot
+        rs = make_read_schema(snap.schema, snap.physical_schema, snap.partition_columns, constants or [])
+        return UnitReader(snap.storage, rs, snap.table_root, snap.version)
+
+    def to_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The selected rows (deletion vectors applied, predicate applied exactly)."""
+        yield from self.reader().read(self.scan_units(), self.columns, self.predicate, batch_size)
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
+
     def parallel_scan_metadata(self):
         """Two-phase replay: a sequential phase over commits and the checkpoint manifest, then leaves."""
         from .parallel import SequentialPhase

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .errors import SchemaError
 
@@ -191,3 +192,36 @@ def column_mapping_mode(configuration: dict[str, str]) -> str:
 def logical_to_physical_names(schema: dict[str, Any], mode: str) -> dict[str, str]:
     """Top-level logical -> physical column names."""
     return {f["name"]: physical_name(f, mode) for f in schema["fields"]}
+
+
+def relabel(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Give ``arr`` the field names of ``target`` position by position (physical -> logical).
+
+    Arrow casts match struct fields by name, so renaming needs a rebuild. Types that differ
+    only in names are relabelled recursively through structs, lists and maps.
+    """
+    if isinstance(arr, pa.ChunkedArray):
+        return pa.chunked_array([relabel(c, target) for c in arr.chunks], target)
+    t = arr.type
+    if pa.types.is_struct(t) and pa.types.is_struct(target) and t.num_fields == target.num_fields:
+        kids = [relabel(arr.field(i), target.field(i).type) for i in range(t.num_fields)]
+        mask = pc.invert(arr.is_valid()) if arr.null_count else None
+        return pa.StructArray.from_arrays(kids, fields=list(target), mask=mask)
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
+        values = relabel(arr.flatten(), target.value_type)
+        if arr.offset or arr.null_count:
+            # flatten() drops nulls/slices: rebuild through offsets that honour them
+            values = relabel(arr.values.slice(0), target.value_type)
+            offsets = arr.offsets
+            cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
+            return cls.from_arrays(offsets, values, type=target, mask=pc.invert(arr.is_valid()))
+        cls = pa.LargeListArray if pa.types.is_large_list(target) else pa.ListArray
+        return cls.from_arrays(arr.offsets, values, type=target)
+    if pa.types.is_map(t) and pa.types.is_map(target):
+        keys = relabel(arr.keys, target.key_type)
+        items = relabel(arr.items, target.item_type)
+        mask = pc.invert(arr.is_valid()) if arr.null_count else None
+        return pa.MapArray.from_arrays(arr.offsets, keys, items, type=target, mask=mask)
+    if t != target:
+        return arr.cast(target)
+    return arr

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from .protocol import Metadata
-from .schema import rename_struct_type, stats_schemas
+from .schema import relabel, stats_schemas
 
 
 def _json_parse_type(t: pa.DataType) -> pa.DataType:
@@ -151,4 +151,4 @@ def typed_stats(
                 result = from_struct
     if isinstance(result, pa.ChunkedArray):
         result = result.combine_chunks()
-    return result.cast(rename_struct_type(physical, logical))
+    return relabel(result, logical)

@@ -1,0 +1,245 @@
+"""Reading scan units into Arrow batches with the table's logical schema.
+
+Two paths, both yielding batches cast exactly to the requested output schema:
+
+- fast path (files without row selection): one pyarrow dataset scan over a group of files, with
+  partition values and constant columns given as fragment guarantees (pyarrow fills them) and
+  the SQL-exact row filter pushed into pyarrow (row-group pruning included);
+- row-selection path (deletion vectors, change-feed DV diffs): each file read in order, rows
+  masked by position, then the filter and projection applied.
+
+Column mapping: files are read with the physical schema (physical names, nested too), the filter
+is renamed to physical names, and the output is renamed back to logical names.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from .dv import DeletionVectorCache, DeletionVectorDescriptor, deleted_row_mask
+from .errors import DataFileNotFoundError, DeltaError
+from .scan_unit import ScanUnit
+from .schema import relabel
+from .storage import Storage
+
+#: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
+MIN_BATCH_SIZE = 131072
+
+_FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
+DV_CACHE = DeletionVectorCache()
+
+
+@dataclass(frozen=True)
+class ReadSchema:
+    """How logical columns map onto the files.
+
+    ``logical``: the table's logical schema plus any constant (virtual) columns.
+    ``physical``: the same columns as stored in files (physical names; constants by their names).
+    ``file_columns``: logical names of the columns stored in data files.
+    """
+
+    logical: pa.Schema
+    physical: pa.Schema
+    file_columns: frozenset[str]
+
+    def to_physical(self) -> dict[str, str]:
+        return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
+
+
+def make_read_schema(logical: pa.Schema, physical: pa.Schema, partition_columns: Sequence[str],
+                     constants: Sequence[pa.Field] = ()) -> ReadSchema:
+    """Logical/physical schemas for reading; partition and constant columns keep logical names."""
+    parts = set(partition_columns)
+    phys_fields = []
+    for lf, pf in zip(logical, physical, strict=True):
+        phys_fields.append(pa.field(lf.name, lf.type) if lf.name in parts else pf)
+    file_cols = frozenset(f.name for f in logical if f.name not in parts)
+    log = pa.schema(list(logical) + list(constants), metadata=logical.metadata)
+    phy = pa.schema(phys_fields + list(constants))
+    return ReadSchema(log, phy, file_cols)
+
+
+def _guarantee(unit: ScanUnit, rs: ReadSchema) -> ds.Expression | None:
+    """Partition values and constants as a fragment guarantee (pyarrow fills these columns)."""
+    expr = None
+    values = dict(unit.partition_values)
+    values.update(unit.constants)
+    for name, value in values.items():
+        idx = rs.logical.get_field_index(name)
+        if idx < 0:
+            continue
+        typ = rs.logical.field(idx).type
+        term = ds.field(name).is_null() if value is None else (ds.field(name) == pa.scalar(value, typ))
+        expr = term if expr is None else expr & term
+    return expr
+
+
+class UnitReader:
+    """Reads groups of scan units for one table version; safe to use from several threads."""
+
+    def __init__(self, storage: Storage, rs: ReadSchema, table_label: str, version: int | None):
+        self.storage = storage
+        self.rs = rs
+        self.label = table_label
+        self.version = version
+        self._lock = threading.Lock()
+
+    # -- public -----------------------------------------------------------------------------
+    def read(
+        self,
+        units: Sequence[ScanUnit],
+        columns: Sequence[str],
+        predicate: Any = None,
+        batch_size: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
+        """Batches of ``columns`` (logical names) for the rows where ``predicate`` is TRUE.
+
+        ``predicate`` is a :mod:`.predicate` tree; it is turned into an SQL-exact pyarrow filter.
+        """
+        from .predicate import referenced_columns, to_pyarrow
+
+        out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
+        bs = max(batch_size or 0, MIN_BATCH_SIZE)
+        plain = [u for u in units if not u.needs_row_selection]
+        selected = [u for u in units if u.needs_row_selection]
+        if plain:
+            phys = self.rs.to_physical()
+            renamed = {k: v for k, v in phys.items() if k != v}
+            pfilter = None if predicate is None else to_pyarrow(predicate, rename=renamed or None)
+            yield from self._read_plain(plain, columns, pfilter, out_schema, bs)
+        if selected:
+            lfilter = None if predicate is None else to_pyarrow(predicate)
+            fcols = sorted(referenced_columns(predicate)) if predicate is not None else []
+            for u in selected:
+                yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
+
+    # -- fast path ---------------------------------------------------------------------------
+    def _read_plain(self, units, columns, pfilter, out_schema, bs) -> Iterator[pa.RecordBatch]:
+        phys_names = self.rs.to_physical()
+        fs = self.storage.arrow_fs
+        frags = [
+            _FORMAT.make_fragment(u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None)
+            for u in units
+        ]
+        dataset = ds.FileSystemDataset(frags, self.rs.physical, _FORMAT, fs)
+        phys_cols = [phys_names[c] for c in columns]
+        try:
+            scanner = dataset.scanner(
+                columns=phys_cols, filter=pfilter, batch_size=bs, use_threads=True
+            )
+            for batch in scanner.to_batches():
+                yield _conform(batch, out_schema)
+        except (FileNotFoundError, OSError, pa.ArrowInvalid) as e:
+            raise self._file_error(units, e) from e
+
+    # -- row-selection path -------------------------------------------------------------------
+    def _read_selected(self, unit, columns, row_filter, filter_columns, out_schema, bs) -> Iterator[pa.RecordBatch]:
+        drop = self._bitmap(unit.drop_rows)
+        only = self._bitmap(unit.only_rows)
+        phys_names = self.rs.to_physical()
+        needed = [c for c in dict.fromkeys(list(columns) + list(filter_columns)) if c in self.rs.file_columns]
+        try:
+            pf = pq.ParquetFile(
+                unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
+            )
+            present = set(pf.schema_arrow.names)
+            read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
+            start = 0
+            for raw in pf.iter_batches(batch_size=bs, columns=read_cols, use_threads=True):
+                n = raw.num_rows
+                mask = None
+                if drop is not None:
+                    mask = deleted_row_mask(drop, start, n)
+                if only is not None:
+                    keep_only = pc.invert(deleted_row_mask(only, start, n))
+                    mask = keep_only if mask is None else pc.and_(mask, keep_only)
+                start += n
+                batch = raw.filter(mask) if mask is not None else raw
+                batch = self._to_logical(batch, unit, needed)
+                if row_filter is not None and batch.num_rows:
+                    batch = batch.filter(row_filter)
+                yield _conform(batch, out_schema)
+        except (FileNotFoundError, OSError, pa.ArrowInvalid) as e:
+            raise self._file_error([unit], e) from e
+
+    def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:
+        """Physical file batch -> logical columns incl. partition values and constants."""
+        phys_names = self.rs.to_physical()
+        n = batch.num_rows
+        arrays, fields = [], []
+        for f in self.rs.logical:
+            name = f.name
+            if name in unit.partition_values or name in unit.constants:
+                value = unit.partition_values.get(name, unit.constants.get(name))
+                arr = pa.array([value] * n, f.type) if n else pa.array([], f.type)
+            elif name in needed:
+                idx = batch.schema.get_field_index(phys_names[name])
+                arr = batch.column(idx) if idx >= 0 else pa.nulls(n, f.type)
+                arr = _cast(arr, f.type)
+            else:
+                continue
+            arrays.append(arr)
+            fields.append(pa.field(name, f.type))
+        return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)) if fields else batch.select([])
+
+    def _bitmap(self, dv: dict | None):
+        if dv is None:
+            return None
+        return DV_CACHE.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
+
+    def _file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
+        missing = [u.location for u in units if not self.storage.exists(u.location)]
+        where = f"table {self.label}" + (f" version {self.version}" if self.version is not None else "")
+        if missing:
+            return DataFileNotFoundError(
+                f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
+            )
+        return DeltaError(f"{where}: cannot read data file(s): {str(e).splitlines()[0][:400]}")
+
+
+def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+    if arr.type == typ:
+        return arr
+    try:
+        if _same_shape(arr.type, typ):
+            return relabel(arr, typ)
+        return arr.cast(typ)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise DeltaError(f"cannot convert column of type {arr.type} to the table type {typ}: {e}") from e
+
+
+def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:
+    """Equal up to field names (physical vs logical)."""
+    if pa.types.is_struct(a) and pa.types.is_struct(b):
+        return a.num_fields == b.num_fields and all(
+            _same_shape(a.field(i).type, b.field(i).type) for i in range(a.num_fields)
+        )
+    if (pa.types.is_list(a) and pa.types.is_list(b)) or (pa.types.is_large_list(a) and pa.types.is_large_list(b)):
+        return _same_shape(a.value_type, b.value_type)
+    if pa.types.is_map(a) and pa.types.is_map(b):
+        return _same_shape(a.key_type, b.key_type) and _same_shape(a.item_type, b.item_type)
+    return a == b
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """Cast to exactly the output schema (DataFusion does not check batch types)."""
+    if len(schema) == 0:
+        return batch.select([])
+    if batch.schema == schema:
+        return batch
+    arrays = [_cast(batch.column(i), f.type) for i, f in enumerate(schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def read_units_table(reader: UnitReader, units: Sequence[ScanUnit], columns: Sequence[str],
+                     predicate: Any = None) -> pa.Table:
+    out_schema = pa.schema([reader.rs.logical.field(c) for c in columns])
+    return pa.Table.from_batches(list(reader.read(units, columns, predicate)), schema=out_schema)
