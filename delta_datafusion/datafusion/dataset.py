@@ -1,0 +1,181 @@
+"""A pyarrow ``Dataset`` that DataFusion scans: the bridge from a query to scan units.
+
+datafusion-python wraps any ``pyarrow.dataset.Dataset`` as a table provider. It calls
+``scanner(columns, filter)`` once for the projected schema, ``get_fragments(filter)`` once to
+plan partitions, and ``fragment.scanner(...).to_batches()`` per partition on tokio threads. The
+filter it passes holds every pushed conjunct and is declared Exact, so rows must be filtered with
+SQL semantics: the filter is parsed into the package's predicate tree, which prunes files and
+builds the SQL-exact row filter. (See ../shared/docs/datafusion-python-integration.md.)
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from ..errors import DeltaError, PredicateError
+from ..read import UnitReader
+from ..scan_unit import ScanUnit
+
+
+@dataclass
+class ScanPlanInfo:
+    """What planning did for one filter; shown by :func:`delta_datafusion.explain`."""
+
+    table: str
+    version: int | None
+    filter: str
+    files_total: int
+    files_after_partition_pruning: int
+    files_after_stats_pruning: int
+    fragments: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        text = (
+            f"DeltaScan: table={self.table} version={self.version} files_total={self.files_total} "
+            f"after_partition_pruning={self.files_after_partition_pruning} "
+            f"after_stats_pruning={self.files_after_stats_pruning} fragments={self.fragments} "
+            f"pushed_filter=[{self.filter}]"
+        )
+        if self.extra:
+            text += " " + " ".join(f"{k}={v}" for k, v in self.extra.items())
+        return text
+
+
+#: planner(predicate) -> (units, info without fragments)
+Planner = Callable[[Any], tuple[list[ScanUnit], ScanPlanInfo]]
+
+
+def target_fragments() -> int:
+    return max(2, 2 * (os.cpu_count() or 2))
+
+
+def balance(units: Sequence[ScanUnit], groups: int) -> list[list[ScanUnit]]:
+    """Greedy largest-first assignment of files to groups by bytes (keeps groups even)."""
+    if not units:
+        return []
+    groups = max(1, min(groups, len(units)))
+    heap = [(0, i) for i in range(groups)]
+    out: list[list[ScanUnit]] = [[] for _ in range(groups)]
+    for u in sorted(units, key=lambda u: -(u.size or 0)):
+        load, i = heapq.heappop(heap)
+        out[i].append(u)
+        heapq.heappush(heap, (load + max(u.size or 0, 1), i))
+    return [g for g in out if g]
+
+
+class _Scanner:
+    """What DataFusion needs from a scanner: ``projected_schema`` and ``to_batches()``."""
+
+    def __init__(self, schema: pa.Schema, batches: Callable[[], Iterator[pa.RecordBatch]]):
+        self.projected_schema = schema
+        self._batches = batches
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        return self._batches()
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self._batches()), schema=self.projected_schema)
+
+
+class UnitGroupFragment:
+    """One DataFusion partition: a group of scan units read by one pyarrow scan."""
+
+    def __init__(self, dataset: DeltaDataset, units: list[ScanUnit], predicate: Any):
+        self.dataset = dataset
+        self.units = units
+        self.predicate = predicate
+
+    def scanner(self, schema: pa.Schema | None = None, columns: Sequence[str] | None = None,
+                filter: Any = None, batch_size: int | None = None, **_: Any) -> _Scanner:  # noqa: A002
+        cols = self.dataset.output_columns(columns)
+        out = self.dataset.projected_schema(cols)
+        reader, units, pred = self.dataset.reader, self.units, self.predicate
+        md = out.metadata
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for b in reader.read(units, cols, pred, batch_size):
+                yield b.replace_schema_metadata(md)
+
+        return _Scanner(out, batches)
+
+    def __repr__(self) -> str:
+        return f"DeltaFragment(files={len(self.units)})"
+
+
+class DeltaDataset(ds.Dataset):
+    """A Delta table (or change feed) as a pyarrow Dataset for ``datafusion.Table``."""
+
+    def __init__(self, schema: pa.Schema, reader: UnitReader, planner: Planner, label: str):
+        # ds.Dataset's own __init__ is not meant to be called; everything here is plain Python.
+        self._schema = schema
+        self.reader = reader
+        self.planner = planner
+        self.label = label
+        self._lock = threading.Lock()
+        self.last_plan: ScanPlanInfo | None = None
+        self._plans: dict[str, ScanPlanInfo] = {}
+
+    # DataFusion reads .schema many times per query; it must be cheap and never raise.
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def projected_schema(self, columns: Sequence[str]) -> pa.Schema:
+        # Schema metadata must survive projection, even an empty one (count(*)): DataFusion
+        # compares the physical and logical schemas including metadata.
+        return pa.schema([self._schema.field(c) for c in columns], metadata=self._schema.metadata)
+
+    def output_columns(self, columns: Sequence[str] | None) -> list[str]:
+        return list(self._schema.names) if columns is None else list(columns)
+
+    def _predicate(self, filter: Any) -> Any:  # noqa: A002
+        if filter is None:
+            return None
+        from ..predicate import from_pyarrow
+
+        try:
+            return from_pyarrow(filter, self._schema)
+        except PredicateError as e:
+            raise DeltaError(f"{self.label}: cannot interpret pushed filter {filter}: {e}") from e
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **_: Any) -> _Scanner:  # noqa: A002
+        cols = self.output_columns(columns)
+        out = self.projected_schema(cols)
+
+        def everything() -> Iterator[pa.RecordBatch]:
+            for frag in self.get_fragments(filter):
+                yield from frag.scanner(columns=cols).to_batches()
+
+        return _Scanner(out, everything)
+
+    def get_fragments(self, filter: Any = None) -> list[UnitGroupFragment]:  # noqa: A002
+        pred = self._predicate(filter)
+        units, info = self.planner(pred)
+        groups = balance(units, target_fragments())
+        info.fragments = len(groups)
+        with self._lock:
+            self.last_plan = info
+            self._plans[info.filter] = info
+        return [UnitGroupFragment(self, g, pred) for g in groups]
+
+    def to_table(self, columns: Sequence[str] | None = None, filter: Any = None, **kw: Any) -> pa.Table:  # noqa: A002
+        return self.scanner(columns=columns, filter=filter).to_table()
+
+    def count_rows(self, filter: Any = None, **_: Any) -> int:  # noqa: A002
+        return self.to_table(columns=[], filter=filter).num_rows
+
+    def plan_for(self, filter_text: str) -> ScanPlanInfo | None:
+        with self._lock:
+            return self._plans.get(filter_text)
+
+    def __repr__(self) -> str:
+        return f"DeltaDataset({self.label})"

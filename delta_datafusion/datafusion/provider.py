@@ -1,0 +1,47 @@
+"""The Delta table provider: a snapshot served to DataFusion with projection and filter pushdown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ..scan_unit import units_from_files
+from ..snapshot import Snapshot
+from .dataset import DeltaDataset, ScanPlanInfo
+
+TABLE_URI_KEY = b"delta.table_uri"
+VERSION_KEY = b"delta.version"
+
+
+def provider_schema(snapshot: Snapshot, extra: dict[bytes, bytes] | None = None) -> pa.Schema:
+    md = {TABLE_URI_KEY: snapshot.table_root.encode(), VERSION_KEY: str(snapshot.version).encode()}
+    md.update(extra or {})
+    return snapshot.schema.with_metadata(md)
+
+
+def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
+    """A DataFusion-ready dataset over one snapshot."""
+    scan = snapshot.scan()
+    reader = scan.reader()
+    label = label or snapshot.table_root
+    parts = snapshot.partition_columns
+
+    def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
+        files = snapshot.files()
+        total = files.num_rows
+        after_parts = total
+        if pred is not None:
+            from ..predicate import split_by_columns
+            from ..skipping import file_keep_mask
+
+            part_pred = split_by_columns(pred, parts)[0] if parts else None
+            if part_pred is not None:
+                files = files.filter(file_keep_mask(part_pred, files, snapshot.schema, parts))
+                after_parts = files.num_rows
+            files = files.filter(file_keep_mask(pred, files, snapshot.schema, parts))
+        info = ScanPlanInfo(label, snapshot.version, "" if pred is None else str(pred), total, after_parts,
+                            files.num_rows, 0)
+        return units_from_files(files, parts), info
+
+    return DeltaDataset(provider_schema(snapshot), reader, planner, label)

@@ -1,0 +1,244 @@
+"""Installing Delta support in a DataFusion ``SessionContext``.
+
+- :func:`register_table`: one table under a name (pinned to a version / timestamp / latest);
+- ``CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '...' [OPTIONS (...)]`` via a factory;
+- :func:`register_catalog`: every Delta table under a folder, listed by SHOW TABLES;
+- ``table_changes()``: the change feed as a table function (installed by :func:`register`).
+
+Table functions cannot look tables up in the session (that panics in datafusion-python 55), so
+the package keeps its own registry of the Delta tables registered through it, per session id.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from datafusion import SessionContext, Table
+from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
+
+from ..errors import DeltaError, TableNotFoundError
+from ..table import DeltaTable
+from .dataset import DeltaDataset
+from .provider import table_dataset
+
+
+@dataclass(frozen=True)
+class RegisteredTable:
+    name: str
+    uri: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    version: int | None = None
+    timestamp: Any = None
+    dataset: DeltaDataset | None = None
+
+
+_REGISTRY: dict[str, dict[str, RegisteredTable]] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _remember(session_id: str, entry: RegisteredTable) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY.setdefault(session_id, {})[entry.name.lower()] = entry
+
+
+def registered_tables(session_id: str) -> dict[str, RegisteredTable]:
+    with _REGISTRY_LOCK:
+        return dict(_REGISTRY.get(session_id, {}))
+
+
+def lookup(session_id: str, name: str) -> RegisteredTable | None:
+    return registered_tables(session_id).get(name.lower())
+
+
+def open_dataset(uri: str, storage_options: dict | None = None, version: int | None = None,
+                 timestamp: Any = None, label: str | None = None) -> DeltaDataset:
+    snapshot = DeltaTable(uri, storage_options).snapshot(version=version, timestamp=timestamp)
+    return table_dataset(snapshot, label=label or uri)
+
+
+def register_table(ctx: SessionContext, name: str, uri: str, version: int | None = None,
+                   timestamp: Any = None, storage_options: dict[str, Any] | None = None) -> DeltaDataset:
+    """Register the Delta table at ``uri`` as ``name`` (snapshot pinned at registration)."""
+    if not isinstance(name, str) or not name:
+        raise DeltaError(f"table name must be a non-empty string, got {name!r}")
+    dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
+    ctx.register_table(name, Table(dataset))
+    _remember(ctx.session_id(), RegisteredTable(name, uri, dict(storage_options or {}), version, timestamp, dataset))
+    return dataset
+
+
+# -- CREATE EXTERNAL TABLE ... STORED AS DELTA ---------------------------------------------
+
+
+def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, str]]:
+    """Options with or without DataFusion's 'format.' prefix: version, timestamp, storage options."""
+    version = timestamp = None
+    storage: dict[str, str] = {}
+    for key, value in options.items():
+        k = key[len("format."):] if key.startswith("format.") else key
+        if k == "version":
+            try:
+                version = int(value)
+            except ValueError as e:
+                raise DeltaError(f"OPTIONS 'version' must be an integer, got {value!r}") from e
+        elif k == "timestamp":
+            timestamp = value
+        else:
+            storage[k[len("storage."):] if k.startswith("storage.") else k] = value
+    return version, timestamp, storage
+
+
+class DeltaTableFactory(TableProviderFactory):
+    """Serves ``STORED AS DELTA``; remembers tables under the session it was installed in."""
+
+    def __init__(self, session_id: str):
+        self.session_id = session_id
+
+    def create(self, cmd: Any) -> Table:
+        locations = cmd.locations()
+        if not locations:
+            raise DeltaError(f"CREATE EXTERNAL TABLE {cmd.name()}: LOCATION is required for a Delta table")
+        declared = cmd.schema().field_names()
+        version, timestamp, storage = _split_options(dict(cmd.options()))
+        dataset = open_dataset(locations[0], storage or None, version, timestamp, label=str(cmd.name()))
+        if declared:
+            unknown = [c for c in declared if c not in dataset.schema.names]
+            if unknown:
+                raise DeltaError(
+                    f"CREATE EXTERNAL TABLE {cmd.name()}: declared columns {unknown} are not in the Delta "
+                    f"table at {locations[0]} (columns: {dataset.schema.names})"
+                )
+        _remember(self.session_id, RegisteredTable(str(cmd.name()), locations[0], storage, version, timestamp, dataset))
+        return Table(dataset)
+
+
+# -- catalogs of tables under a folder -------------------------------------------------------
+
+
+_VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+class DeltaSchemaProvider(SchemaProvider):
+    """Every Delta table directly under ``root`` (a folder holding ``_delta_log``), by folder name."""
+
+    def __init__(self, root: str, storage_options: dict[str, Any] | None = None):
+        from ..storage import Storage
+
+        self.storage = Storage(root, storage_options)
+        self.storage_options = dict(storage_options or {})
+        self._cache: dict[str, tuple[int, Table]] = {}
+        self._lock = threading.Lock()
+
+    def _names(self) -> list[str]:
+        fs = self.storage.fs
+        try:
+            entries = fs.ls(self.storage.root, detail=True)
+        except FileNotFoundError as e:
+            raise TableNotFoundError(f"catalog root {self.storage.root} does not exist") from e
+        names = []
+        for e in entries:
+            if e.get("type") != "directory":
+                continue
+            base = e["name"].rstrip("/").rsplit("/", 1)[-1]
+            if _VALID_NAME.match(base) and fs.exists(e["name"].rstrip("/") + "/_delta_log"):
+                names.append(base)
+        return sorted(names)
+
+    # datafusion-python reads table_names with getattr (does not call it): a property works.
+    @property
+    def table_names(self) -> list[str]:  # type: ignore[override]
+        return self._names()
+
+    def table_exist(self, name: str) -> bool:
+        return name in self._names()
+
+    def table(self, name: str) -> Table | None:
+        if name not in self._names():
+            return None
+        table = DeltaTable(self.storage.join(name), self.storage_options)
+        latest = table.latest_version()
+        with self._lock:
+            cached = self._cache.get(name)
+            if cached and cached[0] == latest:
+                return cached[1]
+        dataset = table_dataset(table.snapshot(latest), label=name)
+        provider = Table(dataset)
+        with self._lock:
+            self._cache[name] = (latest, provider)
+        return provider
+
+    def register_table(self, name: str, table: Any) -> None:
+        raise DeltaError("tables cannot be added to a Delta folder catalog; write them with a Delta writer")
+
+    def deregister_table(self, name: str, cascade: bool = True) -> None:
+        raise DeltaError("tables cannot be removed from a Delta folder catalog")
+
+
+class DeltaCatalogProvider(CatalogProvider):
+    def __init__(self, schemas: dict[str, DeltaSchemaProvider]):
+        self._schemas = schemas
+
+    def schema_names(self) -> set[str]:
+        return set(self._schemas)
+
+    def schema(self, name: str) -> DeltaSchemaProvider | None:
+        return self._schemas.get(name)
+
+    def register_schema(self, name: str, schema: Any) -> None:
+        raise DeltaError("schemas cannot be added to a Delta folder catalog")
+
+    def deregister_schema(self, name: str, cascade: bool = True) -> None:
+        raise DeltaError("schemas cannot be removed from a Delta folder catalog")
+
+
+def register_catalog(ctx: SessionContext, catalog: str, root: str, schema: str = "default",
+                     storage_options: dict[str, Any] | None = None) -> DeltaSchemaProvider:
+    """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
+    provider = DeltaSchemaProvider(root, storage_options)
+    ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
+    return provider
+
+
+# -- everything at once -------------------------------------------------------------------------
+
+
+def register(ctx: SessionContext) -> SessionContext:
+    """Install the DELTA table factory and the ``table_changes`` table function."""
+    ctx.register_table_factory("DELTA", DeltaTableFactory(ctx.session_id()))
+    try:
+        from .table_function import install_table_changes
+    except ImportError:  # change feed not available in this build
+        return ctx
+    install_table_changes(ctx)
+    return ctx
+
+
+def explain(ctx: SessionContext, sql: str) -> str:
+    """``EXPLAIN`` with a DeltaScan line per Delta table scan: files total and after pruning.
+
+    DataFusion prints a Python dataset only as ``DatasetExec: number_of_fragments=N``; the Delta
+    planning figures are recorded during planning and added under each such line.
+    """
+    before = {id(e.dataset): e.dataset.last_plan for e in registered_tables(ctx.session_id()).values() if e.dataset}
+    rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
+    plans = []
+    for e in registered_tables(ctx.session_id()).values():
+        if e.dataset is not None and e.dataset.last_plan is not None and e.dataset.last_plan is not before.get(id(e.dataset)):
+            plans.append(e.dataset.last_plan)
+    try:
+        from .table_function import recent_plans
+    except ImportError:
+        recent_plans = None
+    if recent_plans is not None:
+        plans.extend(recent_plans(ctx.session_id()))
+    lines = []
+    for kind, plan in zip(rows["plan_type"], rows["plan"], strict=True):
+        lines.append(f"{kind}:")
+        lines.extend("  " + line for line in plan.splitlines())
+    if plans:
+        lines.append("delta:")
+        lines.extend("  " + p.describe() for p in plans)
+    return "\n".join(lines)
