@@ -1,0 +1,89 @@
+"""Every snapshot expectation of the corpus, met through SQL (latest, version and timestamp)."""
+
+from __future__ import annotations
+
+import pyarrow.parquet as pq
+import pytest
+from conftest import CORPUS, corpus_available, corpus_missing_reason, manifest_tables
+from corpus_compare import assert_same_rows
+from datafusion import SessionContext
+
+import delta_datafusion as dd
+from delta_datafusion import DeltaTable
+
+if not corpus_available():
+    pytest.skip(corpus_missing_reason(), allow_module_level=True)
+
+
+def _snapshot_cases():
+    for t in manifest_tables():
+        if t["category"] != "data":
+            continue
+        for e in t.get("expected", []):
+            if e["kind"] == "snapshot":
+                vid = "latest" if e["version"] is None else f"v{e['version']}"
+                yield pytest.param(t, e, id=f"{t['name']}-{vid}")
+
+
+CASES = list(_snapshot_cases())
+
+
+@pytest.mark.parametrize(("table", "expectation"), CASES)
+def test_corpus_select_star(table, expectation):
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(CORPUS / table["table_path"]), version=expectation["version"])
+    got = ctx.sql("SELECT * FROM t").to_arrow_table()
+    expected = pq.read_table(CORPUS / expectation["file"])
+    assert_same_rows(got, expected, f"{table['name']}@{expectation['version']}")
+
+
+TIME_TRAVEL = [c for c in CASES if c.values[1]["version"] is not None]
+
+
+@pytest.mark.parametrize(("table", "expectation"), TIME_TRAVEL)
+def test_corpus_time_travel_by_timestamp(table, expectation):
+    """The commit timestamp of version N resolves back to N, and gives version N's rows."""
+    path = str(CORPUS / table["table_path"])
+    version = expectation["version"]
+    timeline = DeltaTable(path).timeline()
+    try:
+        ts_ms = timeline.timestamp(version)
+    except dd.DeltaError:
+        pytest.skip(f"no commit file for version {version} (only a checkpoint): timestamps unknown")
+    ctx = SessionContext()
+    dd.register(ctx)
+    iso = _iso(ts_ms)
+    ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{path}' OPTIONS ('timestamp' '{iso}')")
+    got = ctx.sql("SELECT * FROM t").to_arrow_table()
+    assert got.schema.metadata[b"delta.version"] == str(version).encode()
+    assert_same_rows(got, pq.read_table(CORPUS / expectation["file"]), f"{table['name']}@ts({version})")
+
+
+def _iso(ms: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def test_corpus_vacuumed_version_fails_through_sql():
+    """snapshot-vacuumed@v2: its files were vacuumed; the query must fail, not return partial rows."""
+    entry = next(t for t in manifest_tables() if t["name"] == "snapshot-vacuumed")
+    assert any(e["kind"] == "file_not_found" for e in entry["expect_error"])
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(CORPUS / entry["table_path"]), version=2)
+    with pytest.raises(Exception, match="DataFileNotFoundError") as info:
+        ctx.sql("SELECT * FROM t").to_arrow_table()
+    assert "version 2" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [t for t in manifest_tables() if t["category"] == "error"],
+    ids=lambda t: t["name"],
+)
+def test_corpus_error_tables_fail_to_register(table):
+    ctx = SessionContext()
+    with pytest.raises(dd.DeltaError) as info:
+        dd.register_table(ctx, "t", str(CORPUS / table["table_path"]))
+    assert table["name"] in str(info.value)
