@@ -224,12 +224,15 @@ class Snapshot:
         md = self.metadata
         n = raw.num_rows
         part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
-        pv = typed_partition_values(
-            raw.column("partitionValues").combine_chunks() if n else None,
-            md.physical_partition_columns(),
-            part_fields,
-            n,
-        )
+        try:
+            pv = typed_partition_values(
+                raw.column("partitionValues").combine_chunks() if n else None,
+                md.physical_partition_columns(),
+                part_fields,
+                n,
+            )
+        except LogCorruptError as e:  # name the table and version, not only the column and value
+            raise LogCorruptError(f"{self.storage.root} at version {self.version}: {e}") from e
         stats_col = raw.column("stats").combine_chunks() if "stats" in raw.column_names else None
         parsed = raw.column("stats_parsed").combine_chunks() if "stats_parsed" in raw.column_names else None
         stats = typed_stats(md, stats_col, parsed, n)

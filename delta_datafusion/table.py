@@ -66,5 +66,18 @@ class DeltaTable:
             rows, pa.schema([("version", pa.int64()), ("timestamp", pa.int64()), ("operation", pa.string())])
         )
 
+    def changes(self, start: Any, end: Any = None, columns: list[str] | None = None, predicate: Any = None):
+        """The change data feed of versions ``start..end`` (inclusive; ``end`` None = latest).
+
+        ``start``/``end`` are versions (int) or timestamps (datetime, date, ISO string). Returns a
+        :class:`~delta_datafusion.changes.ChangeScan`: ``.files()`` is the change-scan metadata,
+        ``.to_reader()`` streams the rows (table columns plus ``_change_type``,
+        ``_commit_version``, ``_commit_timestamp``), ``.to_table()`` collects them. ``predicate``
+        (a pyarrow expression or package predicate) prunes commits and files and filters rows.
+        """
+        from .changes import changes
+
+        return changes(self, start, end, columns=columns, predicate=predicate)
+
     def __repr__(self) -> str:
         return f"DeltaTable({self.uri!r})"

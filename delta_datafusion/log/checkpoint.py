@@ -8,6 +8,7 @@ are independent, which is what parallel replay distributes.
 
 from __future__ import annotations
 
+import json
 import posixpath
 from dataclasses import dataclass
 
@@ -55,7 +56,10 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
     protocol = metadata = None
     for part in ckpt.parts:
         if part.name.endswith(".json"):
-            p, m = find_protocol_and_metadata(_read(storage, part.path), part.path)
+            data = _read(storage, part.path)
+            p, m = find_protocol_and_metadata(data, part.path)
+            if p is None or m is None:
+                _check_json_lines(data, part.path)  # a truncated manifest is corrupt, not protocol-less
         else:
             p, m = protocol_from_checkpoint_row(read_parquet_actions(storage, part, ["protocol", "metaData"]))
         protocol = protocol or p
@@ -63,6 +67,17 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
         if protocol and metadata:
             break
     return protocol, metadata
+
+
+def _check_json_lines(data: bytes, where: str) -> None:
+    """Raise LogCorruptError naming the file and line if any line of an NDJSON file is not JSON."""
+    for n, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            json.loads(line)
+        except ValueError as e:
+            raise LogCorruptError(f"{where}: malformed JSON action on line {n}: {e}") from e
 
 
 def _read(storage: Storage, path: str) -> bytes:
