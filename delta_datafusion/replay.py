@@ -85,6 +85,8 @@ def flatten_file_actions(
     }
     if rows.type.get_field_index("stats_parsed") >= 0:
         cols["stats_parsed"] = child(rows, "stats_parsed")
+    if rows.type.get_field_index("partitionValues_parsed") >= 0:
+        cols["partitionValues_parsed"] = child(rows, "partitionValues_parsed")
     if versions is not None:
         cols["version"] = versions.filter(valid)
     return pa.table(cols)
@@ -174,8 +176,11 @@ class CommitFileActions:
 def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Array]:
     """Live adds among commit actions and the set of all keys the commits touched."""
     n_a, n_r = adds.num_rows, removes.num_rows
-    keys = pa.chunked_array([adds.column("key"), removes.column("key")], pa.string()).combine_chunks()
-    versions = pa.chunked_array([adds.column("version"), removes.column("version")], pa.int64()).combine_chunks()
+    # Concatenate the chunks (a list of ChunkedArrays would be converted through Python objects).
+    keys = pa.chunked_array(adds.column("key").chunks + removes.column("key").chunks, pa.string()).combine_chunks()
+    versions = pa.chunked_array(
+        adds.column("version").chunks + removes.column("version").chunks, pa.int64()
+    ).combine_chunks()
     if n_a + n_r == 0:
         return adds, keys
     # Hash the keys once (dictionary encoding), then order integer codes with numpy.

@@ -233,6 +233,8 @@ class Snapshot:
             )
         except LogCorruptError as e:  # name the table and version, not only the column and value
             raise LogCorruptError(f"{self.storage.root} at version {self.version}: {e}") from e
+        if "partitionValues_parsed" in raw.column_names and n:
+            pv = _prefer_parsed_partitions(raw.column("partitionValues_parsed").combine_chunks(), pv, md)
         stats_col = raw.column("stats").combine_chunks() if "stats" in raw.column_names else None
         parsed = raw.column("stats_parsed").combine_chunks() if "stats_parsed" in raw.column_names else None
         stats = typed_stats(md, stats_col, parsed, n)
@@ -287,6 +289,7 @@ _RAW_COLUMNS = [
     "modificationTime",
     "stats",
     "stats_parsed",
+    "partitionValues_parsed",
     "deletionVector",
     "baseRowId",
     "defaultRowCommitVersion",
@@ -301,6 +304,25 @@ def _project_raw(t: pa.Table) -> pa.Table:
 
 def _empty_raw() -> pa.Table:
     return pa.table({"path": pa.array([], pa.string()), "key": pa.array([], pa.string())})
+
+
+def _prefer_parsed_partitions(parsed: pa.Array, from_strings: pa.StructArray, md: Metadata) -> pa.StructArray:
+    """Checkpoint ``partitionValues_parsed`` (typed, physical names) where present, else the strings."""
+    if not md.partition_columns or not pa.types.is_struct(parsed.type):
+        return from_strings
+    kids = []
+    for name, phys in zip(md.partition_columns, md.physical_partition_columns(), strict=True):
+        fallback = pc.struct_field(from_strings, name)
+        if parsed.type.get_field_index(phys) < 0:
+            kids.append(fallback)
+            continue
+        try:
+            typed = pc.struct_field(parsed, phys).cast(fallback.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            kids.append(fallback)
+            continue
+        kids.append(pc.if_else(typed.is_valid(), typed, fallback))
+    return pa.StructArray.from_arrays(kids, fields=list(from_strings.type))
 
 
 def count_rows(files: pa.Table) -> int | None:
