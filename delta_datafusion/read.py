@@ -35,6 +35,18 @@ MIN_BATCH_SIZE = 131072
 
 _FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
 DV_CACHE = DeletionVectorCache()
+_VIEW_CACHE: dict[tuple[str, int], bool] = {}
+_VIEW_LOCK = threading.Lock()
+
+
+def _is_view(t: pa.DataType) -> bool:
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_is_view(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _is_view(t.value_type)
+    return False
 
 
 @dataclass(frozen=True)
@@ -110,6 +122,13 @@ class UnitReader:
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
         plain = [u for u in units if not u.needs_row_selection]
         selected = [u for u in units if u.needs_row_selection]
+        if plain and predicate is not None and self._filters_text(predicate):
+            # pyarrow cannot compare a string literal with a string_view column stored by some
+            # writers (delta-rs UPDATE/MERGE); such files are read, cast, then filtered.
+            views = [u for u in plain if self._has_view_types(u)]
+            if views:
+                plain = [u for u in plain if not self._has_view_types(u)]
+                selected = selected + views
         if plain:
             phys = self.rs.to_physical()
             renamed = {k: v for k, v in phys.items() if k != v}
@@ -120,6 +139,32 @@ class UnitReader:
             fcols = sorted(referenced_columns(predicate)) if predicate is not None else []
             for u in selected:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
+
+    def _filters_text(self, predicate: Any) -> bool:
+        from .predicate import referenced_columns
+
+        for name in referenced_columns(predicate):
+            idx = self.rs.logical.get_field_index(name)
+            if idx >= 0:
+                t = self.rs.logical.field(idx).type
+                if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t):
+                    return True
+        return False
+
+    def _has_view_types(self, unit: ScanUnit) -> bool:
+        """Whether the file stores any string_view/binary_view column (footer read once, cached)."""
+        key = (unit.location, unit.size)
+        with _VIEW_LOCK:
+            if key in _VIEW_CACHE:
+                return _VIEW_CACHE[key]
+        try:
+            schema = pq.read_schema(unit.location, filesystem=self.storage.arrow_fs)
+            found = any(_is_view(f.type) for f in schema)
+        except (OSError, pa.ArrowInvalid):
+            found = False  # the read itself will report the problem
+        with _VIEW_LOCK:
+            _VIEW_CACHE[key] = found
+        return found
 
     # -- fast path ---------------------------------------------------------------------------
     def _read_plain(self, units, columns, pfilter, out_schema, bs) -> Iterator[pa.RecordBatch]:
@@ -137,7 +182,7 @@ class UnitReader:
             )
             for batch in scanner.to_batches():
                 yield _conform(batch, out_schema)
-        except (FileNotFoundError, OSError, pa.ArrowInvalid) as e:
+        except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise self._file_error(units, e) from e
 
     # -- row-selection path -------------------------------------------------------------------
@@ -167,7 +212,7 @@ class UnitReader:
                 if row_filter is not None and batch.num_rows:
                     batch = batch.filter(row_filter)
                 yield _conform(batch, out_schema)
-        except (FileNotFoundError, OSError, pa.ArrowInvalid) as e:
+        except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise self._file_error([unit], e) from e
 
     def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:

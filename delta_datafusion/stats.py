@@ -151,4 +151,50 @@ def typed_stats(
                 result = from_struct
     if isinstance(result, pa.ChunkedArray):
         result = result.combine_chunks()
-    return relabel(result, logical)
+    result = relabel(result, logical)
+    widened = widened_columns(md.schema_json)
+    return _forget_bounds(result, widened) if widened else result
+
+
+def widened_columns(schema_json: dict) -> set[tuple[str, ...]]:
+    """Paths of columns whose type was widened (``delta.typeChanges``).
+
+    Files written before the change carry min/max in the old type, printed in the old type's
+    shortest form (a float 3.4 is 3.4000000953674316 once read as double), so those bounds are
+    not bounds of the widened values; they are dropped and pruning keeps such files.
+    """
+    out: set[tuple[str, ...]] = set()
+
+    def walk(fields: list[dict], prefix: tuple[str, ...]) -> None:
+        for f in fields:
+            path = prefix + (f["name"],)
+            if (f.get("metadata") or {}).get("delta.typeChanges"):
+                out.add(path)
+            t = f.get("type")
+            if isinstance(t, dict) and t.get("type") == "struct":
+                walk(t["fields"], path)
+
+    walk(schema_json.get("fields", []), ())
+    return out
+
+
+def _forget_bounds(stats: pa.StructArray, paths: set[tuple[str, ...]]) -> pa.StructArray:
+    def drop(arr: pa.StructArray, prefix: tuple[str, ...]) -> pa.StructArray:
+        kids = []
+        for i, f in enumerate(arr.type):
+            child = arr.field(i)
+            path = prefix + (f.name,)
+            if path in paths:
+                child = pa.nulls(len(arr), f.type)
+            elif pa.types.is_struct(f.type):
+                child = drop(child, path)
+            kids.append(child)
+        return pa.StructArray.from_arrays(kids, fields=list(arr.type), mask=pc.invert(arr.is_valid()) if arr.null_count else None)
+
+    kids = []
+    for i, f in enumerate(stats.type):
+        child = stats.field(i)
+        if f.name in ("minValues", "maxValues") and pa.types.is_struct(f.type):
+            child = drop(child, ())
+        kids.append(child)
+    return pa.StructArray.from_arrays(kids, fields=list(stats.type), mask=pc.invert(stats.is_valid()) if stats.null_count else None)

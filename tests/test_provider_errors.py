@@ -1,0 +1,450 @@
+"""Errors through the DataFusion provider: clear, typed where possible, naming what is wrong.
+
+Errors raised while DataFusion plans or executes reach the caller as a plain ``Exception`` (or
+``ValueError`` from ``ctx.sql``) whose text carries the package's exception class name and
+message; errors raised while registering a table are the package's own exception types.
+
+Also checked: reads never write into the table folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("deltalake")
+from conftest import copy_table, corpus_table, folder_state  # noqa: E402
+from datafusion import SessionContext  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+import delta_datafusion as dd  # noqa: E402
+from delta_datafusion.errors import (  # noqa: E402
+    DeltaError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+
+
+def _ctx() -> SessionContext:
+    ctx = SessionContext()
+    dd.register(ctx)
+    return ctx
+
+
+def _run(ctx: SessionContext, sql: str) -> pa.Table:
+    return ctx.sql(sql).to_arrow_table()
+
+
+def _error_text(ctx: SessionContext, sql: str) -> str:
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        _run(ctx, sql)
+    return str(info.value)
+
+
+# -- unknown tables and bad locations ----------------------------------------------------------
+
+
+def test_unknown_table_name_in_sql() -> None:
+    ctx = _ctx()
+    with pytest.raises(Exception, match="no_such_table_xyz"):
+        _run(ctx, "SELECT * FROM no_such_table_xyz")
+
+
+def test_unknown_table_in_delta_catalog(tmp_path: Path) -> None:
+    write_deltalake(str(tmp_path / "known"), pa.table({"a": [1, 2]}))
+    ctx = _ctx()
+    dd.register_catalog(ctx, "lake", str(tmp_path))
+    assert _run(ctx, "SELECT count(*) AS n FROM lake.default.known").to_pydict() == {"n": [2]}
+    with pytest.raises(Exception, match="not_a_table_abc"):
+        _run(ctx, "SELECT * FROM lake.default.not_a_table_abc")
+    # a folder that exists but is not a Delta table is not served either
+    (tmp_path / "plain_folder").mkdir()
+    with pytest.raises(Exception, match="plain_folder"):
+        _run(ctx, "SELECT * FROM lake.default.plain_folder")
+
+
+def test_register_table_on_missing_path(tmp_path: Path) -> None:
+    missing = tmp_path / "does" / "not" / "exist"
+    with pytest.raises(TableNotFoundError) as info:
+        dd.register_table(_ctx(), "t", str(missing))
+    assert str(missing) in str(info.value)
+    assert not missing.exists(), "a failed registration must not create the folder"
+
+
+def test_register_table_on_folder_without_log(tmp_path: Path) -> None:
+    folder = tmp_path / "just_parquet"
+    folder.mkdir()
+    pq.write_table(pa.table({"a": [1]}), folder / "part-0.parquet")
+    with pytest.raises(TableNotFoundError, match="just_parquet"):
+        dd.register_table(_ctx(), "t", str(folder))
+
+
+def test_register_table_on_a_file(tmp_path: Path) -> None:
+    f = tmp_path / "table.parquet"
+    pq.write_table(pa.table({"a": [1]}), f)
+    with pytest.raises(TableNotFoundError, match="table.parquet"):
+        dd.register_table(_ctx(), "t", str(f))
+
+
+def test_register_table_with_unknown_scheme() -> None:
+    with pytest.raises(DeltaError, match="nosuchproto"):
+        dd.register_table(_ctx(), "t", "nosuchproto://bucket/table")
+
+
+def test_create_external_table_on_missing_path(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    ctx = _ctx()
+    with pytest.raises(Exception) as info:  # noqa: B017
+        ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{missing}'").collect()
+    text = str(info.value)
+    assert "TableNotFoundError" in text and str(missing) in text, text
+    with pytest.raises(Exception, match="'t' not found|t.*not found"):
+        _run(ctx, "SELECT * FROM t")
+
+
+def test_version_out_of_range(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1]}))
+    write_deltalake(str(path), pa.table({"a": [2]}), mode="append")
+    with pytest.raises(VersionNotFoundError, match="99"):
+        dd.register_table(_ctx(), "t", str(path), version=99)
+    ctx = _ctx()
+    with pytest.raises(Exception) as info:  # noqa: B017
+        ctx.sql(
+            f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{path}' OPTIONS ('version' '7')"
+        ).collect()
+    assert "VersionNotFoundError" in str(info.value) and "7" in str(info.value)
+    with pytest.raises(Exception, match="version"):
+        ctx.sql(
+            f"CREATE EXTERNAL TABLE t2 STORED AS DELTA LOCATION '{path}' OPTIONS ('version' 'abc')"
+        ).collect()
+
+
+# -- missing data files ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def partitioned(tmp_path: Path) -> Path:
+    path = tmp_path / "src"
+    for i, p in enumerate(["a", "b", "c"]):
+        rows = pa.table({"id": list(range(i * 10, i * 10 + 10)), "p": [p] * 10})
+        write_deltalake(str(path), rows, mode="append", partition_by=["p"])
+    copy = copy_table(path, tmp_path / "copy")
+    return copy
+
+
+def _data_files(table: Path) -> list[Path]:
+    return sorted(p for p in table.rglob("*.parquet") if "_delta_log" not in p.parts)
+
+
+def test_missing_data_file(partitioned: Path) -> None:
+    victim = next(p for p in _data_files(partitioned) if "p=b" in str(p))
+    victim.unlink()
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(partitioned))
+    text = _error_text(ctx, "SELECT * FROM t")
+    assert "DataFileNotFoundError" in text, text
+    assert victim.name in text, text
+    assert "version 2" in text, text
+    # aggregates fail too (no silent partial answer)
+    text = _error_text(ctx, "SELECT count(*) FROM t")
+    assert "DataFileNotFoundError" in text and victim.name in text, text
+    # a query that prunes the missing file away does not need it
+    assert sorted(_run(ctx, "SELECT id FROM t WHERE p = 'a'").column("id").to_pylist()) == list(range(10))
+    assert _run(ctx, "SELECT count(*) AS n FROM t WHERE id >= 20").to_pydict() == {"n": [10]}
+
+
+def test_missing_data_file_at_older_version(partitioned: Path) -> None:
+    victim = next(p for p in _data_files(partitioned) if "p=a" in str(p))
+    victim.unlink()
+    ctx = _ctx()
+    ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{partitioned}' OPTIONS ('version' '1')")
+    text = _error_text(ctx, "SELECT * FROM t")
+    assert "DataFileNotFoundError" in text and victim.name in text and "version 1" in text, text
+
+
+def test_missing_data_file_with_deletion_vector(copy_corpus_table) -> None:
+    table = copy_corpus_table("table-with-dv-small")
+    (victim,) = _data_files(table)
+    victim.unlink()
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(table))
+    text = _error_text(ctx, "SELECT * FROM t")
+    assert "DataFileNotFoundError" in text and victim.name in text and "version 1" in text, text
+    # version 0 has no deletion vector (the other read path) and fails the same way
+    dd.register_table(ctx, "t0", str(table), version=0)
+    text = _error_text(ctx, "SELECT * FROM t0")
+    assert "DataFileNotFoundError" in text and victim.name in text and "version 0" in text, text
+
+
+def test_vacuumed_version_fails_through_sql() -> None:
+    table = corpus_table("snapshot-vacuumed")
+    ctx = _ctx()
+    dd.register_table(ctx, "v2", str(table), version=2)
+    text = _error_text(ctx, "SELECT * FROM v2")
+    assert "DataFileNotFoundError" in text and "version 2" in text, text
+    missing = [f for f in _logged_adds(table, 2) if not (table / f).exists()]
+    assert missing and any(Path(m).name in text for m in missing), text
+    ctx.sql(f"CREATE EXTERNAL TABLE v2b STORED AS DELTA LOCATION '{table}' OPTIONS ('version' '2')")
+    text = _error_text(ctx, "SELECT count(*) FROM v2b")
+    assert "DataFileNotFoundError" in text, text
+    # the latest version is intact
+    dd.register_table(ctx, "latest", str(table))
+    assert _run(ctx, "SELECT count(*) AS n FROM latest").to_pydict() == {"n": [20]}
+
+
+def _logged_adds(table: Path, version: int) -> list[str]:
+    """Paths of the files live at ``version`` (adds minus removes of the JSON commits)."""
+    live: dict[str, None] = {}
+    for v in range(version + 1):
+        for line in (table / "_delta_log" / f"{v:020d}.json").read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                live[action["add"]["path"]] = None
+            elif "remove" in action:
+                live.pop(action["remove"]["path"], None)
+    return list(live)
+
+
+# -- corrupt deletion vectors ------------------------------------------------------------------
+
+DV_FILE = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
+DV_OFFSET = 1  # the descriptor's offset: where the 4-byte big-endian size is
+DV_SIZE = 36
+
+
+def _corrupt(table: Path, how: str) -> Path:
+    dv = table / DV_FILE
+    data = bytearray(dv.read_bytes())
+    assert struct.unpack(">i", bytes(data[DV_OFFSET : DV_OFFSET + 4]))[0] == DV_SIZE
+    body = DV_OFFSET + 4
+    if how == "bad_magic":
+        data[body : body + 4] = b"\x00\x01\x02\x03"
+    elif how == "flipped_byte":
+        data[body + 12] ^= 0xFF
+    elif how == "flipped_checksum":
+        data[body + DV_SIZE] ^= 0x01
+    elif how == "truncated":
+        data = data[: body + 10]
+    elif how == "empty":
+        data = bytearray()
+    elif how == "bad_version":
+        data[0] = 7
+    elif how == "missing":
+        dv.unlink()
+        return dv
+    else:  # pragma: no cover
+        raise AssertionError(how)
+    dv.write_bytes(bytes(data))
+    return dv
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("bad_magic", ["magic"]),
+        ("flipped_byte", ["checksum"]),
+        ("flipped_checksum", ["checksum"]),
+        ("truncated", ["truncated"]),
+        ("empty", []),
+        ("bad_version", ["version"]),
+        ("missing", ["not found"]),
+    ],
+)
+def test_corrupt_deletion_vector(copy_corpus_table, how: str, words: list[str]) -> None:
+    table = copy_corpus_table("table-with-dv-small", f"dv-{how}")
+    _corrupt(table, how)
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(table))
+    text = _error_text(ctx, "SELECT * FROM t")
+    assert "DeletionVectorError" in text, text
+    assert DV_FILE in text, text
+    for w in words:
+        assert w in text.lower(), (w, text)
+    text = _error_text(ctx, "SELECT count(*) FROM t WHERE value > 0")
+    assert "DeletionVectorError" in text, text
+    # version 0 has no deletion vector and still reads
+    dd.register_table(ctx, "t0", str(table), version=0)
+    assert _run(ctx, "SELECT count(*) AS n FROM t0").to_pydict() == {"n": [10]}
+
+
+def test_intact_deletion_vector_copy_reads(copy_corpus_table) -> None:
+    """Control for the corruption cases: the untouched copy reads 8 of 10 rows."""
+    table = copy_corpus_table("table-with-dv-small", "dv-intact")
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(table))
+    assert _run(ctx, "SELECT count(*) AS n FROM t").to_pydict() == {"n": [8]}
+
+
+# -- unsupported features ----------------------------------------------------------------------
+
+
+def _write_table_log(
+    table: Path,
+    reader_features: list[str],
+    writer_features: list[str],
+    fields: list[dict] | None = None,
+    with_data: bool = False,
+) -> None:
+    """A hand-written table at version 0 with the given protocol features."""
+    log = table / "_delta_log"
+    log.mkdir(parents=True)
+    fields = fields or [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]
+    actions: list[dict] = [
+        {"commitInfo": {"timestamp": 1700000000000, "operation": "CREATE TABLE"}},
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": reader_features,
+                "writerFeatures": writer_features,
+            }
+        },
+        {
+            "metaData": {
+                "id": str(uuid.UUID(int=7)),
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps({"type": "struct", "fields": fields}),
+                "partitionColumns": [],
+                "configuration": {},
+                "createdTime": 1700000000000,
+            }
+        },
+    ]
+    if with_data:
+        data = pa.table({"id": pa.array([1, 2, 3], pa.int64())})
+        pq.write_table(data, table / "part-0.parquet")
+        size = (table / "part-0.parquet").stat().st_size
+        actions.append(
+            {
+                "add": {
+                    "path": "part-0.parquet",
+                    "partitionValues": {},
+                    "size": size,
+                    "modificationTime": 1700000000000,
+                    "dataChange": True,
+                    "stats": json.dumps(
+                        {
+                            "numRecords": 3,
+                            "minValues": {"id": 1},
+                            "maxValues": {"id": 3},
+                            "nullCount": {"id": 0},
+                        }
+                    ),
+                }
+            }
+        )
+    (log / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+@pytest.mark.parametrize(
+    ("features", "named"),
+    [
+        (["variantType"], "variantType"),
+        (["variantType-preview"], "variantType-preview"),
+        (["deletionVectors", "someFutureFeature"], "someFutureFeature"),
+        (["catalogManaged"], "catalogManaged"),
+    ],
+)
+def test_unsupported_reader_feature(tmp_path: Path, features: list[str], named: str) -> None:
+    table = tmp_path / "t"
+    _write_table_log(table, features, features, with_data=True)
+    with pytest.raises(UnsupportedFeatureError) as info:
+        dd.register_table(_ctx(), "t", str(table))
+    assert named in str(info.value)
+    ctx = _ctx()
+    with pytest.raises(Exception) as info2:  # noqa: B017
+        ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{table}'").collect()
+    assert "UnsupportedFeatureError" in str(info2.value) and named in str(info2.value)
+    dd.register_catalog(ctx, "lake", str(tmp_path))
+    with pytest.raises(Exception, match=named):
+        _run(ctx, "SELECT * FROM lake.default.t")
+
+
+def test_variant_column_refused_by_feature_name(tmp_path: Path) -> None:
+    """A table that really has a VARIANT column is refused as an unsupported feature."""
+    table = tmp_path / "t"
+    fields = [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
+    ]
+    _write_table_log(table, ["variantType"], ["variantType"], fields=fields)
+    with pytest.raises(UnsupportedFeatureError, match="variantType"):
+        dd.register_table(_ctx(), "t", str(table))
+
+
+def test_writer_only_features_do_not_block_reads(tmp_path: Path) -> None:
+    table = tmp_path / "t"
+    _write_table_log(table, [], ["appendOnly", "invariants", "someFutureWriterFeature"], with_data=True)
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(table))
+    assert sorted(_run(ctx, "SELECT id FROM t").column("id").to_pylist()) == [1, 2, 3]
+
+
+# -- reads never write -------------------------------------------------------------------------
+
+
+def test_reads_do_not_write_into_the_table(tmp_path: Path, copy_corpus_table) -> None:
+    tables = {
+        "events": tmp_path / "lake" / "events",
+        "dv": copy_corpus_table("table-with-dv-small", "lake/dv"),
+        "cm": copy_corpus_table("dv-with-columnmapping", "lake/cm"),
+    }
+    for i in range(3):
+        rows = pa.table({"id": list(range(i * 5, i * 5 + 5)), "p": [f"p{i}"] * 5})
+        write_deltalake(str(tables["events"]), rows, mode="append", partition_by=["p"])
+    DeltaTable(str(tables["events"])).create_checkpoint()
+    write_deltalake(
+        str(tables["events"]), pa.table({"id": [99], "p": ["p9"]}), mode="append", partition_by=["p"]
+    )
+    lake = tmp_path / "lake"
+    before = folder_state(lake)
+
+    ctx = _ctx()
+    dd.register_table(ctx, "e", str(tables["events"]))
+    dd.register_table(ctx, "e1", str(tables["events"]), version=1)
+    dd.register_table(ctx, "dv", str(tables["dv"]))
+    ctx.sql(f"CREATE EXTERNAL TABLE cm STORED AS DELTA LOCATION '{tables['cm']}' OPTIONS ('version' '5')")
+    dd.register_catalog(ctx, "lake", str(lake))
+    assert _run(ctx, "SELECT count(*) AS n FROM e").to_pydict() == {"n": [16]}
+    assert _run(ctx, "SELECT count(*) AS n FROM e1 WHERE p = 'p1'").to_pydict() == {"n": [5]}
+    assert _run(ctx, "SELECT count(*) AS n FROM dv WHERE value > 2").num_rows == 1
+    _run(ctx, "SELECT * FROM cm")
+    _run(ctx, "SELECT * FROM lake.default.events e JOIN lake.default.dv d ON e.id = d.value")
+    _run(ctx, "SELECT * FROM lake.default.cm WHERE part = 1")
+    dd.explain(ctx, "SELECT * FROM e WHERE id > 3")
+    ctx.sql("SHOW TABLES").collect()
+    for name in ("events", "dv", "cm"):
+        _run(ctx, f"SELECT * FROM lake.default.{name}")
+
+    after = folder_state(lake)
+    assert after == before, {
+        k: (before.get(k), after.get(k)) for k in set(before) | set(after) if before.get(k) != after.get(k)
+    }
+
+
+def test_failed_reads_do_not_write(partitioned: Path) -> None:
+    victim = _data_files(partitioned)[0]
+    victim.unlink()
+    before = folder_state(partitioned)
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(partitioned))
+    _error_text(ctx, "SELECT * FROM t")
+    with pytest.raises(VersionNotFoundError):
+        dd.register_table(ctx, "t2", str(partitioned), version=12)
+    assert folder_state(partitioned) == before
+    shutil.rmtree(partitioned / "_delta_log")
+    os.makedirs(partitioned / "_delta_log")
+    before = folder_state(partitioned)
+    with pytest.raises(DeltaError):
+        dd.register_table(ctx, "t3", str(partitioned))
+    assert folder_state(partitioned) == before

@@ -1,0 +1,596 @@
+"""File pruning through SQL: partition values and per-file statistics, checked by construction.
+
+A table of 40 single-file appends is written with deltalake. File ``i`` (written at version ``i``)
+holds the 100 rows ``id = i*100 .. i*100+99`` and:
+
+* partition ``region`` = ``["eu", "us", "ap", None][i % 4]`` (string, with NULL partition values);
+* partition ``bucket`` = ``i // 10``, or NULL when ``i % 10 == 9`` (int32);
+* ``d`` = 2024-01-01 + ``i`` days (date, constant per file);
+* ``ts`` = 2024-01-01T00:00:00Z + ``id`` seconds (timestamp, per-file range);
+* ``opt`` = ``id`` (int64): all NULL when ``i % 5 == 0``, never NULL when ``i % 5`` is 1 or 2,
+  NULL on even ids otherwise;
+* ``s`` = ``f"k{id:05d}"`` and ``x`` = ``id / 2``.
+
+So for every predicate the set of files a correct reader must keep after partition pruning and
+after statistics pruning is known exactly; each query checks ``last_plan`` against it, and the
+rows against an unpruned read filtered by DataFusion over an in-memory copy.
+
+Time travel (by version and by timestamp, through ``register_table`` and ``CREATE EXTERNAL TABLE``)
+is checked on the same table and on one changed by DELETE, UPDATE and overwrite. Finally, on the
+corpus tables whose statistics are interesting (every stats layout, truncated timestamps, column
+mapping, type widening, typed and NULL partitions), generated filters on every column must return
+what DataFusion returns over the unfiltered read held in memory: pruning may never drop a row.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import re
+from collections.abc import Callable
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("deltalake")
+from conftest import CORPUS, corpus_table  # noqa: E402
+from datafusion import SessionContext  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
+
+import delta_datafusion as dd  # noqa: E402
+
+N_FILES = 40
+ROWS_PER_FILE = 100
+REGIONS = ["eu", "us", "ap", None]
+BASE_DATE = dt.date(2024, 1, 1)
+BASE_TS = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+#: Commit file modification times of the main table: version v at COMMIT_TIME0 + v hours.
+COMMIT_TIME0 = dt.datetime(2024, 3, 1, tzinfo=dt.timezone.utc)
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("region", pa.string()),
+        ("bucket", pa.int32()),
+        ("d", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("opt", pa.int64()),
+        ("s", pa.string()),
+        ("x", pa.float64()),
+    ]
+)
+
+
+def region(i: int) -> str | None:
+    return REGIONS[i % 4]
+
+
+def bucket(i: int) -> int | None:
+    return None if i % 10 == 9 else i // 10
+
+
+def file_rows(i: int) -> pa.Table:
+    ids = list(range(i * ROWS_PER_FILE, (i + 1) * ROWS_PER_FILE))
+    if i % 5 == 0:
+        opt = [None] * len(ids)
+    elif i % 5 in (1, 2):
+        opt = list(ids)
+    else:
+        opt = [None if v % 2 == 0 else v for v in ids]
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "region": pa.array([region(i)] * len(ids), pa.string()),
+            "bucket": pa.array([bucket(i)] * len(ids), pa.int32()),
+            "d": pa.array([BASE_DATE + dt.timedelta(days=i)] * len(ids), pa.date32()),
+            "ts": pa.array([BASE_TS + dt.timedelta(seconds=v) for v in ids], pa.timestamp("us", tz="UTC")),
+            "opt": pa.array(opt, pa.int64()),
+            "s": pa.array([f"k{v:05d}" for v in ids], pa.string()),
+            "x": pa.array([v / 2 for v in ids], pa.float64()),
+        },
+        schema=SCHEMA,
+    )
+
+
+def _set_commit_mtimes(table: Path, first: dt.datetime, step: dt.timedelta) -> None:
+    log = table / "_delta_log"
+    for name in os.listdir(log):
+        if re.fullmatch(r"\d{20}\.json", name):
+            t = (first + step * int(name[:20])).timestamp()
+            os.utime(log / name, (t, t))
+
+
+@pytest.fixture(scope="module")
+def table_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("pruning") / "events"
+    for i in range(N_FILES):
+        write_deltalake(str(path), file_rows(i), mode="append", partition_by=["region", "bucket"])
+    dt_ = DeltaTable(str(path))
+    assert dt_.version() == N_FILES - 1
+    assert len(dt_.file_uris()) == N_FILES, "each append must write exactly one file"
+    _set_commit_mtimes(path, COMMIT_TIME0, dt.timedelta(hours=1))
+    return path
+
+
+@pytest.fixture(scope="module")
+def session(table_path: Path):
+    """(ctx, dataset); the unpruned read is registered as the in-memory table ``ref``."""
+    ctx = SessionContext()
+    dd.register(ctx)
+    ds = dd.register_table(ctx, "t", str(table_path))
+    full = ctx.sql("SELECT * FROM t").to_arrow_table()
+    assert ds.last_plan is not None and ds.last_plan.files_after_stats_pruning == N_FILES
+    ctx.register_record_batches("ref", [full.to_batches()])
+    return ctx, ds
+
+
+def _sorted_rows(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda r: r["id"])
+
+
+def test_full_read_matches_deltalake(session, table_path: Path) -> None:
+    ctx, ds = session
+    ours = ctx.sql("SELECT * FROM t").to_arrow_table()
+    assert ours.schema.remove_metadata() == SCHEMA
+    theirs = DeltaTable(str(table_path)).to_pyarrow_table().select(SCHEMA.names).cast(SCHEMA)
+    assert ours.num_rows == N_FILES * ROWS_PER_FILE
+    assert _sorted_rows(ours) == _sorted_rows(theirs)
+    expected = pa.concat_tables([file_rows(i) for i in range(N_FILES)])
+    assert _sorted_rows(ours) == _sorted_rows(expected)
+
+
+ALL = set(range(N_FILES))
+
+
+def _files(cond: Callable[[int], bool]) -> set[int]:
+    return {i for i in range(N_FILES) if cond(i)}
+
+
+# (where clause, files kept by partition pruning, files kept after statistics pruning)
+CASES: list[tuple[str, set[int], set[int]]] = [
+    # partition predicates
+    ("region = 'eu'", _files(lambda i: region(i) == "eu"), _files(lambda i: region(i) == "eu")),
+    ("bucket = 2", _files(lambda i: bucket(i) == 2), _files(lambda i: bucket(i) == 2)),
+    ("region IS NULL", _files(lambda i: region(i) is None), _files(lambda i: region(i) is None)),
+    ("bucket IS NULL", {9, 19, 29, 39}, {9, 19, 29, 39}),
+    ("region IS NOT NULL", _files(lambda i: region(i) is not None), _files(lambda i: region(i) is not None)),
+    (
+        "region <> 'us'",
+        _files(lambda i: region(i) in ("eu", "ap")),
+        _files(lambda i: region(i) in ("eu", "ap")),
+    ),
+    ("bucket < 1", _files(lambda i: bucket(i) == 0), _files(lambda i: bucket(i) == 0)),
+    ("bucket BETWEEN 1 AND 2", _files(lambda i: bucket(i) in (1, 2)), _files(lambda i: bucket(i) in (1, 2))),
+    (
+        "region IN ('eu', 'ap')",
+        _files(lambda i: region(i) in ("eu", "ap")),
+        _files(lambda i: region(i) in ("eu", "ap")),
+    ),
+    (
+        "region IN ('eu', 'ap', 'xx', 'yy', 'zz')",
+        _files(lambda i: region(i) in ("eu", "ap")),
+        _files(lambda i: region(i) in ("eu", "ap")),
+    ),
+    ("bucket NOT IN (0, 1)", _files(lambda i: bucket(i) in (2, 3)), _files(lambda i: bucket(i) in (2, 3))),
+    (
+        "region = 'eu' OR bucket = 3",
+        _files(lambda i: region(i) == "eu" or bucket(i) == 3),
+        _files(lambda i: region(i) == "eu" or bucket(i) == 3),
+    ),
+    (
+        "region IS NULL OR bucket IS NULL",
+        _files(lambda i: region(i) is None or bucket(i) is None),
+        _files(lambda i: region(i) is None or bucket(i) is None),
+    ),
+    ("region = 'nope'", set(), set()),
+    # statistics predicates
+    ("id = 1234", ALL, {12}),
+    ("id < 250", ALL, {0, 1, 2}),
+    ("id <= 299", ALL, {0, 1, 2}),
+    ("id > 3850", ALL, {38, 39}),
+    ("id >= 3900", ALL, {39}),
+    ("id BETWEEN 1050 AND 1420", ALL, set(range(10, 15))),
+    ("id IN (5, 1999, 3905)", ALL, {0, 19, 39}),
+    ("id IN (5, 1999, 3905, 2500, 77777)", ALL, {0, 19, 25, 39}),
+    ("NOT (id >= 300)", ALL, {0, 1, 2}),
+    ("id > 100000", ALL, set()),
+    ("id < 150 OR id > 3850", ALL, {0, 1, 38, 39}),
+    ("d = DATE '2024-01-10'", ALL, {9}),
+    ("d >= DATE '2024-02-05'", ALL, set(range(35, 40))),
+    ("d BETWEEN '2024-01-05' AND '2024-01-07'", ALL, {4, 5, 6}),
+    ("ts < TIMESTAMP '2024-01-01 00:04:10'", ALL, {0, 1, 2}),
+    (
+        "ts BETWEEN TIMESTAMP '2024-01-01T00:20:50Z' AND TIMESTAMP '2024-01-01T00:40:50Z'",
+        ALL,
+        set(range(12, 25)),
+    ),
+    ("ts = TIMESTAMP '2024-01-01 01:00:00'", ALL, {36}),
+    ("opt IS NULL", ALL, _files(lambda i: i % 5 in (0, 3, 4))),
+    ("opt IS NOT NULL", ALL, _files(lambda i: i % 5 != 0)),
+    ("opt > 2000", ALL, _files(lambda i: i >= 20 and i % 5 != 0)),
+    ("s = 'k01234'", ALL, {12}),
+    ("s < 'k00150'", ALL, {0, 1}),
+    # combined partition and statistics predicates
+    ("region = 'us' AND id < 2000", _files(lambda i: region(i) == "us"), {1, 5, 9, 13, 17}),
+    ("bucket = 1 AND id >= 1500", _files(lambda i: bucket(i) == 1), {15, 16, 17, 18}),
+    ("region = 'ap' AND d < DATE '2024-01-15'", _files(lambda i: region(i) == "ap"), {2, 6, 10}),
+    (
+        "(region = 'eu' OR region IS NULL) AND id BETWEEN 800 AND 2399",
+        _files(lambda i: region(i) in ("eu", None)),
+        {8, 11, 12, 15, 16, 19, 20, 23},
+    ),
+    ("region = 'eu' OR id < 150", ALL, _files(lambda i: region(i) == "eu" or i < 2)),
+    ("bucket IS NULL AND opt IS NULL", {9, 19, 29, 39}, {9, 19, 29, 39}),
+    ("bucket IS NULL AND opt IS NOT NULL AND id < 2500", {9, 19, 29, 39}, {9, 19}),
+    (
+        "region IN ('us', 'ap') AND ts >= TIMESTAMP '2024-01-01 00:58:00'",
+        _files(lambda i: region(i) in ("us", "ap")),
+        {34, 37, 38},
+    ),
+]
+
+
+@pytest.mark.parametrize(("where", "after_partitions", "after_stats"), CASES, ids=[c[0] for c in CASES])
+def test_pruning_counts_and_rows(
+    session, where: str, after_partitions: set[int], after_stats: set[int]
+) -> None:
+    ctx, ds = session
+    assert after_stats <= after_partitions
+    got = ctx.sql(f"SELECT * FROM t WHERE {where}").to_arrow_table()
+    plan = ds.last_plan
+    assert plan is not None
+    assert plan.filter, f"{where}: nothing was pushed to the provider"
+    assert (plan.files_total, plan.files_after_partition_pruning, plan.files_after_stats_pruning) == (
+        N_FILES,
+        len(after_partitions),
+        len(after_stats),
+    ), f"{where}: {plan}"
+    assert plan.fragments <= max(len(after_stats), 0) and (plan.fragments > 0) == bool(after_stats)
+    expected = ctx.sql(f"SELECT * FROM ref WHERE {where}").to_arrow_table()
+    assert _sorted_rows(got) == _sorted_rows(expected), where
+    # Every remaining file must be one the predicate can match: the rows come from exactly them.
+    files_with_rows = {r["id"] // ROWS_PER_FILE for r in got.to_pylist()}
+    assert files_with_rows <= after_stats, f"{where}: rows from pruned files {files_with_rows - after_stats}"
+
+
+def test_pruned_queries_return_rows(session) -> None:
+    """The cases are not vacuous: all but the empty ones return rows."""
+    ctx, _ = session
+    for where, _parts, stats in CASES:
+        n = ctx.sql(f"SELECT count(*) AS n FROM t WHERE {where}").to_pydict()["n"][0]
+        assert (n > 0) == bool(stats), where
+
+
+def test_projection_and_aggregate_with_pruning(session) -> None:
+    ctx, ds = session
+    got = ctx.sql(
+        "SELECT bucket, count(*) AS n, sum(id) AS s FROM t WHERE region = 'us' AND id < 2000 "
+        "GROUP BY bucket ORDER BY bucket"
+    ).to_pydict()
+    assert ds.last_plan.files_after_stats_pruning == 5
+    ids = [v for i in (1, 5, 9, 13, 17) for v in range(i * 100, i * 100 + 100)]
+    by_bucket: dict = {}
+    for v in ids:
+        b = bucket(v // 100)
+        n, s = by_bucket.get(b, (0, 0))
+        by_bucket[b] = (n + 1, s + v)
+    keys = sorted(by_bucket, key=lambda b: (b is None, b))
+    assert got == {"bucket": keys, "n": [by_bucket[b][0] for b in keys], "s": [by_bucket[b][1] for b in keys]}
+
+
+def test_count_star_with_partition_filter(session) -> None:
+    ctx, ds = session
+    got = ctx.sql("SELECT count(*) AS n FROM t WHERE region IS NULL AND bucket = 0").to_pydict()
+    assert got == {"n": [200]}  # files 3 and 7
+    assert ds.last_plan.files_after_partition_pruning == 2
+    assert ds.last_plan.files_after_stats_pruning == 2
+
+
+def _plan_text(ctx: SessionContext, sql: str) -> str:
+    rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
+    return "\n".join(rows["plan"])
+
+
+def test_explain_shows_pushed_filter(session) -> None:
+    ctx, ds = session
+    plan = _plan_text(ctx, "SELECT id FROM t WHERE id = 1234")
+    line = next(line for line in plan.splitlines() if "DatasetExec" in line)
+    assert "filter_expr=" in line and "(id == 1234)" in line, line
+    assert "number_of_fragments=1" in line, line
+    assert "FilterExec" not in plan, plan
+    assert ds.last_plan.files_after_stats_pruning == 1
+
+    plan = _plan_text(ctx, "SELECT id FROM t WHERE region = 'eu' AND id < 2000")
+    line = next(line for line in plan.splitlines() if "DatasetExec" in line)
+    assert '(region == "eu")' in line and "(id < 2000)" in line, line
+    assert ds.last_plan.files_after_partition_pruning == 10
+    assert ds.last_plan.files_after_stats_pruning == 5
+
+
+def test_explain_keeps_unpushed_filter_in_filterexec(session) -> None:
+    ctx, ds = session
+    plan = _plan_text(ctx, "SELECT id FROM t WHERE id < 250 AND s LIKE 'k001%'")
+    line = next(line for line in plan.splitlines() if "DatasetExec" in line)
+    assert "(id < 250)" in line and "LIKE" not in line, line
+    assert re.search(r"FilterExec: .*LIKE", plan), plan
+    assert ds.last_plan.files_after_stats_pruning == 3
+    got = ctx.sql("SELECT id FROM t WHERE id < 250 AND s LIKE 'k001%' ORDER BY id").to_pydict()["id"]
+    assert got == list(range(100, 200))
+
+
+def test_dd_explain_reports_pruning_counts(session) -> None:
+    ctx, _ = session
+    text = dd.explain(ctx, "SELECT * FROM t WHERE region = 'us' AND id < 2000")
+    assert "DatasetExec" in text
+    lines = [line for line in text.splitlines() if "DeltaScan:" in line]
+    assert len(lines) == 1, text
+    line = lines[0]
+    assert "files_total=40" in line, line
+    assert "after_partition_pruning=10" in line, line
+    assert "after_stats_pruning=5" in line, line
+    assert "region" in line and "2000" in line, line
+
+    text = dd.explain(ctx, "SELECT * FROM t WHERE bucket IS NULL")
+    line = next(line for line in text.splitlines() if "DeltaScan:" in line)
+    assert "files_total=40 after_partition_pruning=4 after_stats_pruning=4" in line, line
+
+    text = dd.explain(ctx, "SELECT * FROM t")
+    line = next(line for line in text.splitlines() if "DeltaScan:" in line)
+    assert "files_total=40 after_partition_pruning=40 after_stats_pruning=40" in line, line
+
+
+def test_join_prunes_each_side(session, table_path: Path) -> None:
+    ctx = SessionContext()
+    a = dd.register_table(ctx, "a", str(table_path))
+    b = dd.register_table(ctx, "b", str(table_path), version=9)
+    got = ctx.sql(
+        "SELECT a.id FROM a JOIN b ON a.id = b.id WHERE a.region = 'eu' AND b.id < 300 ORDER BY a.id"
+    ).to_pydict()["id"]
+    assert got == list(range(0, 100))  # file 0 is the only 'eu' file below id 300
+    assert a.last_plan.files_total == 40
+    assert b.last_plan.files_total == 10
+    assert a.last_plan.files_after_partition_pruning == 10
+    assert b.last_plan.files_after_stats_pruning == 3
+
+
+# -- time travel -----------------------------------------------------------------------------
+
+
+def _ids(ctx: SessionContext, sql: str) -> list[int]:
+    return sorted(ctx.sql(sql).to_pydict()["id"])
+
+
+@pytest.mark.parametrize("version", [0, 5, 17, 39])
+def test_time_travel_by_version(session, table_path: Path, version: int) -> None:
+    ctx = SessionContext()
+    dd.register(ctx)
+    ds = dd.register_table(ctx, "tv", str(table_path), version=version)
+    expected_ids = list(range((version + 1) * ROWS_PER_FILE))
+    assert _ids(ctx, "SELECT id FROM tv") == expected_ids
+    assert ds.last_plan.files_total == version + 1
+    # pruning works on an older snapshot too
+    assert _ids(ctx, "SELECT id FROM tv WHERE id >= 550 AND region = 'us'") == [
+        v for v in expected_ids if v >= 550 and region(v // 100) == "us"
+    ]
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE tv_ddl STORED AS DELTA LOCATION '{table_path}' OPTIONS ('version' '{version}')"
+    )
+    assert _ids(ctx, "SELECT id FROM tv_ddl") == expected_ids
+
+
+@pytest.mark.parametrize(
+    ("when", "version"),
+    [
+        (COMMIT_TIME0, 0),
+        (COMMIT_TIME0 + dt.timedelta(hours=5, minutes=30), 5),
+        (COMMIT_TIME0 + dt.timedelta(hours=12), 12),
+        (COMMIT_TIME0 + dt.timedelta(days=30), 39),
+    ],
+)
+def test_time_travel_by_timestamp(session, table_path: Path, when: dt.datetime, version: int) -> None:
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "tt", str(table_path), timestamp=when)
+    expected_ids = list(range((version + 1) * ROWS_PER_FILE))
+    assert _ids(ctx, "SELECT id FROM tt") == expected_ids
+    iso = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+    dd.register_table(ctx, "tt_iso", str(table_path), timestamp=iso)
+    assert _ids(ctx, "SELECT id FROM tt_iso") == expected_ids
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE tt_ddl STORED AS DELTA LOCATION '{table_path}' OPTIONS ('timestamp' '{iso}')"
+    )
+    assert _ids(ctx, "SELECT id FROM tt_ddl") == expected_ids
+
+
+def test_time_travel_before_first_commit_fails(session, table_path: Path) -> None:
+    ctx = SessionContext()
+    with pytest.raises(Exception, match="before the earliest commit"):
+        dd.register_table(ctx, "tt", str(table_path), timestamp=COMMIT_TIME0 - dt.timedelta(days=1))
+
+
+@pytest.fixture(scope="module")
+def mutated_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[int, pa.Table]]:
+    """v0 write, v1 append, v2 delete, v3 update, v4 overwrite; the rows of each version per deltalake."""
+    path = tmp_path_factory.mktemp("tt") / "m"
+    schema = pa.schema([("id", pa.int64()), ("p", pa.string()), ("v", pa.int64())])
+
+    def rows(ids: range, p: str) -> pa.Table:
+        return pa.table({"id": list(ids), "p": [p] * len(ids), "v": [i * 10 for i in ids]}, schema=schema)
+
+    write_deltalake(str(path), rows(range(0, 10), "a"), partition_by=["p"])
+    write_deltalake(str(path), rows(range(10, 20), "b"), mode="append", partition_by=["p"])
+    DeltaTable(str(path)).delete("id < 5 OR id = 15")
+    DeltaTable(str(path)).update(updates={"v": "v + 1"}, predicate="id >= 12")
+    write_deltalake(str(path), rows(range(100, 103), "c"), mode="overwrite", partition_by=["p"])
+    versions = {v: DeltaTable(str(path), version=v).to_pyarrow_table().select(schema.names) for v in range(5)}
+    assert DeltaTable(str(path)).version() == 4
+    return path, versions
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
+def test_time_travel_through_mutations(mutated_table, version: int) -> None:
+    path, versions = mutated_table
+    expected = sorted(versions[version].to_pylist(), key=lambda r: r["id"])
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "m", str(path), version=version)
+    got = ctx.sql("SELECT id, p, v FROM m").to_arrow_table()
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == expected
+    ctx.sql(f"CREATE EXTERNAL TABLE m_ddl STORED AS DELTA LOCATION '{path}' OPTIONS ('version' '{version}')")
+    got = ctx.sql("SELECT id, p, v FROM m_ddl").to_arrow_table()
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == expected
+    # a pruned query at that version
+    got = ctx.sql("SELECT id, p, v FROM m_ddl WHERE p = 'b' AND id > 12").to_arrow_table()
+    assert sorted(got.to_pylist(), key=lambda r: r["id"]) == [
+        r for r in expected if r["p"] == "b" and r["id"] > 12
+    ]
+
+
+def test_latest_registration_is_pinned(mutated_table) -> None:
+    """register_table without version pins the latest snapshot at registration time."""
+    path, versions = mutated_table
+    ctx = SessionContext()
+    dd.register_table(ctx, "m", str(path))
+    assert sorted(ctx.sql("SELECT id FROM m").to_pydict()["id"]) == [100, 101, 102]
+    assert sorted(versions[4].column("id").to_pylist()) == [100, 101, 102]
+
+
+# -- pruning on real statistics: the conformance corpus ------------------------------------------
+
+
+#: Corpus tables whose statistics exercise pruning: every stats layout (JSON, struct-only
+#: checkpoints, sidecars), truncated timestamps, column mapping, type widening, partitions of
+#: every type, NULL partitions, deletion vectors.
+STATS_TABLES = [
+    "type-widening",
+    "parsed-stats",
+    "data-skipping-basic-stats-all-types",
+    "data-skipping-basic-stats-all-types-checkpoint",
+    "data-skipping-basic-stats-all-types-columnmapping-id",
+    "data-skipping-basic-stats-all-types-columnmapping-name",
+    "timestamp-truncation-stats",
+    "delta-checkpoint-stats-optional",
+    "delta-stats-optional",
+    "v1-multi-part-struct-stats-only",
+    "v1-single-part-struct-stats-only",
+    "v2-classic-parquet-struct-stats-only",
+    "v2-parquet-sidecars-struct-stats-only",
+    "parquet_row_group_skipping",
+    "stats-writing-all-types",
+    "data-skipping-change-stats-collected-across-versions",
+    "data-skipping-partition-and-data-column",
+    "timestamp-partitioned-table",
+    "kernel-timestamp-pst",
+    "kernel-timestamp-timestamp_micros",
+    "kernel-timestamp-timestamp_millis",
+    "basic-decimal-table",
+    "delta-0.8.0-null-partition",
+    "mixed-nulls",
+    "table-with-dv-small",
+    "dv-with-columnmapping",
+    "data-reader-escaped-chars",
+    "data-reader-timestamp_ntz",
+    "basic_partitioned",
+    "delta-2.2.0-partitioned-types",
+    "delta-0.8.0-numeric-partition",
+    "table-with-columnmapping-mode-name",
+]
+#: (table, column): statistics that contradict the data, where pruning by them is allowed.
+LYING_STATS = {
+    # the data files have no ts_col (it reads as NULL) but the stats claim nullCount 0 and a range
+    ("parsed-stats", "ts_col"),
+}
+
+
+def _sql_literal(v, t: pa.DataType) -> str | None:
+    if v is None:
+        return None
+    if pa.types.is_boolean(t):
+        return "true" if v else "false"
+    if pa.types.is_integer(t):
+        return str(v)
+    if pa.types.is_floating(t):
+        if math.isnan(v):
+            return "'NaN'::double"
+        if math.isinf(v):
+            return "'inf'::double" if v > 0 else "'-inf'::double"
+        return repr(float(v))
+    if pa.types.is_decimal(t):
+        assert isinstance(v, Decimal)
+        return str(v)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "'" + v.replace("'", "''") + "'"
+    if pa.types.is_date(t):
+        return f"DATE '{v.isoformat()}'"
+    if pa.types.is_timestamp(t):
+        if v.tzinfo is not None:  # the column is UTC; a naive literal is read as UTC
+            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+        return f"TIMESTAMP '{v.isoformat()}'"
+    return None
+
+
+def _stats_predicates(table: pa.Table, name: str) -> list[str]:
+    out = []
+    for f in table.schema:
+        t = f.type
+        if (
+            pa.types.is_nested(t)
+            or pa.types.is_null(t)
+            or pa.types.is_binary(t)
+            or (name, f.name) in LYING_STATS
+        ):
+            continue
+        c = '"' + f.name.replace('"', '""') + '"'
+        out += [f"{c} IS NULL", f"{c} IS NOT NULL"]
+        values = [v for v in table.column(f.name).unique().to_pylist() if v is not None]
+        lits = [x for x in (_sql_literal(v, t) for v in values) if x is not None]
+        if not lits:
+            continue
+        try:
+            lits = [lit for _, lit in sorted(zip(values, lits, strict=True))]
+        except TypeError:
+            lits = sorted(lits)
+        lo, mid = lits[0], lits[len(lits) // 2]
+        four = ", ".join((lits * 4)[:4])
+        out += [
+            f"{c} = {mid}",
+            f"{c} < {mid}",
+            f"{c} >= {mid}",
+            f"{c} <> {lo}",
+            f"{c} IN ({four})",
+            f"{c} NOT IN ({four})",
+        ]
+    return out
+
+
+def _canonical(table: pa.Table) -> list:
+    return sorted(
+        repr([("NaN" if isinstance(v, float) and math.isnan(v) else v) for v in row.values()])
+        for row in table.to_pylist()
+    )
+
+
+@pytest.mark.parametrize("name", STATS_TABLES)
+def test_corpus_stats_pruning_never_drops_rows(name: str) -> None:
+    """Filtered reads equal DataFusion filtering the unfiltered read in memory (no pruning there)."""
+    path = corpus_table(name)
+    ctx = SessionContext()
+    ds = dd.register_table(ctx, "t", str(path))
+    full = ctx.sql("SELECT * FROM t").to_arrow_table()
+    assert full.num_rows > 0, f"{name} reads no rows"
+    ctx.register_record_batches("mem", [full.to_batches()])
+    failures = []
+    pruned_some = False
+    for where in _stats_predicates(full, name):
+        got = ctx.sql(f"SELECT * FROM t WHERE {where}").to_arrow_table()
+        plan = ds.last_plan
+        pruned_some |= plan is not None and plan.files_after_stats_pruning < plan.files_total
+        want = ctx.sql(f"SELECT * FROM mem WHERE {where}").to_arrow_table()
+        if got.num_rows != want.num_rows or _canonical(got) != _canonical(want):
+            failures.append(f"{where}: {got.num_rows} rows, expected {want.num_rows} ({plan})")
+    assert not failures, f"{name} ({CORPUS}):\n" + "\n".join(failures)
+    if ds.last_plan is not None and ds.last_plan.files_total > 1:
+        assert pruned_some, f"{name}: no predicate pruned any file"
