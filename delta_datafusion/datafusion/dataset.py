@@ -165,7 +165,9 @@ class DeltaDataset(ds.Dataset):
         with self._lock:
             self.last_plan = info
             self._plans[info.filter] = info
-        return [UnitGroupFragment(self, g, pred) for g in groups]
+        # Always at least one (possibly empty) fragment: with zero partitions DataFusion 55
+        # fails to plan ORDER BY above the scan (SanityCheckPlan).
+        return [UnitGroupFragment(self, g, pred) for g in groups] or [UnitGroupFragment(self, [], pred)]
 
     def to_table(self, columns: Sequence[str] | None = None, filter: Any = None, **kw: Any) -> pa.Table:  # noqa: A002
         return self.scanner(columns=columns, filter=filter).to_table()

@@ -1,0 +1,470 @@
+"""Vectorised file pruning (data skipping) from partition values and per-file statistics.
+
+:func:`file_keep_mask` answers, for every file of a snapshot at once, "may this file hold a row for
+which the predicate is TRUE?". It never says no unless it is sure. It works on the ``files`` table
+built by log replay:
+
+* ``partition_values``: struct with one typed field per partition column (logical names; a null
+  field is a null partition value);
+* ``stats``: ``struct<numRecords: int64, minValues: struct<...>, maxValues: struct<...>,
+  nullCount: struct<...>, tightBounds: bool>``, where min/max mirror the table's non-partition
+  columns with their Arrow types and ``nullCount`` mirrors them with int64 leaves. The whole
+  struct, any child, any leaf may be null or missing: that means "unknown".
+
+Rules (all conservative):
+
+1. ``NOT`` is pushed down first (:func:`~delta_datafusion.predicate.push_not_down`), so the tree
+   left is AND/OR over leaves; a file is kept when AND/OR of the leaves' "may be TRUE" answers is
+   true.
+2. Any subtree that reads only partition columns (or no column at all) is evaluated exactly on the
+   typed partition values with SQL semantics (:func:`~delta_datafusion.predicate.to_pyarrow`): a
+   partition column is constant within a file. A file with a null ``partition_values`` struct or
+   a missing partition field is kept.
+3. Leaves on data columns use the statistics:
+
+   * every comparison / IN leaf drops a file whose column is all null (``nullCount ==
+     numRecords``; per the protocol this also holds when ``tightBounds`` is false);
+   * ``IS NULL`` drops a file only when ``nullCount == 0``; ``IS NOT NULL`` only when ``nullCount
+     == numRecords``. No other use of ``nullCount`` is made, so wide bounds (``tightBounds =
+     false``, files with deletion vectors) need no special case: min/max stay valid bounds;
+   * ``x < c`` / ``x <= c`` drop when ``min >= c`` / ``min > c``; ``x > c`` / ``x >= c`` drop when
+     ``max <= c`` / ``max < c``; ``x = c`` drops when ``c`` is outside ``[min, max]``; ``x IN
+     (...)`` drops when every non-null literal is outside ``[min, max]``;
+   * ``x != c`` and ``x NOT IN (...)`` drop only when ``min == max`` equals a listed literal and
+     ``nullCount == 0``; a ``NOT IN`` list holding a NULL is never TRUE, so it drops every file;
+   * a comparison with a NULL literal is never TRUE and drops every file; column-vs-column
+     comparisons keep every file.
+4. Statistic quirks:
+
+   * timestamps: Delta writes min/max truncated to milliseconds, so the max is widened by 1 ms.
+     The min is widened by 1 ms too, in case a writer truncated a pre-1970 value toward zero;
+   * strings: writers cut min/max to a prefix (Spark: 32 UTF-16 code units, the max then gets a
+     tie-breaker character appended; other writers count code points or bytes). A min prefix is
+     still a lower bound. A max is used only when its UTF-8 encoding is shorter than
+     :data:`STRING_MAX_TRUSTED_BYTES` (28) bytes: a string that short was not truncated under any
+     of these conventions with a prefix length of 32 (bytes >= UTF-16 units >= code points, and
+     a byte-based cut backs off at most 3 bytes to a character boundary). Longer maxima mean
+     "no upper bound";
+   * floats: NaN is not reflected in min/max (Parquet-derived stats skip it) but sorts above
+     every number in SQL, and NaN min/max values are treated as unknown. So for floating columns
+     the max is never used for ``>``, ``>=``, ``!=``, ``NOT IN`` or NaN literals; ``<``, ``<=``,
+     ``=`` and ``IN`` with non-NaN literals use min/max normally (NaN never satisfies them);
+   * binary min/max are not used.
+5. Anything that cannot be evaluated (unknown column, type mismatch, missing stats) keeps the file.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from .predicate import (
+    And,
+    BoolLiteral,
+    Column,
+    Comparison,
+    In,
+    IsNotNull,
+    IsNull,
+    Literal,
+    Or,
+    Predicate,
+    iter_columns,
+    push_not_down,
+    to_pyarrow,
+)
+
+__all__ = ["STRING_MAX_TRUSTED_BYTES", "file_keep_mask", "partition_keep_mask"]
+
+#: A string max is used as an upper bound only when its UTF-8 encoding is shorter than this.
+STRING_MAX_TRUSTED_BYTES = 28
+
+
+def _const(n: int, value: bool) -> pa.BooleanArray:
+    nulls = pa.nulls(n, pa.bool_())
+    return pc.is_null(nulls) if value else pc.is_valid(nulls)
+
+
+def _as_array(x: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(x, pa.ChunkedArray):
+        if x.num_chunks == 0:
+            return pa.array([], type=x.type)
+        return x.combine_chunks() if x.num_chunks > 1 else x.chunk(0)
+    return x
+
+
+def _child(arr: pa.Array | None, name: str) -> pa.Array | None:
+    """``arr.name`` with the parent's nulls applied, or None when absent."""
+    if arr is None or not pa.types.is_struct(arr.type) or arr.type.get_field_index(name) < 0:
+        return None
+    return pc.struct_field(arr, name)
+
+
+def _true_unless_false(cond: pa.Array) -> pa.Array:
+    """``cond`` with null (unknown) read as True (may match)."""
+    return pc.fill_null(cond, True)
+
+
+def _widen(arr: pa.Array, sign: int) -> pa.Array | None:
+    unit = arr.type.unit
+    delta = pa.scalar(
+        _dt.timedelta(milliseconds=1) if unit != "s" else _dt.timedelta(seconds=1), pa.duration(unit)
+    )
+    try:
+        return pc.add_checked(arr, delta) if sign > 0 else pc.subtract_checked(arr, delta)
+    except Exception:
+        return None
+
+
+class _Files:
+    """Column access over the files table, with caching of the adjusted bounds."""
+
+    def __init__(
+        self,
+        n: int,
+        partition_values: pa.Array | None,
+        stats: pa.Array | None,
+        schema: pa.Schema | None,
+        partition_columns: Sequence[str],
+    ) -> None:
+        self.n = n
+        self.schema = schema
+        self.partition_columns = set(partition_columns)
+        self.stats = stats
+        self.num_records = _child(stats, "numRecords")
+        self.min_values = _child(stats, "minValues")
+        self.max_values = _child(stats, "maxValues")
+        self.null_count = _child(stats, "nullCount")
+        self._bounds: dict[tuple[str, ...], tuple[pa.Array | None, pa.Array | None]] = {}
+        self._part_missing: pa.Array | None = None
+        arrays: list[pa.Array] = []
+        names: list[str] = []
+        if partition_values is not None and pa.types.is_struct(partition_values.type):
+            fields = partition_values.type
+            arrays = [pc.struct_field(partition_values, i) for i in range(fields.num_fields)]
+            names = [fields.field(i).name for i in range(fields.num_fields)]
+            if partition_values.null_count:
+                self._part_missing = pc.is_null(partition_values)
+        # A helper column keeps the row count (constant predicates, no partition fields).
+        arrays.append(pa.nulls(n, pa.bool_()))
+        names.append("__delta_datafusion_row__")
+        self._part_table = pa.Table.from_arrays(arrays, names=names)
+
+    # ---- types -------------------------------------------------------------------------------
+
+    def column_type(self, c: Column) -> pa.DataType | None:
+        if self.schema is not None:
+            fields: Any = self.schema
+            typ = None
+            for part in c.path:
+                if fields is None or fields.get_field_index(part) < 0:
+                    typ = None
+                    break
+                typ = fields.field(fields.get_field_index(part)).type
+                fields = typ if pa.types.is_struct(typ) else None
+            if typ is not None:
+                return typ
+        return c.type
+
+    # ---- partition evaluation ----------------------------------------------------------------
+
+    def is_partition_only(self, pred: Predicate) -> bool:
+        return all(len(c.path) == 1 and c.name in self.partition_columns for c in iter_columns(pred))
+
+    def exact_partition(self, pred: Predicate) -> pa.Array:
+        """``pred`` evaluated on each file's partition values: TRUE keeps the file."""
+        names = set(self._part_table.column_names)
+        if any(c.name not in names for c in iter_columns(pred)):
+            return _const(self.n, True)
+        try:
+            out = ds.dataset(self._part_table).to_table(columns={"k": to_pyarrow(pred)})
+            keep = pc.fill_null(_as_array(out.column("k")), False)
+        except Exception:
+            return _const(self.n, True)
+        if self._part_missing is not None:  # no partition values recorded: unknown
+            keep = pc.or_(keep, self._part_missing)
+        return keep
+
+    # ---- statistics --------------------------------------------------------------------------
+
+    def _leaf(self, struct: pa.Array | None, path: tuple[str, ...]) -> pa.Array | None:
+        arr = struct
+        for part in path:
+            arr = _child(arr, part)
+            if arr is None:
+                return None
+        return arr
+
+    def null_count_of(self, c: Column) -> pa.Array | None:
+        arr = self._leaf(self.null_count, c.path)
+        if arr is None or not pa.types.is_integer(arr.type):
+            return None
+        return arr
+
+    def all_null(self, c: Column) -> pa.Array:
+        """True where every (valid) row of the file has a null in ``c``."""
+        nc = self.null_count_of(c)
+        if nc is None or self.num_records is None:
+            return _const(self.n, False)
+        try:
+            return pc.fill_null(pc.equal(nc, self.num_records), False)
+        except Exception:
+            return _const(self.n, False)
+
+    def no_null(self, c: Column) -> pa.Array:
+        """True where no (valid) row of the file has a null in ``c``."""
+        nc = self.null_count_of(c)
+        if nc is None:
+            return _const(self.n, False)
+        return pc.fill_null(pc.equal(nc, 0), False)
+
+    def bounds(self, c: Column) -> tuple[pa.Array | None, pa.Array | None]:
+        """(lower, upper) bounds of the non-null, non-NaN values; null entries mean unknown."""
+        if c.path in self._bounds:
+            return self._bounds[c.path]
+        mn = self._leaf(self.min_values, c.path)
+        mx = self._leaf(self.max_values, c.path)
+        typ = self.column_type(c)
+        for arr in (mn, mx):
+            if arr is not None and typ is not None and arr.type != typ and not _comparable(arr.type, typ):
+                mn = mx = None
+                break
+        t = (mn if mn is not None else mx).type if (mn is not None or mx is not None) else None
+        if t is None or pa.types.is_struct(t) or pa.types.is_nested(t):
+            mn = mx = None
+        elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            mn = mx = None
+        elif pa.types.is_floating(t):
+            mn = None if mn is None else _nan_to_null(mn)
+            mx = None if mx is None else _nan_to_null(mx)
+        elif pa.types.is_timestamp(t):
+            mn = None if mn is None else _widen(mn, -1)
+            mx = None if mx is None else _widen(mx, +1)
+        elif pa.types.is_string(t) or pa.types.is_large_string(t):
+            if mx is not None:
+                too_long = pc.fill_null(
+                    pc.greater_equal(pc.binary_length(mx), STRING_MAX_TRUSTED_BYTES), True
+                )
+                mx = pc.if_else(too_long, pa.scalar(None, mx.type), mx)
+        self._bounds[c.path] = (mn, mx)
+        return mn, mx
+
+
+def _comparable(a: pa.DataType, b: pa.DataType) -> bool:
+    groups = (
+        pa.types.is_integer,
+        pa.types.is_floating,
+        pa.types.is_decimal,
+        pa.types.is_timestamp,
+        pa.types.is_date,
+        pa.types.is_boolean,
+        lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t),
+    )
+    return any(g(a) and g(b) for g in groups)
+
+
+def _nan_to_null(arr: pa.Array) -> pa.Array:
+    return pc.if_else(pc.fill_null(pc.is_nan(arr), False), pa.scalar(None, arr.type), arr)
+
+
+def _cmp(op: str, arr: pa.Array, value: pa.Scalar) -> pa.Array:
+    fn = {
+        "=": pc.equal,
+        "!=": pc.not_equal,
+        "<": pc.less,
+        "<=": pc.less_equal,
+        ">": pc.greater,
+        ">=": pc.greater_equal,
+    }[op]
+    return fn(arr, value)
+
+
+class _Evaluator:
+    def __init__(self, files: _Files) -> None:
+        self.f = files
+        self.n = files.n
+
+    def keep(self, pred: Predicate) -> pa.Array:
+        """May ``pred`` (already free of NOT) be TRUE for some row of each file."""
+        if isinstance(pred, BoolLiteral):
+            return _const(self.n, pred.value is True)
+        if self.f.is_partition_only(pred):
+            return self.f.exact_partition(pred)
+        if isinstance(pred, And):
+            out = self.keep(pred.children[0])
+            for c in pred.children[1:]:
+                out = pc.and_(out, self.keep(c))
+            return out
+        if isinstance(pred, Or):
+            out = self.keep(pred.children[0])
+            for c in pred.children[1:]:
+                out = pc.or_(out, self.keep(c))
+            return out
+        try:
+            if isinstance(pred, Comparison):
+                return self.comparison(pred)
+            if isinstance(pred, IsNull):
+                return self.is_null(pred)
+            if isinstance(pred, IsNotNull):
+                return self.is_not_null(pred)
+            if isinstance(pred, In):
+                return self.in_list(pred)
+        except Exception:
+            return _const(self.n, True)
+        return _const(self.n, True)  # anything else (e.g. a NOT left in place): unknown
+
+    # ---- leaves ------------------------------------------------------------------------------
+
+    def is_null(self, pred: IsNull) -> pa.Array:
+        x = pred.operand
+        if isinstance(x, Literal):
+            return _const(self.n, x.is_null)
+        return pc.invert(self.f.no_null(x))
+
+    def is_not_null(self, pred: IsNotNull) -> pa.Array:
+        x = pred.operand
+        if isinstance(x, Literal):
+            return _const(self.n, not x.is_null)
+        return pc.invert(self.f.all_null(x))
+
+    def _is_float(self, c: Column, lit: Literal | None = None) -> bool:
+        t = self.f.column_type(c)
+        if t is not None:
+            return pa.types.is_floating(t)
+        return lit is not None and pa.types.is_floating(lit.type)
+
+    def comparison(self, pred: Comparison) -> pa.Array:
+        if isinstance(pred.left, Literal) and isinstance(pred.right, Literal):
+            return self.f.exact_partition(pred)  # constant: evaluated exactly
+        if isinstance(pred.left, Column) and isinstance(pred.right, Column):
+            return _const(self.n, True)
+        column, op, literal = pred.column_literal()  # type: ignore[misc]
+        if literal.is_null:
+            return _const(self.n, False)
+        possible = pc.invert(self.f.all_null(column))
+        is_float = self._is_float(column, literal)
+        if literal.is_nan:
+            if op == ">":
+                return _const(self.n, False)  # nothing is greater than NaN
+            return possible  # NaN rows (=, >=) or any non-null row (<, <=, !=) may match
+        mn, mx = self.f.bounds(column)
+        value = literal.value
+        keep = possible
+        try:
+            if op == "=":
+                if mn is not None:
+                    keep = pc.and_(keep, _true_unless_false(pc.less_equal(mn, value)))
+                if mx is not None:
+                    keep = pc.and_(keep, _true_unless_false(pc.greater_equal(mx, value)))
+            elif op in ("<", "<="):
+                if mn is not None:
+                    keep = pc.and_(keep, _true_unless_false(_cmp(op, mn, value)))
+            elif op in (">", ">="):
+                if mx is not None and not is_float:
+                    keep = pc.and_(keep, _true_unless_false(_cmp(op, mx, value)))
+            elif op == "!=":
+                if not is_float and mn is not None and mx is not None:
+                    only_value = pc.and_(pc.equal(mn, value), pc.equal(mx, value))
+                    only_value = pc.and_(pc.fill_null(only_value, False), self.f.no_null(column))
+                    keep = pc.and_(keep, pc.invert(only_value))
+        except Exception:
+            return possible
+        return keep
+
+    def in_list(self, pred: In) -> pa.Array:
+        x = pred.operand
+        if isinstance(x, Literal):
+            return self.f.exact_partition(pred)
+        values = [v for v in pred.values if not v.is_null]
+        has_null = len(values) != len(pred.values)
+        possible = pc.invert(self.f.all_null(x))
+        if pred.negated:
+            if has_null:
+                return _const(self.n, False)  # x NOT IN (..., NULL) is never TRUE
+            if self._is_float(x, values[0] if values else None) or not values:
+                return possible
+            mn, mx = self.f.bounds(x)
+            if mn is None or mx is None:
+                return possible
+            try:
+                single = pc.fill_null(pc.equal(mn, mx), False)
+                hit = _const(self.n, False)
+                for v in values:
+                    hit = pc.or_(hit, pc.fill_null(pc.equal(mn, v.value), False))
+                excluded = pc.and_(pc.and_(single, hit), self.f.no_null(x))
+                return pc.and_(possible, pc.invert(excluded))
+            except Exception:
+                return possible
+        if not values:
+            return _const(self.n, False)  # x IN (NULL, ...) is never TRUE
+        if any(v.is_nan for v in values):
+            return possible
+        mn, mx = self.f.bounds(x)
+        if mn is None and mx is None:
+            return possible
+        try:
+            any_inside = _const(self.n, False)
+            for v in values:
+                inside = _const(self.n, True)
+                if mn is not None:
+                    inside = pc.and_(inside, _true_unless_false(pc.less_equal(mn, v.value)))
+                if mx is not None:
+                    inside = pc.and_(inside, _true_unless_false(pc.greater_equal(mx, v.value)))
+                any_inside = pc.or_(any_inside, inside)
+            return pc.and_(possible, any_inside)
+        except Exception:
+            return possible
+
+
+def _column(table: pa.Table | pa.RecordBatch, name: str) -> pa.Array | None:
+    if name not in table.schema.names:
+        return None
+    return _as_array(table.column(name))
+
+
+def file_keep_mask(
+    pred: Predicate,
+    files: pa.Table | pa.RecordBatch,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+) -> pa.BooleanArray:
+    """True for every file that may hold a row for which ``pred`` is TRUE (see module doc).
+
+    ``files`` has the columns ``partition_values`` and ``stats`` (either may be missing);
+    ``schema`` is the table's logical Arrow schema. The result has no nulls.
+    """
+    n = files.num_rows
+    if n == 0:
+        return pa.array([], pa.bool_())
+    f = _Files(n, _column(files, "partition_values"), _column(files, "stats"), schema, partition_columns)
+    return _evaluate(pred, f)
+
+
+def partition_keep_mask(pred: Predicate, partition_values: pa.Array | pa.ChunkedArray) -> pa.BooleanArray:
+    """Like :func:`file_keep_mask` with partition values only (data-column leaves keep every file)."""
+    arr = _as_array(partition_values)
+    n = len(arr)
+    if n == 0:
+        return pa.array([], pa.bool_())
+    names = (
+        [arr.type.field(i).name for i in range(arr.type.num_fields)] if pa.types.is_struct(arr.type) else []
+    )
+    f = _Files(n, arr, None, None, names)
+    return _evaluate(pred, f)
+
+
+def _evaluate(pred: Predicate, f: _Files) -> pa.BooleanArray:
+    try:
+        nnf = push_not_down(pred)
+        out = _Evaluator(f).keep(nnf)
+        out = pc.fill_null(_as_array(out), True)
+    except Exception:
+        return _const(f.n, True)
+    if len(out) != f.n:  # pragma: no cover - defensive
+        return _const(f.n, True)
+    return out
