@@ -190,7 +190,9 @@ class UnitReader:
         drop = self._bitmap(unit.drop_rows)
         only = self._bitmap(unit.only_rows)
         phys_names = self.rs.to_physical()
-        needed = [c for c in dict.fromkeys(list(columns) + list(filter_columns)) if c in self.rs.file_columns]
+        # cdc files store _change_type themselves (it is not a constant of the unit)
+        stored = self.rs.file_columns | ({"_change_type"} if unit.has_change_type_column else set())
+        needed = [c for c in dict.fromkeys(list(columns) + list(filter_columns)) if c in stored]
         try:
             pf = pq.ParquetFile(
                 unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
@@ -211,6 +213,9 @@ class UnitReader:
                 batch = self._to_logical(batch, unit, needed)
                 if row_filter is not None and batch.num_rows:
                     batch = batch.filter(row_filter)
+                # _to_logical adds every partition value and constant: keep the requested columns
+                # in the requested order (_conform casts by position)
+                batch = batch.select(list(columns))
                 yield _conform(batch, out_schema)
         except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise self._file_error([unit], e) from e

@@ -159,7 +159,12 @@ def dv_unique_ids(dv: pa.Array) -> pa.Array:
 
 
 def file_keys(locations: pa.Array, dv: pa.Array) -> pa.Array:
-    return pc.binary_join_element_wise(locations, dv_unique_ids(dv), "\x00")
+    # A file without a deletion vector is keyed by its location alone (and so needs no string
+    # building when a table has no deletion vectors at all).
+    if dv.null_count == len(dv):
+        return locations
+    with_dv = pc.binary_join_element_wise(locations, dv_unique_ids(dv), "\x00")
+    return pc.if_else(dv.is_valid(), with_dv, locations)
 
 
 # -- reconciliation ------------------------------------------------------------------------

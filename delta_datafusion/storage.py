@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import posixpath
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -19,14 +18,45 @@ import pyarrow.fs as pafs
 from .errors import DeltaError
 
 
-@dataclass(frozen=True)
 class FileInfo:
-    """One listed object: its full path (without protocol), size and modification time (ms)."""
+    """One listed object: full path (without protocol), name, size and modification time (ms).
 
-    path: str
-    name: str
-    size: int
-    mtime_ms: int
+    Local listings do not stat every entry (a log can hold thousands of files); size and
+    modification time are read on first use.
+    """
+
+    __slots__ = ("path", "name", "_size", "_mtime_ms")
+
+    def __init__(self, path: str, name: str, size: int | None = None, mtime_ms: int | None = None):
+        self.path = path
+        self.name = name
+        self._size = size
+        self._mtime_ms = mtime_ms
+
+    def _stat(self) -> None:
+        st = os.stat(self.path)
+        self._size, self._mtime_ms = st.st_size, st.st_mtime_ns // 1_000_000
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._stat()
+        return self._size
+
+    @property
+    def mtime_ms(self) -> int:
+        if self._mtime_ms is None:
+            self._stat()
+        return self._mtime_ms
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileInfo) and self.path == other.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"FileInfo({self.path!r})"
 
 
 def _split_uri(uri: str) -> tuple[str, str]:
@@ -88,6 +118,8 @@ class Storage:
     # -- reads --------------------------------------------------------------------------
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
+        if self.is_local:
+            return _list_local(path)
         try:
             entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
@@ -129,6 +161,21 @@ class Storage:
         if self.is_local:
             return pafs.LocalFileSystem()
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+
+
+def _list_local(path: str) -> list[FileInfo]:
+    """Names only (os.scandir, no stat per entry); sizes and mtimes are read lazily."""
+    out = []
+    prefix = path.rstrip("/") + "/"
+    try:
+        with os.scandir(path) as it:
+            for e in it:
+                if not e.is_dir():
+                    out.append(FileInfo(prefix + e.name, e.name))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    out.sort(key=lambda f: f.name)
+    return out
 
 
 def _mtime_ms(entry: dict[str, Any]) -> int:

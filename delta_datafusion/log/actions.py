@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -96,25 +95,26 @@ def commit_schema(pv: pa.DataType) -> pa.Schema:
 
 # -- protocol / metaData ------------------------------------------------------------------
 
-_PM_KEY = re.compile(rb'"(protocol|metaData)"\s*:')
+_PM_KEYS = (b'"protocol"', b'"metaData"')
 
 
 def find_protocol_and_metadata(data: bytes, where: str) -> tuple[dict | None, dict | None]:
     """Return the protocol and metaData actions of one commit (or JSON checkpoint), if present.
 
-    Only lines that mention the keys are decoded, so a 15 MB commit of adds costs one byte scan.
+    Only lines that mention the keys are decoded, so a 15 MB commit of adds costs two byte scans.
     """
     protocol = metadata = None
-    pos = 0
-    while True:
-        m = _PM_KEY.search(data, pos)
-        if not m:
-            break
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        end = data.find(b"\n", m.end())
-        end = len(data) if end == -1 else end
-        pos = end + 1
-        line = data[start:end].strip()
+    starts = set()
+    for key in _PM_KEYS:
+        pos = data.find(key)
+        while pos != -1:
+            start = data.rfind(b"\n", 0, pos) + 1
+            starts.add(start)
+            end = data.find(b"\n", pos)
+            pos = -1 if end == -1 else data.find(key, end)
+    for start in sorted(starts):
+        end = data.find(b"\n", start)
+        line = data[start : len(data) if end == -1 else end].strip()
         if not line:
             continue
         try:

@@ -1,0 +1,170 @@
+"""Shared test helpers: the conformance corpus, table copies, live row counts, folder states.
+
+The corpus (``../shared/corpus`` next to the repository) holds real Delta tables and the results a
+correct reader must produce (see its README.md). Tests that need it skip with a message naming the
+path when it is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the package is used from the checkout (it is not installed in the venv)
+    sys.path.insert(0, str(REPO))
+
+CORPUS = REPO.parent / "shared" / "corpus"
+MANIFEST = CORPUS / "manifest.json"
+
+
+def corpus_available() -> bool:
+    return MANIFEST.is_file()
+
+
+def corpus_missing_reason() -> str:
+    return f"conformance corpus not found at {CORPUS} (expected {MANIFEST})"
+
+
+@lru_cache(maxsize=1)
+def load_manifest() -> dict[str, Any] | None:
+    """The corpus manifest, or None when the corpus is absent."""
+    if not corpus_available():
+        return None
+    with open(MANIFEST) as fh:
+        return json.load(fh)
+
+
+def manifest_tables() -> list[dict[str, Any]]:
+    m = load_manifest()
+    return list(m["tables"]) if m else []
+
+
+def manifest_entry(name: str) -> dict[str, Any]:
+    for t in manifest_tables():
+        if t["name"] == name:
+            return t
+    raise KeyError(f"table {name!r} is not in {MANIFEST}")
+
+
+def require_corpus() -> Path:
+    """The corpus root; skips the calling test when it is absent."""
+    if not corpus_available():
+        pytest.skip(corpus_missing_reason())
+    return CORPUS
+
+
+def corpus_table(name: str) -> Path:
+    """Path of ``tables/<name>`` in the corpus (skips when the corpus or the table is absent)."""
+    path = require_corpus() / "tables" / name
+    if not path.is_dir():
+        pytest.skip(f"corpus table {name!r} not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Path:
+    """The corpus root directory (skips when absent)."""
+    return require_corpus()
+
+
+def make_writable(root: Path) -> None:
+    """The corpus is read-only; copies must be editable (and removable by tmp_path cleanup)."""
+    for dirpath, _dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if not os.path.islink(p):
+                os.chmod(p, 0o644)
+
+
+def copy_table(src: Path | str, dst: Path | str) -> Path:
+    """Copy a table directory (data, log, odd file names) to ``dst`` and make it writable.
+
+    File modification times are preserved (``copy2``) so that timestamp-based tests can rely on them
+    only where they set them explicitly.
+    """
+    dst = Path(dst)
+    shutil.copytree(src, dst, symlinks=False)
+    make_writable(dst)
+    return dst
+
+
+@pytest.fixture
+def copy_corpus_table(tmp_path: Path):
+    """``copy_corpus_table(name)`` -> an editable copy of a corpus table under ``tmp_path``."""
+
+    def _copy(name: str, dest_name: str | None = None) -> Path:
+        return copy_table(corpus_table(name), tmp_path / (dest_name or name))
+
+    return _copy
+
+
+def log_dir(table: Path | str) -> Path:
+    return Path(table) / "_delta_log"
+
+
+def commit_path(table: Path | str, version: int) -> Path:
+    return log_dir(table) / f"{version:020d}.json"
+
+
+def write_commit(table: Path | str, version: int, actions: list[dict[str, Any]]) -> Path:
+    """Write ``actions`` as the NDJSON commit file of ``version``."""
+    path = commit_path(table, version)
+    path.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return path
+
+
+def files_summary(files: pa.Table) -> list[tuple[str, int]]:
+    """Sorted (decoded path, size) pairs of a scan-metadata file table."""
+    return sorted(zip(files.column("path").to_pylist(), files.column("size").to_pylist(), strict=True))
+
+
+def dv_cardinalities(files: pa.Table) -> int:
+    """Sum of the deletion-vector cardinalities of the live files."""
+    if files.num_rows == 0:
+        return 0
+    card = pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality")
+    return int(pc.sum(pc.fill_null(card, 0)).as_py() or 0)
+
+
+def footer_row_count(files: pa.Table) -> int:
+    """Sum of the parquet footer row counts of the live files (opens every file)."""
+    return sum(pq.ParquetFile(loc).metadata.num_rows for loc in files.column("location").to_pylist())
+
+
+def live_row_count(files: pa.Table) -> int:
+    """Rows of a snapshot implied by its live files: footer rows minus deleted rows."""
+    return footer_row_count(files) - dv_cardinalities(files)
+
+
+def all_files_have_stats(files: pa.Table) -> bool:
+    if files.num_rows == 0:
+        return True
+    num = pc.struct_field(files.column("stats").combine_chunks(), "numRecords")
+    return num.null_count == 0
+
+
+def folder_state(root: Path | str) -> dict[str, tuple[str, int, int]]:
+    """Every entry under ``root``: relative path -> (kind, size, mtime_ns). Detects any write."""
+    root = Path(root)
+    out: dict[str, tuple[str, int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            kind = "dir" if p.is_dir() else "file"
+            out[str(p.relative_to(root))] = (kind, 0 if kind == "dir" else st.st_size, st.st_mtime_ns)
+    st = root.lstat()
+    out["."] = ("dir", 0, st.st_mtime_ns)
+    return out

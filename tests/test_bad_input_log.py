@@ -1,0 +1,482 @@
+"""Bad input: malformed commits, truncated checkpoints, missing sidecars, unknown fields and
+features, folders that are not Delta tables. Every failure is one of the package's own exception
+types (a DeltaError subclass) and its message names the file (or table) and the problem. Reads never
+write to the table's folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import deltalake
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from conftest import (
+    commit_path,
+    corpus_table,
+    files_summary,
+    folder_state,
+    live_row_count,
+    log_dir,
+    write_commit,
+)
+
+from delta_datafusion.errors import (
+    DeltaError,
+    InvalidProtocolError,
+    LogCorruptError,
+    MissingLogFileError,
+    SchemaError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+)
+from delta_datafusion.table import DeltaTable
+
+# ------------------------------------------------------------------------------------------------
+# malformed commits
+
+BAD_LINES = {
+    "truncated-object": '{"add": {"path": "x.parquet", "size": 1',
+    "not-json": "this is not json",
+    "json-array": "[1, 2, 3]",
+    "action-not-object": '{"add": 5}',
+    "wrong-field-type": '{"add": {"path": 17, "size": "big", "partitionValues": {}, "modificationTime": 1, "dataChange": true}}',
+    "trailing-garbage": '{"commitInfo": {"timestamp": 1}} }}',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_LINES))
+def test_malformed_json_line_in_commit(copy_corpus_table, kind: str):
+    t = copy_corpus_table("dv-with-columnmapping")  # checkpoint 10, commits up to 15
+    bad = commit_path(t, 13)
+    with open(bad, "a") as fh:
+        fh.write(BAD_LINES[kind] + "\n")
+    dt_ = DeltaTable(str(t))
+    with pytest.raises(LogCorruptError) as info:
+        dt_.snapshot().files()
+    msg = str(info.value)
+    assert str(bad) in msg, msg
+    assert "JSON" in msg or "json" in msg, msg
+    # Versions before the bad commit are unaffected.
+    assert live_row_count(dt_.snapshot(version=12).files()) == live_row_count(
+        DeltaTable(str(corpus_table("dv-with-columnmapping"))).snapshot(version=12).files()
+    )
+
+
+def test_malformed_metadata_line_fails_when_snapshot_loads(copy_corpus_table):
+    t = copy_corpus_table("app-txn-no-checkpoint")
+    c0 = commit_path(t, 0)
+    c0.write_text(c0.read_text().replace('{"metaData":{', '{"metaData":{"oops', 1))
+    with pytest.raises(LogCorruptError) as info:
+        DeltaTable(str(t)).snapshot()
+    assert str(c0) in str(info.value) and "malformed JSON" in str(info.value)
+
+
+def test_unparseable_schema_string(tmp_path: Path):
+    t = tmp_path / "t"
+    deltalake.write_deltalake(str(t), pa.table({"x": [1, 2]}))
+    c0 = commit_path(t, 0)
+    actions = [json.loads(line) for line in c0.read_text().splitlines()]
+    for a in actions:
+        if "metaData" in a:
+            a["metaData"]["schemaString"] = json.dumps(
+                {"type": "struct", "fields": [{"name": "x", "type": "wat"}]}
+            )
+    write_commit(t, 0, actions)
+    with pytest.raises(SchemaError) as info:
+        DeltaTable(str(t)).snapshot()
+    assert str(c0) in str(info.value) and "wat" in str(info.value)
+
+
+def test_unparseable_partition_value(copy_corpus_table):
+    t = copy_corpus_table("delta-0.8.0-numeric-partition")  # partitioned by x long, y double
+    write_commit(
+        t,
+        1,
+        [
+            {"commitInfo": {"timestamp": 1}},
+            {
+                "add": {
+                    "path": "x=abc/f.parquet",
+                    "partitionValues": {"x": "abc", "y": "1.0"},
+                    "size": 1,
+                    "modificationTime": 1,
+                    "dataChange": True,
+                }
+            },
+        ],
+    )
+    with pytest.raises(LogCorruptError) as info:
+        DeltaTable(str(t)).snapshot().files()
+    msg = str(info.value)
+    assert "'x'" in msg and "'abc'" in msg and str(t) in msg, msg
+
+
+# ------------------------------------------------------------------------------------------------
+# corrupt checkpoints and sidecars
+
+
+def _truncate(path: Path, how: str) -> None:
+    data = path.read_bytes()
+    if how == "half":
+        path.write_bytes(data[: len(data) // 2])
+    elif how == "empty":
+        path.write_bytes(b"")
+    elif how == "no-footer":
+        path.write_bytes(data[:-8])
+    elif how == "zeroed-body":
+        path.write_bytes(data[:4] + b"\0" * (len(data) - 12) + data[-8:])
+    else:
+        raise AssertionError(how)
+
+
+TRUNCATIONS = ["half", "empty", "no-footer", "zeroed-body"]
+
+
+@pytest.mark.parametrize("how", TRUNCATIONS)
+@pytest.mark.parametrize(
+    "name", ["simple_table_with_checkpoint", "dv-with-columnmapping", "v1-multi-part-struct-stats-only"]
+)
+def test_truncated_checkpoint_parquet(copy_corpus_table, name: str, how: str):
+    t = copy_corpus_table(name)
+    ck = sorted(log_dir(t).glob("*.checkpoint*.parquet"))[-1]
+    _truncate(ck, how)
+    with pytest.raises(LogCorruptError) as info:
+        DeltaTable(str(t)).snapshot().files()
+    msg = str(info.value)
+    assert str(ck) in msg and "checkpoint parquet" in msg, msg
+    assert not isinstance(info.value, MissingLogFileError)
+
+
+@pytest.mark.parametrize("name", ["v2-checkpoint-parquet", "v2-checkpoint-json"])
+def test_truncated_v2_manifest(copy_corpus_table, name: str):
+    t = copy_corpus_table(name)
+    manifest = next(log_dir(t).glob("00000000000000000002.checkpoint.*-*"))
+    for cut in (100, 200, 400, len(manifest.read_bytes()) - 3):
+        original = manifest.read_bytes()
+        manifest.write_bytes(original[:cut])
+        with pytest.raises(LogCorruptError) as info:
+            DeltaTable(str(t)).snapshot().files()
+        assert str(manifest) in str(info.value), (cut, str(info.value))
+        manifest.write_bytes(original)
+    assert DeltaTable(str(t)).snapshot().files().num_rows == 4
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["v2-checkpoint-json", "v2-checkpoint-parquet", "v2-classic-checkpoint-parquet", "checkpoint-v2-table"],
+)
+def test_missing_sidecar(copy_corpus_table, name: str):
+    t = copy_corpus_table(name)
+    leaves = DeltaTable(str(t)).snapshot().checkpoint_manifest.leaves
+    victim = Path(leaves[-1].path)
+    assert victim.parent.name == "_sidecars"
+    victim.unlink()
+    with pytest.raises(MissingLogFileError) as info:
+        DeltaTable(str(t)).snapshot().files()
+    msg = str(info.value)
+    assert str(victim) in msg and "missing" in msg, msg
+
+
+def test_truncated_sidecar(copy_corpus_table):
+    t = copy_corpus_table("v2-checkpoint-json")
+    sidecar = Path(DeltaTable(str(t)).snapshot().checkpoint_manifest.leaves[0].path)
+    _truncate(sidecar, "half")
+    with pytest.raises(LogCorruptError) as info:
+        DeltaTable(str(t)).snapshot().files()
+    assert str(sidecar) in str(info.value)
+
+
+def test_sidecar_action_without_path(copy_corpus_table):
+    t = copy_corpus_table("v2-checkpoint-json")
+    manifest = next(log_dir(t).glob("00000000000000000002.checkpoint.*.json"))
+    with open(manifest, "a") as fh:
+        fh.write(json.dumps({"sidecar": {"sizeInBytes": 5, "modificationTime": 1}}) + "\n")
+    with pytest.raises(LogCorruptError) as info:
+        DeltaTable(str(t)).snapshot().files()
+    assert "sidecar" in str(info.value) and "path" in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# unknown fields and actions are ignored
+
+
+def _rewrite_commit(path: Path, edit) -> None:
+    actions = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps(a) + "\n" for a in edit(actions)))
+
+
+def test_unknown_action_fields_are_ignored(copy_corpus_table):
+    name = "app-txn-no-checkpoint"
+    want = DeltaTable(str(corpus_table(name))).snapshot()
+    t = copy_corpus_table(name)
+
+    def edit(actions):
+        for a in actions:
+            for key in ("add", "remove", "commitInfo", "metaData", "protocol", "txn"):
+                if key in a:
+                    a[key]["futureField"] = {"nested": [1, 2, {"deep": None}]}
+                    a[key]["futureScalar"] = "x"
+        return [{"futureAction": {"anything": True}}, *actions, {"anotherUnknownAction": [1, 2]}]
+
+    _rewrite_commit(commit_path(t, 0), edit)
+    _rewrite_commit(commit_path(t, 1), edit)
+    snap = DeltaTable(str(t)).snapshot()
+    assert files_summary(snap.files()) == files_summary(want.files())
+    assert snap.transactions == want.transactions == {"my-app": 3, "my-app2": 2}
+    assert snap.schema == want.schema
+    assert live_row_count(snap.files()) == 22
+
+
+def test_unknown_checkpoint_columns_are_ignored(tmp_path: Path):
+    t = tmp_path / "t"
+    for k in range(3):
+        deltalake.write_deltalake(str(t), pa.table({"x": [k, k + 1]}), mode="append")
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    want = files_summary(DeltaTable(str(t)).snapshot().files())
+    ck = log_dir(t) / f"{2:020d}.checkpoint.parquet"
+    table = pq.read_table(ck)
+    add = table.column("add").combine_chunks()
+    extra = pa.array(
+        [{"a": i} if v else None for i, v in enumerate(add.is_valid().to_pylist())],
+        pa.struct([("a", pa.int64())]),
+    )
+    fields = list(add.type) + [pa.field("futureField", extra.type)]
+    children = [add.field(i) for i in range(add.type.num_fields)] + [extra]
+    new_add = pa.StructArray.from_arrays(children, fields=fields, mask=pc.invert(add.is_valid()))
+    table = table.set_column(table.schema.get_field_index("add"), "add", new_add)
+    table = table.append_column(
+        "futureAction", pa.array([None] * table.num_rows, pa.struct([("z", pa.string())]))
+    )
+    pq.write_table(table, ck)
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.segment.checkpoint is not None
+    assert files_summary(snap.files()) == want
+
+
+# ------------------------------------------------------------------------------------------------
+# protocol: unknown reader features are refused by name, writer-only features are not
+
+
+def _set_protocol(t: Path, protocol: dict, version: int = 0) -> Path:
+    path = commit_path(t, version)
+    _rewrite_commit(path, lambda acts: [({"protocol": protocol} if "protocol" in a else a) for a in acts])
+    return path
+
+
+@pytest.mark.parametrize("feature", ["fancyNewThing", "variantType", "catalogManaged"])
+def test_unknown_or_refused_reader_feature(copy_corpus_table, feature: str):
+    t = copy_corpus_table("app-txn-no-checkpoint")
+    c0 = _set_protocol(
+        t,
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": [feature],
+            "writerFeatures": [feature],
+        },
+    )
+    with pytest.raises(UnsupportedFeatureError) as info:
+        DeltaTable(str(t)).snapshot()
+    msg = str(info.value)
+    assert repr(feature) in msg and str(c0) in msg, msg
+
+
+def test_protocol_upgrade_to_unknown_feature_only_blocks_later_versions(copy_corpus_table):
+    t = copy_corpus_table("app-txn-no-checkpoint")
+    write_commit(
+        t,
+        2,
+        [
+            {"commitInfo": {"timestamp": 1}},
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": ["laterFeature"],
+                    "writerFeatures": ["laterFeature"],
+                }
+            },
+        ],
+    )
+    with pytest.raises(UnsupportedFeatureError) as info:
+        DeltaTable(str(t)).snapshot()
+    assert "'laterFeature'" in str(info.value) and str(commit_path(t, 2)) in str(info.value)
+    assert live_row_count(DeltaTable(str(t)).snapshot(version=1).files()) == 22
+
+
+def test_unknown_writer_only_features_are_readable(copy_corpus_table):
+    t = copy_corpus_table("app-txn-no-checkpoint")
+    _set_protocol(
+        t,
+        {
+            "minReaderVersion": 1,
+            "minWriterVersion": 7,
+            "writerFeatures": ["someWriterOnlyFeature", "appendOnly"],
+        },
+    )
+    snap = DeltaTable(str(t)).snapshot()
+    assert "someWriterOnlyFeature" in snap.protocol.writer_features
+    assert live_row_count(snap.files()) == 22
+    _set_protocol(
+        t,
+        {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["deletionVectors"],
+            "writerFeatures": ["deletionVectors", "x"],
+        },
+    )
+    assert live_row_count(DeltaTable(str(t)).snapshot().files()) == 22
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        {"minReaderVersion": 4, "minWriterVersion": 7},
+        {"minReaderVersion": 2, "minWriterVersion": 5, "readerFeatures": ["columnMapping"]},
+        {"minReaderVersion": "three", "minWriterVersion": 7},
+        {"minWriterVersion": 2},
+    ],
+    ids=["reader-4", "features-with-reader-2", "non-integer", "no-reader-version"],
+)
+def test_invalid_protocol(copy_corpus_table, protocol: dict):
+    t = copy_corpus_table("app-txn-no-checkpoint")
+    c0 = _set_protocol(t, protocol)
+    with pytest.raises(InvalidProtocolError) as info:
+        DeltaTable(str(t)).snapshot()
+    assert str(c0) in str(info.value)
+
+
+# ------------------------------------------------------------------------------------------------
+# not a Delta table
+
+
+def test_folder_that_is_not_a_delta_table(tmp_path: Path):
+    (tmp_path / "data.parquet").write_bytes(b"PAR1")
+    with pytest.raises(TableNotFoundError) as info:
+        DeltaTable(str(tmp_path)).snapshot()
+    assert str(tmp_path) in str(info.value) and "_delta_log" in str(info.value)
+
+
+def test_nonexistent_folder(tmp_path: Path):
+    missing = tmp_path / "nope"
+    with pytest.raises(TableNotFoundError) as info:
+        DeltaTable(str(missing)).snapshot()
+    assert str(missing) in str(info.value)
+    assert not missing.exists()  # a read does not create the folder
+
+
+def test_empty_delta_log(tmp_path: Path):
+    (tmp_path / "_delta_log").mkdir()
+    with pytest.raises(TableNotFoundError) as info:
+        DeltaTable(str(tmp_path)).snapshot()
+    assert str(tmp_path / "_delta_log") in str(info.value) and "empty" in str(info.value)
+
+
+def test_delta_log_without_commits_or_checkpoints(tmp_path: Path):
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    (log / ".00000000000000000000.json.crc").write_text("x")
+    (log / "_last_checkpoint").write_text(json.dumps({"version": 0, "size": 1}))
+    (log / "00000000000000000000.crc").write_text("{}")
+    with pytest.raises(TableNotFoundError) as info:
+        DeltaTable(str(tmp_path)).snapshot()
+    assert str(log) in str(info.value)
+
+
+def test_delta_log_is_a_file(tmp_path: Path):
+    (tmp_path / "_delta_log").write_text("not a folder")
+    with pytest.raises(TableNotFoundError) as info:
+        DeltaTable(str(tmp_path)).snapshot()
+    assert str(tmp_path) in str(info.value)
+
+
+def test_all_errors_are_delta_errors():
+    for cls in (
+        LogCorruptError,
+        MissingLogFileError,
+        InvalidProtocolError,
+        TableNotFoundError,
+        UnsupportedFeatureError,
+        SchemaError,
+    ):
+        assert issubclass(cls, DeltaError)
+
+
+# ------------------------------------------------------------------------------------------------
+# reads never write
+
+
+def _read_everything(path: Path) -> None:
+    dt_ = DeltaTable(str(path))
+    snap = dt_.snapshot()
+    files = snap.files()
+    snap.transactions  # noqa: B018 - loads the txn replay
+    snap.domain_metadata  # noqa: B018
+    dt_.history()
+    for v in sorted({0, snap.version // 2, snap.version}):
+        try:
+            dt_.snapshot(version=v).files()
+        except DeltaError:
+            pass  # e.g. a version before the oldest checkpoint after log cleanup
+    dt_.snapshot(timestamp=dt_.history().column("timestamp")[-1].as_py())
+    scan = snap.scan()
+    scan.files()
+    scan.scan_units()
+    if files.num_rows and importlib.util.find_spec("delta_datafusion.read") is not None:
+        scan.to_table()
+
+
+READ_ONLY_TABLES = [
+    "dv-with-columnmapping",
+    "v2-checkpoints-json-with-sidecars",
+    "v2-checkpoint-parquet",
+    "v1-multi-part-struct-stats-only",
+    "corrupted-last-checkpoint-kernel",
+    "cdc_ict_table",
+    "data-reader-escaped-chars",
+    "v2-checkpoints-json-without-sidecars",
+]
+
+
+@pytest.mark.parametrize("name", READ_ONLY_TABLES)
+def test_reads_never_write_to_the_table_folder(name: str):
+    path = corpus_table(name)
+    before = folder_state(path)
+    _read_everything(path)
+    assert folder_state(path) == before
+
+
+def test_reads_never_write_even_when_reading_fails(copy_corpus_table, tmp_path: Path):
+    t = copy_corpus_table("v2-checkpoint-json")
+    os.unlink(DeltaTable(str(t)).snapshot().checkpoint_manifest.leaves[0].path)
+    (log_dir(t) / "_last_checkpoint").unlink()
+    before = folder_state(t)
+    with pytest.raises(MissingLogFileError):
+        DeltaTable(str(t)).snapshot().files()
+    assert folder_state(t) == before
+    empty = tmp_path / "empty"
+    (empty / "_delta_log").mkdir(parents=True)
+    before = folder_state(empty)
+    with pytest.raises(TableNotFoundError):
+        DeltaTable(str(empty)).snapshot()
+    assert folder_state(empty) == before
+
+
+def test_reads_never_write_deltalake_table(tmp_path: Path):
+    t = tmp_path / "t"
+    for k in range(12):
+        deltalake.write_deltalake(
+            str(t), pa.table({"x": [k], "p": [f"v{k % 3}"]}), mode="append", partition_by=["p"]
+        )
+        if k == 9:
+            deltalake.DeltaTable(str(t)).create_checkpoint()
+    before = folder_state(t)
+    _read_everything(t)
+    assert folder_state(t) == before

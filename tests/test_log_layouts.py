@@ -1,0 +1,1095 @@
+"""Log layouts: commits only, classic / multi-part / V2 checkpoints (JSON and parquet manifests with
+sidecars), ``_last_checkpoint`` hints, version gaps, time travel by version and timestamp (file
+modification times and in-commit timestamps), app transactions, domain metadata, typed partition
+values, typed stats and URL-encoded / absolute paths.
+
+Corpus tables are copied to ``tmp_path`` before they are modified. Tables written with deltalake
+(delta-rs) in ``tmp_path`` are cross-checked against deltalake's own file listing and against the
+values the test wrote.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import unquote
+
+import deltalake
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from conftest import (
+    commit_path,
+    copy_table,
+    corpus_table,
+    files_summary,
+    live_row_count,
+    log_dir,
+    manifest_entry,
+    manifest_tables,
+    require_corpus,
+    write_commit,
+)
+
+from delta_datafusion.errors import (
+    DeltaError,
+    NonContiguousVersionsError,
+    VersionNotFoundError,
+)
+from delta_datafusion.snapshot import count_rows
+from delta_datafusion.table import DeltaTable
+
+# ------------------------------------------------------------------------------------------------
+# helpers
+
+
+def ours(path: Path | str, version: int | None = None) -> list[tuple[str, int]]:
+    return files_summary(DeltaTable(str(path)).snapshot(version=version).files())
+
+
+def oracle(path: Path | str, version: int | None = None) -> list[tuple[str, int]]:
+    """deltalake's live files (its paths are as written in the log: decode them)."""
+    t = pa.table(deltalake.DeltaTable(str(path), version=version).get_add_actions(flatten=True))
+    return sorted(
+        zip(
+            [unquote(p) for p in t.column("path").to_pylist()],
+            t.column("size_bytes").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def sorted_files(path: Path | str, version: int | None = None) -> pa.Table:
+    files = DeltaTable(str(path)).snapshot(version=version).files()
+    return files.sort_by("path")
+
+
+def comparable(files: pa.Table) -> list[dict]:
+    """Everything of the file table that must not depend on the log layout."""
+    return (
+        files.sort_by("path")
+        .select(["path", "location", "size", "partition_values", "stats", "deletion_vector"])
+        .to_pylist()
+    )
+
+
+def set_mtime(path: Path, seconds: float) -> None:
+    os.utime(path, (seconds, seconds))
+
+
+def build_history(path: Path, *, checkpoints: tuple[int, ...] = (), stats_as_struct: bool = False) -> int:
+    """A partitioned table with appends, a delete and a partition overwrite (versions 0..7).
+
+    ``checkpoints``: versions after which deltalake writes a classic checkpoint. Returns the latest
+    version.
+    """
+    config = (
+        {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": "false"}
+        if stats_as_struct
+        else None
+    )
+
+    def batch(k: int, parts: list[str]) -> pa.Table:
+        n = len(parts)
+        return pa.table(
+            {"x": pa.array(range(k * 100, k * 100 + n), pa.int64()), "p": pa.array(parts, pa.string())}
+        )
+
+    def after(version: int) -> None:
+        if version in checkpoints:
+            deltalake.DeltaTable(str(path)).create_checkpoint()
+
+    deltalake.write_deltalake(str(path), batch(0, ["a", "b", "a"]), partition_by=["p"], configuration=config)
+    after(0)
+    deltalake.write_deltalake(str(path), batch(1, ["a", "c"]), mode="append", partition_by=["p"])
+    after(1)
+    deltalake.DeltaTable(str(path)).delete("p = 'a'")  # removes whole files
+    after(2)
+    deltalake.write_deltalake(str(path), batch(3, ["a", "b", "d"]), mode="append", partition_by=["p"])
+    after(3)
+    deltalake.write_deltalake(
+        str(path), batch(4, ["b", "b"]), mode="overwrite", predicate="p = 'b'", partition_by=["p"]
+    )
+    after(4)
+    deltalake.write_deltalake(str(path), batch(5, ["c", "e"]), mode="append", partition_by=["p"])
+    after(5)
+    deltalake.DeltaTable(str(path)).delete("x = 501")  # rewrites the file of partition e
+    after(6)
+    deltalake.write_deltalake(str(path), batch(7, ["f"]), mode="append", partition_by=["p"])
+    after(7)
+    return 7
+
+
+def checkpoint_file(path: Path, version: int) -> Path:
+    return log_dir(path) / f"{version:020d}.checkpoint.parquet"
+
+
+# ------------------------------------------------------------------------------------------------
+# commits only / classic checkpoint
+
+
+def test_commits_only_every_version_matches_deltalake(tmp_path: Path):
+    latest = build_history(tmp_path / "t")
+    dt_ = DeltaTable(str(tmp_path / "t"))
+    for v in range(latest + 1):
+        snap = dt_.snapshot(version=v)
+        assert snap.segment.checkpoint is None
+        assert [c for c, _ in snap.segment.commits] == list(range(v + 1))
+        assert files_summary(snap.files()) == oracle(tmp_path / "t", v), f"version {v}"
+    files = dt_.snapshot().files()
+    # The replayed history: p=a deleted at v2 and re-added at v3, b overwritten at v4, e rewritten.
+    rows = pq.read_table(files.column("location").to_pylist()).column("x").to_pylist()
+    assert sorted(rows) == [101, 300, 302, 400, 401, 500, 700]
+    assert count_rows(files) == live_row_count(files) == 7
+
+
+@pytest.mark.parametrize("stats_as_struct", [False, True], ids=["stats-json", "stats-struct"])
+def test_single_checkpoint_then_commits(tmp_path: Path, stats_as_struct: bool):
+    t = tmp_path / "t"
+    latest = build_history(t, checkpoints=(4,), stats_as_struct=stats_as_struct)
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.segment.checkpoint is not None
+    assert (snap.segment.checkpoint.version, snap.segment.checkpoint.kind) == (4, "classic")
+    assert [v for v, _ in snap.segment.commits] == [5, 6, 7]
+    assert files_summary(snap.files()) == oracle(t)
+    with_checkpoint = {v: comparable(sorted_files(t, v)) for v in range(latest + 1)}
+    assert all(s["stats"]["numRecords"] is not None for s in with_checkpoint[latest])
+    # Without the checkpoint the same state comes from the commits alone (stats from JSON).
+    checkpoint_file(t, 4).unlink()
+    snap2 = DeltaTable(str(t)).snapshot()
+    assert snap2.segment.checkpoint is None
+    for v in range(latest + 1):
+        assert comparable(sorted_files(t, v)) == with_checkpoint[v], f"version {v}"
+
+
+def test_checkpoint_without_earlier_commits(tmp_path: Path):
+    """Log cleanup removed the commits before the checkpoint: the checkpoint is the start."""
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(4,))
+    before = comparable(sorted_files(t))
+    for v in range(4):
+        commit_path(t, v).unlink()
+    commit_path(t, 4).unlink()  # the checkpoint version's own commit is not needed either
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.segment.checkpoint.version == 4
+    assert comparable(snap.files().sort_by("path")) == before
+    assert DeltaTable(str(t)).snapshot(version=4).files().num_rows == len(oracle(t, 4))
+    with pytest.raises(VersionNotFoundError) as info:
+        DeltaTable(str(t)).snapshot(version=3)
+    assert "4..7" in str(info.value)
+
+
+def test_two_checkpoints_newest_wins_and_time_travel_uses_older(tmp_path: Path):
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(2, 5))
+    dt_ = DeltaTable(str(t))
+    assert dt_.snapshot().segment.checkpoint.version == 5
+    assert dt_.snapshot(version=4).segment.checkpoint.version == 2
+    assert dt_.snapshot(version=1).segment.checkpoint is None
+    for v in range(8):
+        assert ours(t, v) == oracle(t, v)
+
+
+def test_corpus_single_checkpoint_tables():
+    for name in ("simple_table_with_checkpoint", "app-txn-checkpoint", "125-iterator-bug"):
+        entry = manifest_entry(name)
+        snap = DeltaTable(str(corpus_table(name))).snapshot()
+        ck = [c["version"] for c in entry["log"]["checkpoints"]]
+        assert snap.segment.checkpoint.kind == "classic"
+        assert snap.segment.checkpoint.version == max(ck)
+        rows = next(
+            e["rows"] for e in entry["expected"] if e["kind"] == "snapshot" and e.get("version") is None
+        )
+        assert live_row_count(snap.files()) == rows
+
+
+# ------------------------------------------------------------------------------------------------
+# multi-part checkpoints
+
+
+def split_checkpoint(table: Path, version: int, parts: int, *, metadata_last: bool = False) -> list[Path]:
+    """Rewrite the classic checkpoint at ``version`` as a multi-part checkpoint of ``parts`` files."""
+    classic = checkpoint_file(table, version)
+    t = pq.read_table(classic)
+    if metadata_last:  # file actions first, protocol and metaData in the last part
+        is_pm = pc.or_(t.column("protocol").is_valid(), t.column("metaData").is_valid())
+        t = pa.concat_tables([t.filter(pc.invert(is_pm)), t.filter(is_pm)])
+    n = t.num_rows
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    out = []
+    for i in range(parts):
+        p = log_dir(table) / f"{version:020d}.checkpoint.{i + 1:010d}.{parts:010d}.parquet"
+        pq.write_table(t.slice(bounds[i], bounds[i + 1] - bounds[i]), p)
+        out.append(p)
+    classic.unlink()
+    (log_dir(table) / "_last_checkpoint").write_text(
+        json.dumps({"version": version, "size": n, "parts": parts})
+    )
+    return out
+
+
+@pytest.mark.parametrize("metadata_last", [False, True], ids=["pm-first", "pm-last"])
+def test_multi_part_checkpoint_written_from_classic(tmp_path: Path, metadata_last: bool):
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(5,))
+    before = {v: comparable(sorted_files(t, v)) for v in (5, 6, 7)}
+    parts = split_checkpoint(t, 5, 3, metadata_last=metadata_last)
+    snap = DeltaTable(str(t)).snapshot()
+    ck = snap.segment.checkpoint
+    assert (ck.version, ck.kind, [p.name for p in ck.parts]) == (5, "multi", [p.name for p in parts])
+    assert len(snap.checkpoint_manifest.leaves) == 3
+    for v in (5, 6, 7):
+        assert comparable(sorted_files(t, v)) == before[v]
+    assert snap.partition_columns == ["p"]
+
+
+def test_incomplete_multi_part_checkpoint_is_ignored(tmp_path: Path):
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(2, 5))
+    before = comparable(sorted_files(t))
+    parts = split_checkpoint(t, 5, 3)
+    parts[1].unlink()  # part 2 of 3 is missing: the set is incomplete
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.segment.checkpoint.version == 2  # the older complete checkpoint
+    assert [v for v, _ in snap.segment.commits] == [3, 4, 5, 6, 7]
+    assert comparable(snap.files().sort_by("path")) == before
+
+
+def test_corpus_multi_part_checkpoint_and_missing_part(copy_corpus_table):
+    name = "v1-multi-part-struct-stats-only"
+    src = corpus_table(name)
+    snap = DeltaTable(str(src)).snapshot()
+    ck = snap.segment.checkpoint
+    assert (ck.version, ck.kind, len(ck.parts)) == (5, "multi", 3)
+    want = files_summary(snap.files())
+    rows = live_row_count(snap.files())
+    t = copy_corpus_table(name)
+    part2 = next(log_dir(t).glob("*.checkpoint.0000000002.0000000003.parquet"))
+    part2.unlink()
+    snap2 = DeltaTable(str(t)).snapshot()  # _last_checkpoint still names the 3-part checkpoint
+    assert snap2.segment.checkpoint is None
+    assert snap2.version == 5
+    assert files_summary(snap2.files()) == want
+    assert live_row_count(snap2.files()) == rows
+
+
+def test_corpus_multi_part_five_parts():
+    snap = DeltaTable(str(corpus_table("parquet_row_group_skipping"))).snapshot()
+    assert (snap.segment.checkpoint.kind, len(snap.segment.checkpoint.parts)) == ("multi", 5)
+    assert [p.name.split(".")[2] for p in snap.segment.checkpoint.parts] == [f"{i:010d}" for i in range(1, 6)]
+    assert live_row_count(snap.files()) == 5
+
+
+# ------------------------------------------------------------------------------------------------
+# V2 checkpoints
+
+
+V2_TABLES = [
+    ("v2-checkpoint-json", 2, "json", 2),
+    ("v2-checkpoint-parquet", 2, "parquet", 2),
+    ("v2-checkpoints-json-with-sidecars", 6, "json", None),
+    ("v2-checkpoints-json-without-sidecars", 2, "json", 0),
+    ("v2-checkpoints-parquet-without-sidecars", 2, "parquet", 0),
+    ("v2-parquet-sidecars-struct-stats-only", 5, "parquet", 1),
+    ("checkpoint-v2-table", 8, "json", None),
+]
+
+
+@pytest.mark.parametrize(("name", "version", "fmt", "sidecars"), V2_TABLES, ids=[t[0] for t in V2_TABLES])
+def test_v2_checkpoint_manifest_and_sidecars(name: str, version: int, fmt: str, sidecars: int | None):
+    path = corpus_table(name)
+    snap = DeltaTable(str(path)).snapshot()
+    ck = snap.segment.checkpoint
+    assert (ck.version, ck.kind) == (version, "v2")
+    assert ck.parts[0].name.endswith("." + fmt)
+    leaves = snap.checkpoint_manifest.leaves
+    on_disk = (
+        sorted(p.name for p in (log_dir(path) / "_sidecars").glob(f"{version:020d}.*"))
+        if sidecars != 0
+        else []
+    )
+    if sidecars == 0:
+        assert leaves == [] or all(leaf.path == ck.parts[0].path for leaf in leaves)
+    else:
+        names = sorted(Path(leaf.path).name for leaf in leaves)
+        assert all(Path(leaf.path).parent.name == "_sidecars" for leaf in leaves)
+        if sidecars is not None:
+            assert len(names) == sidecars
+        assert set(names) <= set(on_disk) and names
+    entry = manifest_entry(name)
+    rows = next(e["rows"] for e in entry["expected"] if e["kind"] == "snapshot" and e.get("version") is None)
+    assert live_row_count(snap.files()) == rows
+
+
+@pytest.mark.parametrize("name", ["v2-checkpoint-json", "v2-checkpoint-parquet"])
+def test_v2_checkpoint_without_last_checkpoint_and_fallback_to_commits(copy_corpus_table, name: str):
+    t = copy_corpus_table(name)
+    want = comparable(sorted_files(t))
+    (log_dir(t) / "_last_checkpoint").unlink()
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.segment.checkpoint.kind == "v2"
+    assert comparable(snap.files().sort_by("path")) == want
+    # Remove the manifest: the commits 0..2 rebuild the same state; the orphan sidecars are unused.
+    Path(snap.segment.checkpoint.parts[0].path).unlink()
+    snap2 = DeltaTable(str(t)).snapshot()
+    assert snap2.segment.checkpoint is None
+    assert comparable(snap2.files().sort_by("path")) == want
+
+
+@pytest.mark.parametrize("name", ["v2-checkpoint-json", "v2-checkpoint-parquet"])
+def test_v2_commit_after_checkpoint_removes_a_sidecar_file(copy_corpus_table, name: str):
+    t = copy_corpus_table(name)
+    before = DeltaTable(str(t)).snapshot()
+    assert before.version == 2
+    files = before.files()
+    victim = files.column("path")[0].as_py()
+    kept = files_summary(files)[:]
+    write_commit(
+        t,
+        3,
+        [
+            {"commitInfo": {"timestamp": 1, "operation": "DELETE"}},
+            {"remove": {"path": victim, "deletionTimestamp": 1, "dataChange": True}},
+        ],
+    )
+    after = DeltaTable(str(t)).snapshot()
+    assert after.segment.checkpoint.version == 2 and [v for v, _ in after.segment.commits] == [3]
+    assert files_summary(after.files()) == [f for f in kept if f[0] != victim]
+    assert len(kept) - 1 == after.files().num_rows
+
+
+def test_v2_json_manifest_txn_and_domain_metadata(copy_corpus_table):
+    t = copy_corpus_table("v2-checkpoint-json")
+    manifest = next(log_dir(t).glob("00000000000000000002.checkpoint.*.json"))
+    with open(manifest, "a") as fh:
+        fh.write(json.dumps({"txn": {"appId": "ck-app", "version": 9, "lastUpdated": 5}}) + "\n")
+        fh.write(
+            json.dumps({"domainMetadata": {"domain": "ck.dom", "configuration": '{"a":1}', "removed": False}})
+            + "\n"
+        )
+        fh.write(
+            json.dumps({"domainMetadata": {"domain": "ck.keep", "configuration": "{}", "removed": False}})
+            + "\n"
+        )
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.transactions == {"ck-app": 9}
+    assert snap.domain_metadata == {"ck.dom": '{"a":1}', "ck.keep": "{}"}
+    write_commit(
+        t,
+        3,
+        [
+            {"commitInfo": {"timestamp": 1}},
+            {"txn": {"appId": "ck-app", "version": 10}},
+            {"domainMetadata": {"domain": "ck.dom", "configuration": '{"a":1}', "removed": True}},
+        ],
+    )
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.transactions == {"ck-app": 10}
+    assert snap.domain_metadata == {"ck.keep": "{}"}
+    assert DeltaTable(str(t)).snapshot(version=2).domain_metadata == {"ck.dom": '{"a":1}', "ck.keep": "{}"}
+
+
+def test_v2_classic_named_checkpoint_with_sidecars():
+    path = corpus_table("v2-classic-checkpoint-parquet")
+    snap = DeltaTable(str(path)).snapshot()
+    assert snap.segment.checkpoint.kind == "classic"
+    leaves = snap.checkpoint_manifest.leaves
+    assert leaves and all(Path(leaf.path).parent.name == "_sidecars" for leaf in leaves)
+    assert live_row_count(snap.files()) == 20
+
+
+def test_v2_time_travel_between_checkpoints():
+    path = corpus_table("checkpoint-v2-table")
+    dt_ = DeltaTable(str(path))
+    assert dt_.snapshot(version=7).segment.checkpoint.version == 6
+    assert dt_.snapshot(version=5).segment.checkpoint is None
+    assert [v for v, _ in dt_.snapshot(version=7).segment.commits] == [7]
+
+
+# ------------------------------------------------------------------------------------------------
+# _last_checkpoint hints: the listing decides, a bad hint changes nothing
+
+
+def _hint_variants(real: str, older: int | None) -> dict[str, str | None]:
+    return {
+        "deleted": None,
+        "empty": "",
+        "garbage": "{not json",
+        "truncated": real[: len(real) // 2],
+        "json-array": "[1, 2]",
+        "string-version": json.dumps({"version": "10", "size": 3}),
+        "future-version": json.dumps({"version": 999, "size": 3}),
+        "stale-version": json.dumps({"version": older if older is not None else 5, "size": 3}),
+        "wrong-parts": json.dumps({"version": json.loads(real)["version"], "size": 3, "parts": 4}),
+        "v2-path-missing": json.dumps(
+            {
+                "version": json.loads(real)["version"],
+                "size": 3,
+                "v2Checkpoint": {"path": "nope.json", "sizeInBytes": 1},
+            }
+        ),
+    }
+
+
+HINT_TABLES = [
+    ("dv-with-columnmapping", 10, None),
+    ("table_with_deletion_logs", 20, 10),
+    ("v2-checkpoint-json", 2, None),
+]
+HINT_CASES = [
+    pytest.param(table, ck, older, variant, id=f"{table}-{variant}")
+    for table, ck, older in HINT_TABLES
+    for variant in _hint_variants('{"version": 1}', older)
+]
+
+
+@pytest.mark.parametrize(("name", "checkpoint", "older", "variant"), HINT_CASES)
+def test_bad_last_checkpoint_hint_gives_same_snapshot(copy_corpus_table, name, checkpoint, older, variant):
+    t = copy_corpus_table(name)
+    hint = log_dir(t) / "_last_checkpoint"
+    reference = DeltaTable(str(t)).snapshot()
+    want = comparable(reference.files())
+    content = _hint_variants(hint.read_text(), older)[variant]
+    if content is None:
+        hint.unlink()
+    else:
+        hint.write_text(content)
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.version == reference.version
+    assert snap.segment.checkpoint.version == checkpoint
+    assert snap.segment.checkpoint.parts == reference.segment.checkpoint.parts
+    assert comparable(snap.files()) == want
+
+
+def test_corpus_corrupted_last_checkpoint():
+    path = corpus_table("corrupted-last-checkpoint-kernel")
+    assert (log_dir(path) / "_last_checkpoint").stat().st_size == 0
+    snap = DeltaTable(str(path)).snapshot()
+    assert snap.segment.checkpoint.version == 10
+    assert live_row_count(snap.files()) == 100
+
+
+# ------------------------------------------------------------------------------------------------
+# version gaps and time travel by version
+
+
+def test_gap_after_checkpoint_names_missing_version(copy_corpus_table):
+    t = copy_corpus_table("dv-with-columnmapping")  # checkpoint 10, commits 0..15
+    commit_path(t, 12).unlink()
+    dt_ = DeltaTable(str(t))
+    with pytest.raises(NonContiguousVersionsError) as info:
+        dt_.snapshot()
+    msg = str(info.value)
+    assert "missing 12" in msg and str(log_dir(t)) in msg
+    assert dt_.snapshot(version=11).version == 11  # versions before the gap still load
+    assert live_row_count(dt_.snapshot(version=11).files()) == live_row_count(
+        DeltaTable(str(corpus_table("dv-with-columnmapping"))).snapshot(version=11).files()
+    )
+
+
+def test_gap_before_checkpoint_only_breaks_older_versions(copy_corpus_table):
+    t = copy_corpus_table("dv-with-columnmapping")
+    commit_path(t, 3).unlink()
+    commit_path(t, 4).unlink()
+    dt_ = DeltaTable(str(t))
+    assert dt_.snapshot().version == 15
+    assert dt_.snapshot(version=10).segment.checkpoint.version == 10
+    with pytest.raises(NonContiguousVersionsError) as info:
+        dt_.snapshot(version=6)
+    assert "3..4" in str(info.value)
+
+
+def test_gap_without_checkpoint(tmp_path: Path):
+    t = tmp_path / "t"
+    build_history(t)
+    commit_path(t, 5).unlink()
+    with pytest.raises(NonContiguousVersionsError) as info:
+        DeltaTable(str(t)).snapshot()
+    assert "missing 5" in str(info.value)
+    assert DeltaTable(str(t)).snapshot(version=4).version == 4
+
+
+def test_time_travel_by_version_errors_name_the_available_range(copy_corpus_table):
+    t = copy_corpus_table("dv-with-columnmapping")
+    dt_ = DeltaTable(str(t))
+    for bad in (16, 100, -1):
+        with pytest.raises(VersionNotFoundError) as info:
+            dt_.snapshot(version=bad)
+        assert "0..15" in str(info.value) and str(bad) in str(info.value)
+    for bad in ("3", 2.0, True):
+        with pytest.raises(DeltaError):
+            dt_.snapshot(version=bad)
+    with pytest.raises(DeltaError):
+        dt_.snapshot(version=1, timestamp=0)
+    for v in range(10):  # log cleanup: commits before the checkpoint are gone
+        commit_path(t, v).unlink()
+    with pytest.raises(VersionNotFoundError) as info:
+        dt_.snapshot(version=5)
+    assert "10..15" in str(info.value)
+    assert dt_.snapshot(version=10).version == 10
+
+
+# ------------------------------------------------------------------------------------------------
+# time travel by timestamp
+
+
+BASE = 1_700_000_000  # seconds; commit k gets BASE + 100 k
+
+
+def _stamp_commits(t: Path, latest: int) -> list[int]:
+    for v in range(latest + 1):
+        set_mtime(commit_path(t, v), BASE + 100 * v)
+    return [(BASE + 100 * v) * 1000 for v in range(latest + 1)]
+
+
+def test_time_travel_by_timestamp_file_mtimes(tmp_path: Path):
+    t = tmp_path / "t"
+    latest = build_history(t)
+    ms = _stamp_commits(t, latest)
+    dt_ = DeltaTable(str(t))
+    assert dt_.history().column("timestamp").to_pylist() == ms
+    for v in range(latest + 1):
+        assert dt_.snapshot(timestamp=ms[v]).version == v
+        assert dt_.snapshot(timestamp=ms[v] + 99_999).version == v
+    assert dt_.snapshot(timestamp=ms[-1] + 10**9).version == latest
+    when = dt.datetime.fromtimestamp(BASE + 250, tz=dt.timezone.utc)
+    assert dt_.snapshot(timestamp=when).version == 2
+    assert dt_.snapshot(timestamp=when.isoformat()).version == 2
+    assert dt_.snapshot(timestamp=when.replace(tzinfo=None)).version == 2  # naive = UTC
+    assert files_summary(dt_.snapshot(timestamp=when).files()) == oracle(t, 2)
+    with pytest.raises(VersionNotFoundError) as info:
+        dt_.snapshot(timestamp=ms[0] - 1)
+    msg = str(info.value)
+    assert "version 0" in msg and f"version {latest}" in msg
+    with pytest.raises(DeltaError):
+        dt_.snapshot(timestamp="not a time")
+
+
+def test_time_travel_by_timestamp_non_monotonic_mtimes(tmp_path: Path):
+    """A commit file older than its predecessor counts as predecessor + 1 ms (Delta's rule)."""
+    t = tmp_path / "t"
+    latest = build_history(t)
+    ms = _stamp_commits(t, latest)
+    set_mtime(commit_path(t, 2), BASE + 50)  # earlier than commit 1
+    dt_ = DeltaTable(str(t))
+    stamps = dt_.history().column("timestamp").to_pylist()
+    assert stamps[2] == ms[1] + 1
+    assert all(a < b for a, b in zip(stamps, stamps[1:], strict=False))
+    assert dt_.snapshot(timestamp=ms[1]).version == 1
+    assert dt_.snapshot(timestamp=ms[1] + 1).version == 2
+    assert dt_.snapshot(timestamp=(BASE + 50) * 1000).version == 0
+
+
+def _ict_table(tmp_path: Path) -> tuple[Path, list[int]]:
+    """deltalake commits 0..2 (mtime timestamps), then in-commit timestamps enabled at version 3."""
+    t = tmp_path / "ict"
+    for k in range(3):
+        deltalake.write_deltalake(str(t), pa.table({"x": pa.array([k], pa.int64())}), mode="append")
+    ms = _stamp_commits(t, 2)
+    md = next(
+        json.loads(line)["metaData"]
+        for line in commit_path(t, 0).read_text().splitlines()
+        if '"metaData"' in line
+    )
+    t3 = (BASE + 1000) * 1000 + 123
+    t4 = t3 + 5_000
+    md = dict(md)
+    md["configuration"] = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "3",
+        "delta.inCommitTimestampEnablementTimestamp": str(t3),
+    }
+    write_commit(
+        t,
+        3,
+        [
+            {"commitInfo": {"timestamp": 1, "inCommitTimestamp": t3, "operation": "SET TBLPROPERTIES"}},
+            {
+                "protocol": {
+                    "minReaderVersion": 1,
+                    "minWriterVersion": 7,
+                    "writerFeatures": ["inCommitTimestamp"],
+                }
+            },
+            {"metaData": md},
+        ],
+    )
+    data = next(log_dir(t).parent.glob("*.parquet"))
+    write_commit(
+        t,
+        4,
+        [
+            {"commitInfo": {"timestamp": 2, "inCommitTimestamp": t4, "operation": "WRITE"}},
+            {
+                "add": {
+                    "path": data.name,
+                    "partitionValues": {},
+                    "size": data.stat().st_size,
+                    "modificationTime": 1,
+                    "dataChange": True,
+                }
+            },
+        ],
+    )
+    # Misleading file times: the in-commit timestamps, not the mtimes, count from version 3.
+    set_mtime(commit_path(t, 3), BASE - 10_000)
+    set_mtime(commit_path(t, 4), BASE - 20_000)
+    return t, ms + [t3, t4]
+
+
+def test_time_travel_by_timestamp_in_commit_timestamps_enabled_later(tmp_path: Path):
+    t, stamps = _ict_table(tmp_path)
+    dt_ = DeltaTable(str(t))
+    assert dt_.history().column("timestamp").to_pylist() == stamps
+    snap = dt_.snapshot()
+    assert snap.commit_timestamp(4) == stamps[4]
+    assert dt_.snapshot(version=1).commit_timestamp() == stamps[1]
+    for v, ts in enumerate(stamps):
+        assert dt_.snapshot(timestamp=ts).version == v
+    assert dt_.snapshot(timestamp=stamps[3] - 1).version == 2
+    assert dt_.snapshot(timestamp=stamps[4] - 1).version == 3
+    assert dt_.snapshot(timestamp=stamps[4] + 10**7).version == 4
+    with pytest.raises(VersionNotFoundError):
+        dt_.snapshot(timestamp=stamps[0] - 1)
+
+
+def test_time_travel_by_timestamp_ict_corpus_ignores_mtimes(copy_corpus_table):
+    t = copy_corpus_table("cdc_ict_table")
+    for v in range(4):
+        set_mtime(commit_path(t, v), 1_000_000_000 + v)  # 2001: nothing to do with the commits
+    ict = []
+    for v in range(4):
+        first = json.loads(commit_path(t, v).read_text().splitlines()[0])
+        ict.append(first["commitInfo"]["inCommitTimestamp"])
+    dt_ = DeltaTable(str(t))
+    assert dt_.history().column("timestamp").to_pylist() == ict
+    assert dt_.snapshot(timestamp=ict[3]).version == 3
+    assert dt_.snapshot(timestamp=ict[2]).version == 2
+    assert dt_.snapshot(timestamp=ict[3] - 1).version == 2
+    assert live_row_count(dt_.snapshot(timestamp=ict[2]).files()) == 2
+    with pytest.raises(VersionNotFoundError):
+        dt_.snapshot(timestamp=1_000_000_000_000)
+
+
+# ------------------------------------------------------------------------------------------------
+# app transactions and domain metadata
+
+
+@pytest.mark.parametrize("name", ["app-txn-checkpoint", "app-txn-no-checkpoint"])
+def test_app_transactions_corpus(copy_corpus_table, name: str):
+    t = copy_corpus_table(name)
+    dt_ = DeltaTable(str(t))
+    assert dt_.snapshot().transactions == {"my-app": 3, "my-app2": 2}
+    assert dt_.snapshot(version=0).transactions == {"my-app": 1}
+    write_commit(
+        t,
+        2,
+        [
+            {"commitInfo": {"timestamp": 1}},
+            {"txn": {"appId": "my-app2", "version": 7, "lastUpdated": 3}},
+            {"txn": {"appId": "new", "version": 0}},
+        ],
+    )
+    assert DeltaTable(str(t)).snapshot().transactions == {"my-app": 3, "my-app2": 7, "new": 0}
+
+
+def test_domain_metadata_replay(copy_corpus_table):
+    t = copy_corpus_table("app-txn-no-checkpoint")
+    write_commit(
+        t,
+        2,
+        [
+            {"commitInfo": {"timestamp": 1}},
+            {
+                "domainMetadata": {
+                    "domain": "delta.clustering",
+                    "configuration": '{"clusteringColumns":[["id"]]}',
+                    "removed": False,
+                }
+            },
+            {"domainMetadata": {"domain": "app.one", "configuration": "v1", "removed": False}},
+        ],
+    )
+    write_commit(
+        t,
+        3,
+        [
+            {"commitInfo": {"timestamp": 2}},
+            {"domainMetadata": {"domain": "app.one", "configuration": "v2", "removed": False}},
+            {"domainMetadata": {"domain": "delta.clustering", "configuration": "", "removed": True}},
+        ],
+    )
+    dt_ = DeltaTable(str(t))
+    assert dt_.snapshot(version=1).domain_metadata == {}
+    assert dt_.snapshot(version=2).domain_metadata == {
+        "delta.clustering": '{"clusteringColumns":[["id"]]}',
+        "app.one": "v1",
+    }
+    assert dt_.snapshot().domain_metadata == {"app.one": "v2"}
+    assert dt_.snapshot().transactions == {"my-app": 3, "my-app2": 2}
+
+
+# ------------------------------------------------------------------------------------------------
+# typed partition values
+
+
+PARTITIONED = [
+    {
+        "i": 1,
+        "d": dt.date(2020, 1, 1),
+        "ts": dt.datetime(2021, 5, 6, 7, 8, 9, 123456, tzinfo=dt.timezone.utc),
+        "s": "a b",
+        "v": 1.5,
+    },
+    {"i": 2, "d": dt.date(1999, 12, 31), "ts": None, "s": "x/y=z%", "v": 2.5},
+    {"i": None, "d": None, "ts": dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc), "s": None, "v": 3.5},
+    {
+        "i": -4,
+        "d": dt.date(2020, 1, 1),
+        "ts": dt.datetime(2021, 5, 6, 7, 8, 9, tzinfo=dt.timezone.utc),
+        "s": "ü #?&+:'\"",
+        "v": 4.5,
+    },
+    {
+        "i": 5,
+        "d": dt.date(1, 1, 1),
+        "ts": dt.datetime(1900, 1, 1, 0, 0, 0, 1, tzinfo=dt.timezone.utc),
+        "s": "",
+        "v": 5.5,
+    },
+]
+PARTITION_SCHEMA = pa.schema(
+    [
+        ("i", pa.int32()),
+        ("d", pa.date32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("s", pa.string()),
+        ("v", pa.float64()),
+    ]
+)
+
+
+@pytest.mark.parametrize("checkpoint", [False, True], ids=["commit", "checkpoint"])
+def test_typed_partition_values_from_deltalake(tmp_path: Path, checkpoint: bool):
+    t = tmp_path / "t"
+    deltalake.write_deltalake(
+        str(t), pa.Table.from_pylist(PARTITIONED, PARTITION_SCHEMA), partition_by=["i", "d", "ts", "s"]
+    )
+    if checkpoint:
+        deltalake.DeltaTable(str(t)).create_checkpoint()
+    snap = DeltaTable(str(t)).snapshot()
+    assert (snap.segment.checkpoint is not None) == checkpoint
+    files = snap.files()
+    assert files.num_rows == len(PARTITIONED)
+    pv_type = files.schema.field("partition_values").type
+    assert [(f.name, f.type) for f in pv_type] == [(f.name, f.type) for f in PARTITION_SCHEMA][:4]
+    by_v = {r["v"]: r for r in PARTITIONED}
+    for loc, pv in zip(
+        files.column("location").to_pylist(), files.column("partition_values").to_pylist(), strict=True
+    ):
+        assert os.path.isfile(loc), loc  # encoded directory names resolved to the real file
+        (v,) = pq.read_table(loc, columns=["v"]).column("v").to_pylist()
+        want = {k: by_v[v][k] for k in ("i", "d", "ts", "s")}
+        if want["s"] == "":  # Delta stores an empty string partition value as null
+            want["s"] = None
+        assert pv == want, (loc, pv, want)
+
+
+def _partition_tuples(table: pa.Table, names: list[str]) -> set[tuple]:
+    return {tuple(r[n] for n in names) for r in table.select(names).to_pylist()}
+
+
+PARTITIONED_CORPUS = [
+    t["name"]
+    for t in manifest_tables()
+    if t["category"] == "data" and t.get("partition_columns") and not t.get("expect_error")
+]
+
+
+@pytest.mark.parametrize("name", PARTITIONED_CORPUS)
+def test_corpus_partition_values_match_expected_rows(name: str):
+    """The partition values of the live files are exactly the distinct ones of the expected rows."""
+    corpus = require_corpus()
+    entry = manifest_entry(name)
+    snap = DeltaTable(str(corpus_table(name))).snapshot()
+    exp = next(e for e in entry["expected"] if e["kind"] == "snapshot" and e.get("version") is None)
+    expected = pq.read_table(corpus / exp["file"])
+    names = list(entry["partition_columns"])
+    files = snap.files()
+    footer = [pq.ParquetFile(loc).metadata.num_rows for loc in files.column("location").to_pylist()]
+    card = pc.fill_null(
+        pc.struct_field(files.column("deletion_vector").combine_chunks(), "cardinality"), 0
+    ).to_pylist()
+    nonempty = files.filter(pa.array([n - c > 0 for n, c in zip(footer, card, strict=True)]))
+    pv = nonempty.column("partition_values").combine_chunks()
+    ours_t = pa.table({n: pc.struct_field(pv, n) for n in names})
+    ours_t = ours_t.cast(pa.schema([expected.schema.field(n) for n in names]))
+    assert _partition_tuples(ours_t, names) == _partition_tuples(expected, names)
+
+
+# ------------------------------------------------------------------------------------------------
+# typed stats
+
+
+def _stats_batch(k: int) -> pa.Table:
+    return pa.table(
+        {
+            "b": pa.array([1, -5, None], pa.int8()),
+            "sh": pa.array([300, -300, 7 + k], pa.int16()),
+            "i": pa.array([k, k + 10, None], pa.int32()),
+            "l": pa.array([2**40 + k, -(2**40), 0], pa.int64()),
+            "f": pa.array([1.25, -2.5 * k, None], pa.float32()),
+            "d": pa.array([3.125, float(k), -1e10], pa.float64()),
+            "s": pa.array(["zeta", f"alpha {k}", None], pa.string()),
+            "dt": pa.array([dt.date(2020, 1, k), dt.date(1969, 7, 20), None], pa.date32()),
+            "ts": pa.array(
+                [
+                    dt.datetime(2021, 1, 1, 0, 0, 0, 123456 + k, tzinfo=dt.timezone.utc),
+                    dt.datetime(1999, 12, 31, 23, 59, 59, 999999, tzinfo=dt.timezone.utc),
+                    None,
+                ],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "ntz": pa.array(
+                [dt.datetime(2021, 1, 1, 0, 0, 0, 654321), None, dt.datetime(2000, 1, k)], pa.timestamp("us")
+            ),
+            "dec": pa.array(
+                [decimal.Decimal("1.23"), decimal.Decimal(f"-9{k}.99"), None], pa.decimal128(5, 2)
+            ),
+            "st": pa.array(
+                [{"x": k, "y": "q"}, {"x": None, "y": "a"}, None],
+                pa.struct([("x", pa.int32()), ("y", pa.string())]),
+            ),
+            "id": pa.array([k, k, k], pa.int64()),
+        }
+    )
+
+
+def _floor_ms(v):
+    return v.replace(microsecond=v.microsecond // 1000 * 1000) if v is not None else None
+
+
+def _expected_stats(data: pa.Table) -> dict:
+    """What the writer's stats must say about ``data``: min/max (timestamps in ms), null counts."""
+    mins, maxs, nulls = {}, {}, {}
+    for name in data.column_names:
+        col = data.column(name).combine_chunks()
+        if pa.types.is_struct(col.type):
+            sub_min, sub_max, sub_null = {}, {}, {}
+            for f in col.type:
+                child = pc.struct_field(col, f.name)
+                mm = pc.min_max(child).as_py()
+                sub_min[f.name], sub_max[f.name] = mm["min"], mm["max"]
+                sub_null[f.name] = child.null_count
+            mins[name], maxs[name], nulls[name] = sub_min, sub_max, sub_null
+            continue
+        mm = pc.min_max(col).as_py()
+        lo, hi = mm["min"], mm["max"]
+        if pa.types.is_timestamp(col.type):
+            lo, hi = _floor_ms(lo), _floor_ms(hi)
+        mins[name], maxs[name], nulls[name] = lo, hi, col.null_count
+    return {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}
+
+
+@pytest.mark.parametrize("source", ["commit", "checkpoint-json", "checkpoint-struct"])
+def test_typed_stats_equal_written_values(tmp_path: Path, source: str):
+    t = tmp_path / "t"
+    config = None
+    if source == "checkpoint-struct":
+        config = {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": "false"}
+    batches = {k: _stats_batch(k) for k in (1, 2, 3)}
+    for k, b in batches.items():
+        deltalake.write_deltalake(str(t), b, mode="append", configuration=config if k == 1 else None)
+    if source != "commit":
+        deltalake.DeltaTable(str(t)).create_checkpoint()
+    snap = DeltaTable(str(t)).snapshot()
+    assert (snap.segment.checkpoint is not None) == (source != "commit")
+    files = snap.files()
+    stats_type = files.schema.field("stats").type
+    mm_type = stats_type.field("minValues").type
+    assert mm_type.field("ts").type == pa.timestamp("us", tz="UTC")
+    assert mm_type.field("ntz").type == pa.timestamp("us")
+    assert mm_type.field("dt").type == pa.date32()
+    assert mm_type.field("dec").type == pa.decimal128(5, 2)
+    assert mm_type.field("f").type == pa.float32()
+    assert mm_type.field("b").type == pa.int8()
+    assert files.num_rows == 3
+    for loc, stats in zip(
+        files.column("location").to_pylist(), files.column("stats").to_pylist(), strict=True
+    ):
+        k = pq.read_table(loc, columns=["id"]).column("id")[0].as_py()
+        want = _expected_stats(batches[k])
+        assert stats["numRecords"] == want["numRecords"]
+        for part in ("minValues", "maxValues", "nullCount"):
+            got = {name: stats[part][name] for name in want[part] if name != "id"}
+            exp = {name: want[part][name] for name in want[part] if name != "id"}
+            assert got == exp, (source, part, k)
+    assert count_rows(files) == 9
+
+
+# ------------------------------------------------------------------------------------------------
+# URL-encoded and absolute paths
+
+
+def _plain_table(t: Path, actions: list[dict]) -> None:
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    log_dir(t).mkdir(parents=True)
+    write_commit(
+        t,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": "t",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+            *actions,
+        ],
+    )
+
+
+def _add(path: str, size: int = 1) -> dict:
+    return {
+        "add": {"path": path, "partitionValues": {}, "size": size, "modificationTime": 1, "dataChange": True}
+    }
+
+
+def _remove(path: str) -> dict:
+    return {"remove": {"path": path, "deletionTimestamp": 2, "dataChange": True}}
+
+
+def test_url_encoded_paths_decode_once_and_match_across_encodings(tmp_path: Path):
+    t = tmp_path / "t"
+    _plain_table(
+        t,
+        [
+            _add("a%20b.parquet", 1),
+            _add("c%2520d.parquet", 2),
+            _add("dir%3Dx/e%23f.parquet", 3),
+            _add("g.parquet", 4),
+        ],
+    )
+    # A remove with a different (but equivalent) encoding of the same path removes it.
+    write_commit(t, 1, [_remove("%61%20b.parquet"), _remove("g%2Eparquet")])
+    snap = DeltaTable(str(t)).snapshot()
+    files = snap.files()
+    assert files_summary(files) == [("c%20d.parquet", 2), ("dir=x/e#f.parquet", 3)]
+    assert sorted(files.column("location").to_pylist()) == [
+        str(t / "c%20d.parquet"),
+        str(t / "dir=x/e#f.parquet"),
+    ]
+    assert files_summary(DeltaTable(str(t)).snapshot(version=0).files())[0] == ("a b.parquet", 1)
+
+
+def test_absolute_paths_and_file_uris_are_the_same_file(tmp_path: Path):
+    t = tmp_path / "t"
+    other = tmp_path / "elsewhere dir"
+    a = f"{other}/x y.parquet"
+    _plain_table(
+        t,
+        [
+            _add(a.replace(" ", "%20"), 10),
+            _add(f"file://{other}/lit%2520eral.parquet".replace(" ", "%20"), 11),
+            _add(f"file:{other}/h%23ash.parquet".replace(" ", "%20"), 12),
+        ],
+    )
+    files = DeltaTable(str(t)).snapshot().files()
+    locs = sorted(files.column("location").to_pylist())
+    assert locs == sorted([a, f"{other}/lit%20eral.parquet", f"{other}/h#ash.parquet"])
+    write_commit(
+        t,
+        1,
+        [
+            _remove(f"file://{a}".replace(" ", "%20")),
+            _remove(f"{other}/lit%2520eral.parquet".replace(" ", "%20")),
+        ],
+    )
+    assert DeltaTable(str(t)).snapshot().files().column("location").to_pylist() == [f"{other}/h#ash.parquet"]
+
+
+@pytest.mark.parametrize(
+    "name", ["canonicalized-paths-normal-a", "canonicalized-paths-normal-b", "canonicalized-paths-special-a"]
+)
+def test_corpus_canonicalized_paths_are_removed(name: str):
+    path = corpus_table(name)
+    log0 = commit_path(path, 0).read_text()
+    assert '"path":"/some/' in log0  # an absolute path, removed later as a file: URI
+    dt_ = DeltaTable(str(path))
+    assert dt_.snapshot(version=0).files().num_rows == 1
+    assert dt_.snapshot().files().num_rows == 0
+
+
+def test_corpus_special_characters_decoded_paths_exist():
+    for name in (
+        "data-reader-escaped-chars",
+        "delta-0.8.0-special-partition",
+        "v2-classic-checkpoint-parquet",
+    ):
+        files = DeltaTable(str(corpus_table(name))).snapshot().files()
+        assert files.num_rows > 0
+        for p, loc in zip(
+            files.column("path").to_pylist(), files.column("location").to_pylist(), strict=True
+        ):
+            assert "%" not in p or os.path.isfile(loc)
+            assert os.path.isfile(loc), loc
+
+
+def test_copy_preserves_table(tmp_path: Path):
+    """Sanity check of the copy helper used above: a copy reads exactly like the original."""
+    src = corpus_table("table_with_deletion_logs")
+    dst = copy_table(src, tmp_path / "copy")
+    assert comparable(sorted_files(dst)) == [
+        {**r, "location": r["location"].replace(str(src), str(dst))} for r in comparable(sorted_files(src))
+    ]
+    shutil.rmtree(dst)
+
+
+def _dv(path_or_inline: str, cardinality: int) -> dict:
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": path_or_inline,
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": cardinality,
+    }
+
+
+def test_file_actions_are_keyed_by_path_and_deletion_vector(tmp_path: Path):
+    """A DV update removes (path, old DV) and adds (path, new DV) in one commit; a remove of another
+    (path, DV) pair does not touch the live one; remove-then-add of one key in a commit re-adds it."""
+    t = tmp_path / "t"
+    _plain_table(t, [_add("f.parquet", 10), _add("g.parquet", 20)])
+    add_dv1 = _add("f.parquet", 10)
+    add_dv1["add"]["deletionVector"] = _dv("ab12cd34ef56gh78ij90", 2)
+    write_commit(t, 1, [_remove("f.parquet"), add_dv1])
+    add_dv2 = _add("f.parquet", 10)
+    add_dv2["add"]["deletionVector"] = _dv("zz12cd34ef56gh78ij90", 3)
+    remove_dv1 = _remove("f.parquet")
+    remove_dv1["remove"]["deletionVector"] = _dv("ab12cd34ef56gh78ij90", 2)
+    write_commit(t, 2, [remove_dv1, add_dv2])
+    write_commit(t, 3, [_remove("f.parquet"), remove_dv1])  # stale keys: no effect on (f, dv2)
+    write_commit(t, 4, [_remove("g.parquet"), _add("g.parquet", 21)])  # rewritten in place
+    dt_ = DeltaTable(str(t))
+
+    def live(version):
+        files = dt_.snapshot(version=version).files()
+        dvs = pc.struct_field(files.column("deletion_vector").combine_chunks(), "pathOrInlineDv").to_pylist()
+        return sorted(
+            zip(files.column("path").to_pylist(), files.column("size").to_pylist(), dvs, strict=True)
+        )
+
+    assert live(0) == [("f.parquet", 10, None), ("g.parquet", 20, None)]
+    assert live(1) == [("f.parquet", 10, "ab12cd34ef56gh78ij90"), ("g.parquet", 20, None)]
+    assert live(2) == [("f.parquet", 10, "zz12cd34ef56gh78ij90"), ("g.parquet", 20, None)]
+    assert live(3) == live(2)
+    assert live(4) == [("f.parquet", 10, "zz12cd34ef56gh78ij90"), ("g.parquet", 21, None)]
