@@ -103,6 +103,7 @@ class UnitReader:
         self.label = table_label
         self.version = version
         self._lock = threading.Lock()
+        self._fmt: ds.ParquetFileFormat | None = None
 
     # -- public -----------------------------------------------------------------------------
     def read(
@@ -140,6 +141,44 @@ class UnitReader:
             for u in selected:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
 
+    def _format(self, sample: ScanUnit) -> ds.ParquetFileFormat:
+        """The parquet format for fast-path reads, chosen once per reader from one file's footer.
+
+        Low-cardinality string columns (small dictionary pages) are decoded as dictionaries and
+        cast to string by the dataset: measured 2x cheaper than pyarrow's plain string decode
+        (TPC-H l_returnflag: 0.40 s -> 0.21 s for 6M rows), while high-cardinality ones would be
+        2x slower that way, so they keep the plain decode.
+        """
+        with self._lock:
+            if self._fmt is not None:
+                return self._fmt
+        dict_cols: list[str] = []
+        strings = {
+            pf.name for pf in self.rs.physical
+            if pa.types.is_string(pf.type) or pa.types.is_large_string(pf.type)
+        }
+        if strings:
+            try:
+                md = pq.ParquetFile(sample.location, filesystem=self.storage.arrow_fs).metadata
+                if md.num_row_groups:
+                    rg = md.row_group(0)
+                    for i in range(rg.num_columns):
+                        col = rg.column(i)
+                        name = col.path_in_schema
+                        if name in strings and col.has_dictionary_page and col.dictionary_page_offset is not None:
+                            dict_bytes = col.data_page_offset - col.dictionary_page_offset
+                            if 0 < dict_bytes * 10 < col.total_compressed_size:
+                                dict_cols.append(name)
+            except (OSError, pa.ArrowInvalid):
+                dict_cols = []
+        opts: dict[str, Any] = {"coerce_int96_timestamp_unit": "us"}
+        if dict_cols:
+            opts["dictionary_columns"] = dict_cols
+        fmt = ds.ParquetFileFormat(read_options=opts)
+        with self._lock:
+            self._fmt = fmt
+        return fmt
+
     def _filters_text(self, predicate: Any) -> bool:
         from .predicate import referenced_columns
 
@@ -170,11 +209,12 @@ class UnitReader:
     def _read_plain(self, units, columns, pfilter, out_schema, bs) -> Iterator[pa.RecordBatch]:
         phys_names = self.rs.to_physical()
         fs = self.storage.arrow_fs
+        fmt = self._format(units[0])
         frags = [
-            _FORMAT.make_fragment(u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None)
+            fmt.make_fragment(u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None)
             for u in units
         ]
-        dataset = ds.FileSystemDataset(frags, self.rs.physical, _FORMAT, fs)
+        dataset = ds.FileSystemDataset(frags, self.rs.physical, fmt, fs)
         phys_cols = [phys_names[c] for c in columns]
         try:
             scanner = dataset.scanner(
