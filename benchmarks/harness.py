@@ -311,6 +311,17 @@ def canonical_table(table, digits: int = 6, numbers: str = "code"):
     return pa.Table.from_arrays(cols, names=names)
 
 
+def _column_checksums(ct) -> dict[str, str]:
+    """Per-column order-independent checksums (to name the columns that differ)."""
+    try:
+        import numpy as np
+        import polars as pl
+    except ImportError:  # pragma: no cover
+        return {}
+    df = pl.from_arrow(ct, rechunk=False)
+    return {c: f"{int(np.sum(df[c].hash(seed=0).to_numpy(), dtype=np.uint64)):016x}" for c in df.columns}
+
+
 def _row_checksum(ct) -> str:
     """Order-independent checksum: sum (mod 2**64) of per-row hashes."""
     try:
@@ -400,6 +411,7 @@ def fingerprint(obj, digits: int = 6) -> dict:
         "rows": t.num_rows,
         "checksum": _row_checksum(ct),
         "columns": sorted(t.column_names),
+        "column_checksums": _column_checksums(ct) if ct.num_columns else {},
         "preview": preview,
     }
     if t.num_rows <= VALUES_MAX_ROWS:
@@ -620,10 +632,19 @@ def _ordered(values: Iterable[str]) -> list[str]:
     return list(seen)
 
 
-def check_fingerprints(results: list[dict], baseline: str | None = None) -> list[str]:
+Baseline = str | list[str] | tuple[str, ...] | None
+
+
+def _bases(baseline: Baseline) -> list[str]:
+    if not baseline:
+        return []
+    return [baseline] if isinstance(baseline, str) else list(baseline)
+
+
+def check_fingerprints(results: list[dict], baseline: Baseline = None) -> list[str]:
     """Compare fingerprints within each (section, group, check) across engines.
 
-    The reference is the baseline engine's result if present, else the first engine's. Marks each
+    The reference is the (first present) baseline engine's result, else the first engine's. Marks each
     record with ``fingerprint_match`` (True / False / None) and returns mismatch descriptions."""
     problems = []
     buckets: dict[tuple, list[dict]] = {}
@@ -635,17 +656,23 @@ def check_fingerprints(results: list[dict], baseline: str | None = None) -> list
     for (section, group, _), recs in buckets.items():
         if len(recs) < 2:
             continue
-        ref = next((r for r in recs if r["engine"] == baseline), recs[0])
+        ref = next((r for b in _bases(baseline) for r in recs if r["engine"] == b), recs[0])
         key = (ref["fingerprint"].get("rows"), ref["fingerprint"].get("checksum"))
         for r in recs:
             fp = r["fingerprint"]
             r["fingerprint_match"] = fingerprints_match(fp, ref["fingerprint"])
             if not r["fingerprint_match"]:
-                problems.append(
-                    f"{section}/{group}: {r['engine']} rows={fp.get('rows')} checksum={fp.get('checksum')}"
-                    f" preview={fp.get('preview')!r} != {ref['engine']} rows={key[0]} checksum={key[1]}"
+                ca = fp.get("column_checksums") or {}
+                cb = ref["fingerprint"].get("column_checksums") or {}
+                cols = sorted(c for c in set(ca) | set(cb) if ca.get(c) != cb.get(c))
+                detail = (
+                    f"rows={fp.get('rows')} checksum={fp.get('checksum')} preview={fp.get('preview')!r}"
+                    f" != {ref['engine']} rows={key[0]} checksum={key[1]}"
                     f" preview={ref['fingerprint'].get('preview')!r}"
                 )
+                if cols and fp.get("rows") == key[0]:
+                    detail += f"; columns that differ: {', '.join(cols)}"
+                problems.append(f"{section}/{group}: {r['engine']} {detail}")
     for r in results:
         if r.get("fingerprint_stable") is False:
             problems.append(f"{r['id']}: result differs between worker processes")
@@ -677,13 +704,14 @@ def _ratio(a: float | None, b: float | None) -> str:
 
 
 def format_table(
-    results: list[dict], baseline: str | None = None, section: str | None = None, metric: str = "wall"
+    results: list[dict], baseline: Baseline = None, section: str | None = None, metric: str = "wall"
 ) -> str:
     """Markdown tables: per section, rows = engines, columns = groups, cells = ``warm [first]``
     wall times (``metric="cpu"``: CPU seconds of those runs).
 
-    With ``baseline`` (an engine label), a second table gives every engine's ratio against it per
-    column (``warm ratio [first ratio]``, < 1 = faster than the baseline)."""
+    With ``baseline`` (an engine label, or a list: the first one present in a section is used), a
+    second table gives every engine's ratio against it per column (``warm ratio [first ratio]``,
+    < 1 = faster than the baseline)."""
     kw, kf = METRICS[metric]
     out = []
     sections = _ordered(r["section"] for r in results) if section is None else [section]
@@ -708,16 +736,17 @@ def format_table(
         for e in engines:
             out.append(f"| {e} | " + " | ".join(_cell(by.get((e, g)), metric) for g in groups) + " |")
         out.append("")
-        if baseline and any(e == baseline for e in engines) and len(engines) > 1:
-            out.append(f"Ratio to `{baseline}` (warm [first]; < 1 is faster):\n")
+        base = next((b for b in _bases(baseline) if b in engines), None)
+        if base and len(engines) > 1:
+            out.append(f"Ratio to `{base}` (warm [first]; < 1 is faster):\n")
             out.append("| engine | " + " | ".join(groups) + " |")
             out.append("|---|" + "---|" * len(groups))
             for e in engines:
-                if e == baseline:
+                if e == base:
                     continue
                 cells = []
                 for g in groups:
-                    r, b = by.get((e, g)), by.get((baseline, g))
+                    r, b = by.get((e, g)), by.get((base, g))
                     if not r or not b or r.get("error") or b.get("error"):
                         cells.append("-")
                     else:
@@ -752,7 +781,7 @@ def format_resources(results: list[dict]) -> str:
     return "\n".join(out)
 
 
-def format_report(results: list[dict], baseline: str | None = None) -> str:
+def format_report(results: list[dict], baseline: Baseline = None) -> str:
     problems = check_fingerprints(results, baseline)
     parts = [format_table(results, baseline)]
     parts.append(
@@ -846,7 +875,7 @@ def bench_main(
     build_cases: Callable[[argparse.Namespace], list[Case]],
     *,
     description: str = "",
-    baseline: str | None = None,
+    baseline: Baseline = None,
     argv: list[str] | None = None,
     extra_args: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> list[dict]:

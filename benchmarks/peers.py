@@ -457,7 +457,7 @@ def main(argv: list[str] | None = None) -> None:
             cases += SUITES[s](args)
         return cases
 
-    baseline = BASELINES[SUITE_KIND[chosen[0]]] if len({SUITE_KIND[s] for s in chosen}) == 1 else None
+    baseline = list(dict.fromkeys(BASELINES[SUITE_KIND[s]] for s in chosen))
     bench_main(
         build,
         description="peer reference suites: " + ", ".join(SUITES) + " (default all)",
