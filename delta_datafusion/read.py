@@ -35,7 +35,7 @@ MIN_BATCH_SIZE = 131072
 
 _FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
 DV_CACHE = DeletionVectorCache()
-_VIEW_CACHE: dict[tuple[str, int], bool] = {}
+_VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
 _VIEW_LOCK = threading.Lock()
 
 
@@ -123,13 +123,16 @@ class UnitReader:
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
         plain = [u for u in units if not u.needs_row_selection]
         selected = [u for u in units if u.needs_row_selection]
-        if plain and predicate is not None and self._filters_text(predicate):
-            # pyarrow cannot compare a string literal with a string_view column stored by some
-            # writers (delta-rs UPDATE/MERGE); such files are read, cast, then filtered.
-            views = [u for u in plain if self._has_view_types(u)]
-            if views:
-                plain = [u for u in plain if not self._has_view_types(u)]
-                selected = selected + views
+        if plain and predicate is not None:
+            text_cols = self._filtered_text_columns(predicate)
+            if text_cols:
+                # pyarrow cannot compare a string literal with a string_view column stored by some
+                # writers (delta-rs UPDATE/MERGE); files storing a filtered column as a view are
+                # read, cast, then filtered.
+                views = [u for u in plain if self._view_columns(u) & text_cols]
+                if views:
+                    plain = [u for u in plain if not (self._view_columns(u) & text_cols)]
+                    selected = selected + views
         if plain:
             phys = self.rs.to_physical()
             renamed = {k: v for k, v in phys.items() if k != v}
@@ -179,28 +182,31 @@ class UnitReader:
             self._fmt = fmt
         return fmt
 
-    def _filters_text(self, predicate: Any) -> bool:
+    def _filtered_text_columns(self, predicate: Any) -> frozenset[str]:
+        """Physical names of the string/binary file columns the predicate reads."""
         from .predicate import referenced_columns
 
+        phys = self.rs.to_physical()
+        out = set()
         for name in referenced_columns(predicate):
             idx = self.rs.logical.get_field_index(name)
-            if idx >= 0:
+            if idx >= 0 and name in self.rs.file_columns:
                 t = self.rs.logical.field(idx).type
                 if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t):
-                    return True
-        return False
+                    out.add(phys[name])
+        return frozenset(out)
 
-    def _has_view_types(self, unit: ScanUnit) -> bool:
-        """Whether the file stores any string_view/binary_view column (footer read once, cached)."""
+    def _view_columns(self, unit: ScanUnit) -> frozenset[str]:
+        """Top-level columns the file stores as string_view/binary_view (footer read once, cached)."""
         key = (unit.location, unit.size)
         with _VIEW_LOCK:
             if key in _VIEW_CACHE:
                 return _VIEW_CACHE[key]
         try:
             schema = pq.read_schema(unit.location, filesystem=self.storage.arrow_fs)
-            found = any(_is_view(f.type) for f in schema)
+            found = frozenset(f.name for f in schema if _is_view(f.type))
         except (OSError, pa.ArrowInvalid):
-            found = False  # the read itself will report the problem
+            found = frozenset()  # the read itself will report the problem
         with _VIEW_LOCK:
             _VIEW_CACHE[key] = found
         return found

@@ -122,7 +122,7 @@ def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
         return decoded
     special = pc.fill_null(pc.or_(pc.starts_with(decoded, "/"), pc.match_substring(decoded, ":")), False)
     root = storage.root.rstrip("/") + "/"
-    joined = pc.binary_join_element_wise(pa.scalar(root), decoded, "")
+    joined = pc.binary_join_element_wise(pa.scalar(root, pa.string()), decoded, "")
     if not pc.any(special).as_py():
         return joined
     values = joined.to_pylist()

@@ -140,6 +140,10 @@ class DeltaDataset(ds.Dataset):
     def _predicate(self, filter: Any) -> Any:  # noqa: A002
         if filter is None:
             return None
+        if isinstance(filter, pa.Scalar):  # a contradiction folded by DataFusion (e.g. a = 0 AND a = 1)
+            from ..predicate import BoolLiteral
+
+            return BoolLiteral(bool(filter.as_py()) if filter.is_valid else None)
         from ..predicate import from_pyarrow
 
         try:

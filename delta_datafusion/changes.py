@@ -1,0 +1,1315 @@
+"""The change data feed (CDF): the rows inserted, deleted and updated between two versions.
+
+Semantics follow PROTOCOL.md (Add CDC File, Deletion Vectors, In-Commit Timestamps) and
+delta-kernel-rs ``table_changes``:
+
+* a commit holding ``cdc`` actions contributes only its change data files; the files store
+  ``_change_type`` themselves, ``_commit_version`` / ``_commit_timestamp`` are constants;
+* any other commit contributes its ``add`` (``insert``) and ``remove`` (``delete``) actions with
+  ``dataChange = true``; ``dataChange = false`` actions (OPTIMIZE, ...) contribute nothing;
+* an ``add`` with a deletion vector contributes its rows not deleted by that vector, a ``remove``
+  with one its rows that were still live (the vector's rows are skipped);
+* a commit that removes a file and re-adds the same path (a new deletion vector) contributes only
+  the rows whose deletion state changed: rows in the new vector but not the old one as ``delete``,
+  rows in the old vector but not the new one as ``insert`` (un-deleted);
+* ``_commit_timestamp`` is the in-commit timestamp where in-commit timestamps are enabled, else the
+  commit file's modification time (made strictly increasing, as time travel does), as
+  ``timestamp[us, UTC]``;
+* timestamps resolve to versions like time travel: a start timestamp selects the first commit at
+  or after it, an end timestamp the last commit at or before it; ``end`` is inclusive;
+* the change data feed must be enabled (``delta.enableChangeDataFeed``) at the start version and in
+  every ``metaData`` action inside the range, else :class:`~.errors.CdfNotEnabledError` names the
+  version. Protocols in the range must be readable.
+* the output schema is the end version's schema plus ``_change_type``, ``_commit_version`` and
+  ``_commit_timestamp``. Schema changes inside the range are allowed as long as the columns read
+  are compatible (same physical column, same or widened type, same partitioning); columns added
+  later read as NULL for older changes. Reading an incompatible column is a
+  :class:`~.errors.ChangeDataFeedError` naming the column and the version.
+
+Planning (:meth:`ChangeFeed.plan`) works on one Arrow table of *change sources* (one row per file
+to read, with kind, change type, version, timestamp, typed partition values and stats, and the
+row selection) and prunes them in three stages before any data is read: by the conjuncts on the
+change columns (evaluated on each source's constants; a cdc file may hold any change type), then
+by partition values, then by file statistics (adds and removes that carry stats; cdc files have
+none and are kept). Rows are read by :class:`~.read.UnitReader`, which fills partition values and
+the change constants and applies row selection, projection and the row filter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import (
+    CdfNotEnabledError,
+    ChangeDataFeedError,
+    DeltaError,
+    InvalidRangeError,
+    VersionNotFoundError,
+)
+from .log.actions import (
+    commit_schema,
+    find_protocol_and_metadata,
+    parse_json_actions,
+    partition_values_type,
+    read_commits,
+)
+from .log.segment import LogListing, build_segment, list_log
+from .partition_values import typed_partition_values
+from .protocol import Metadata, Protocol
+from .replay import decode_paths, flatten_file_actions, resolve_paths
+from .scan_unit import ScanUnit
+from .schema import physical_name
+from .stats import typed_stats
+from .timestamps import CommitTimeline
+
+if TYPE_CHECKING:
+    from .read import UnitReader
+    from .table import DeltaTable
+
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+CHANGE_FIELDS = (
+    pa.field(CHANGE_TYPE, pa.string()),
+    pa.field(COMMIT_VERSION, pa.int64()),
+    pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE),
+)
+#: The change types the protocol defines; a cdc file may hold any of them (and, from
+#: non-standard writers, other strings: see :func:`_change_type_candidates`).
+STANDARD_CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
+
+#: Source kinds in the change-source table.
+KIND_CDC, KIND_ADD, KIND_REMOVE, KIND_DV_UPDATE = "cdc", "add", "remove", "dv_update"
+
+_DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+    ]
+)
+
+#: Columns of :attr:`ChangeFeed.sources` (and :meth:`ChangeScan.files`), in order.
+SOURCE_COLUMNS = [
+    "kind",
+    "change_type",
+    "version",
+    "timestamp",
+    "path",
+    "location",
+    "size",
+    "partition_values",
+    "stats",
+    "deletion_vector",
+    "only_rows",
+    "drop_rows",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# Range arguments
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A point in time in microseconds since the epoch (UTC); a change-range bound by time."""
+
+    micros: int
+
+    @classmethod
+    def from_nanos(cls, ns: int, round_up: bool) -> Instant:
+        return cls(-((-ns) // 1000) if round_up else ns // 1000)
+
+    def __str__(self) -> str:
+        return _fmt_us(self.micros)
+
+
+def _fmt_us(us: int) -> str:
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)).isoformat()
+
+
+def as_bound(value: Any, argument: str) -> int | Instant | None:
+    """A version (int) or an :class:`Instant` from what a user passes (int, datetime, date, str)."""
+    if value is None:
+        return None
+    if isinstance(value, Instant):
+        return value
+    if isinstance(value, bool):
+        raise DeltaError(f"table_changes: {argument} must be a version or a timestamp, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if v < 0:
+            raise InvalidRangeError(f"table_changes: {argument} version must not be negative, got {v}")
+        return v
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        norm = text.replace("Z", "+00:00")
+        if len(norm) > 10 and norm[10] == " ":
+            norm = norm[:10] + "T" + norm[11:]
+        try:
+            parsed = dt.datetime.fromisoformat(norm)
+        except ValueError:
+            try:
+                parsed = dt.datetime.combine(dt.date.fromisoformat(norm), dt.time())
+            except ValueError as e:
+                raise DeltaError(
+                    f"table_changes: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
+                ) from e
+        value = parsed
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    if isinstance(value, dt.date):
+        return as_bound(dt.datetime(value.year, value.month, value.day), argument)
+    if hasattr(value, "value") and hasattr(value, "to_pydatetime"):  # pandas.Timestamp
+        return Instant.from_nanos(int(value.value), round_up=argument == "start")
+    raise DeltaError(
+        f"table_changes: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
+        f"string), got {value!r}"
+    )
+
+
+def resolve_range(
+    table: DeltaTable, start: Any, end: Any, listing: LogListing | None = None
+) -> tuple[int, int]:
+    """(start version, end version) of a change range; ``end`` None means the latest version."""
+    listing = listing or table._listing()
+    s = as_bound(start, "start")
+    e = as_bound(end, "end")
+    if s is None:
+        raise InvalidRangeError("table_changes: a start version or timestamp is required")
+    latest = listing.latest_version()
+    timeline = None
+    if isinstance(s, Instant) or isinstance(e, Instant):
+        timeline = _timeline(table, listing)
+    if isinstance(s, Instant):
+        ms = -((-s.micros) // 1000)  # commits are in ms: first commit at or after the instant
+        try:
+            s_v = timeline.version_at_or_after(ms)
+        except VersionNotFoundError as err:
+            raise VersionNotFoundError(f"table_changes start: {err}") from err
+    else:
+        s_v = s
+    if e is None:
+        e_v = latest
+    elif isinstance(e, Instant):
+        try:
+            e_v = timeline.version_at_or_before(e.micros // 1000)
+        except VersionNotFoundError as err:
+            raise VersionNotFoundError(f"table_changes end: {err}") from err
+    else:
+        e_v = e
+    where = table.storage.root_uri
+    if s_v > latest:
+        raise VersionNotFoundError(
+            f"table_changes: start version {s_v} is after the latest version {latest} of {where}"
+        )
+    if s_v > e_v:
+        if isinstance(s, Instant) or isinstance(e, Instant):
+            raise InvalidRangeError(
+                f"table_changes: the range {_bound_text(s)} .. {_bound_text(e)} selects no commit of {where} "
+                f"(start resolves to version {s_v}, end to version {e_v})"
+            )
+        raise InvalidRangeError(f"table_changes: start version {s_v} is after end version {e_v}")
+    if e_v > latest:
+        raise VersionNotFoundError(
+            f"table_changes: end version {e_v} is after the latest version {latest} of {where}"
+        )
+    return s_v, e_v
+
+
+def _bound_text(b: int | Instant | None) -> str:
+    if b is None:
+        return "latest"
+    return f"version {b}" if isinstance(b, int) else f"timestamp {b}"
+
+
+_TIMELINES: OrderedDict[tuple, CommitTimeline] = OrderedDict()
+_TIMELINE_LOCK = threading.Lock()
+
+
+def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
+    """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
+    key = (table.storage.root_uri, _options_key(table.storage.storage_options), _listing_key(listing))
+    with _TIMELINE_LOCK:
+        hit = _TIMELINES.get(key)
+        if hit is not None:
+            _TIMELINES.move_to_end(key)
+            return hit
+    timeline = table.timeline(listing)
+    with _TIMELINE_LOCK:
+        _TIMELINES[key] = timeline
+        while len(_TIMELINES) > 8:
+            _TIMELINES.popitem(last=False)
+    return timeline
+
+
+def _options_key(options: dict[str, Any]) -> tuple:
+    return tuple(sorted((str(k), repr(v)) for k, v in (options or {}).items()))
+
+
+def _listing_key(listing: LogListing) -> tuple:
+    versions = listing.commit_versions
+    info = tuple((v, listing.commits[v].size, listing.commits[v].mtime_ms) for v in versions[-1:])
+    return (len(versions), versions[0] if versions else None, info, tuple(sorted(listing.checkpoints)))
+
+
+# --------------------------------------------------------------------------------------------
+# Schema compatibility across the range
+# --------------------------------------------------------------------------------------------
+
+_INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4}
+
+
+def _is_widening(old: pa.DataType, new: pa.DataType) -> bool:
+    """Type changes Delta type widening allows (old files read through a cast)."""
+    if old == new:
+        return True
+    if old in _INT_RANK and new in _INT_RANK:
+        return _INT_RANK[old] <= _INT_RANK[new]
+    if old in _INT_RANK and pa.types.is_float64(new):
+        return True
+    if pa.types.is_float32(old) and pa.types.is_float64(new):
+        return True
+    if pa.types.is_date32(old) and pa.types.is_timestamp(new) and new.tz is None:
+        return True
+    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
+        return new.scale >= old.scale and (new.precision - new.scale) >= (old.precision - old.scale)
+    if old in _INT_RANK and pa.types.is_decimal(new):
+        digits = {1: 3, 2: 5, 3: 10, 4: 20}[_INT_RANK[old]]
+        return new.precision - new.scale >= digits
+    return False
+
+
+def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
+    """End-schema columns that cannot be read from files written under ``old`` (name -> reason)."""
+    if (
+        old.schema_string == end.schema_string
+        and old.partition_columns == end.partition_columns
+        and (old.column_mapping_mode == end.column_mapping_mode)
+    ):
+        return {}
+    out: dict[str, str] = {}
+    old_by_phys = {}
+    for f in old.schema_json["fields"]:
+        old_by_phys[physical_name(f, old.column_mapping_mode)] = f
+    for f in end.schema_json["fields"]:
+        name = f["name"]
+        phys = physical_name(f, end.column_mapping_mode)
+        of = old_by_phys.get(phys)
+        end_part = name in end.partition_columns
+        if of is None:
+            if end_part:
+                out[name] = "became a partition column"
+            continue  # added later: NULL for older changes
+        old_part = of["name"] in old.partition_columns
+        if old_part != end_part:
+            out[name] = "partitioning changed" + (" (was a partition column)" if old_part else "")
+            continue
+        old_t = old.physical_schema.field(phys).type
+        new_t = end.physical_schema.field(phys).type
+        if not _is_widening(old_t, new_t):
+            out[name] = f"type changed from {old_t} to {new_t}"
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The change feed of a version range
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class PlanResult:
+    """What :meth:`ChangeFeed.plan` selected and how many sources each pruning stage left."""
+
+    units: list[ScanUnit]
+    selected: pa.Table
+    total: int
+    after_change: int
+    after_partition: int
+    after_stats: int
+    predicate: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ChangeFeed:
+    """The change sources of ``start..end`` of a table (immutable, cached, shareable)."""
+
+    def __init__(self, table: DeltaTable, start: int, end: int, listing: LogListing | None = None):
+        from .snapshot import Snapshot
+
+        self.table = table
+        self.storage = storage = table.storage
+        self.start = start
+        self.end = end
+        listing = listing or table._listing()
+        where = storage.root_uri
+        missing = [v for v in range(start, end + 1) if v not in listing.commits]
+        if missing:
+            have = listing.commit_versions
+            span = f"{have[0]}..{have[-1]}" if have else "none"
+            raise VersionNotFoundError(
+                f"table_changes: the commit files of versions {_ranges(missing)} of {where} are not available "
+                f"(log cleaned up or never written); commits available: {span}"
+            )
+        commits = read_commits(storage, [(v, listing.commits[v]) for v in range(start, end + 1)])
+        # The start snapshot gives protocol and metadata in force at the start.
+        segment = build_segment(listing, start)
+        reuse = {c.version: c for c in commits}
+        seg_data = None
+        if all(v in reuse for v, _ in segment.commits):
+            seg_data = [reuse[v] for v, _ in segment.commits]
+        start_snap = Snapshot(storage, segment, seg_data)
+        if not start_snap.metadata.change_data_feed_enabled:
+            raise CdfNotEnabledError(
+                f"change data feed is not enabled at version {start} of {where} (table property "
+                f"delta.enableChangeDataFeed is not 'true'); it must be enabled for every version of the range "
+                f"{start}..{end}"
+            )
+        # Walk the protocol/metaData actions of the range (byte search: cheap for big commits).
+        segments: list[tuple[int, Metadata]] = [(start, start_snap.metadata)]
+        protocol = start_snap.protocol
+        for c in commits:
+            if c.version == start:
+                continue
+            p, m = find_protocol_and_metadata(c.data, c.info.path)
+            if p is not None:
+                protocol = Protocol.from_action(p, c.info.path)
+                protocol.check_readable(c.info.path)
+            if m is not None:
+                md = Metadata.from_action(m, c.info.path)
+                if not md.change_data_feed_enabled:
+                    raise CdfNotEnabledError(
+                        f"change data feed is not enabled at version {c.version} of {where} (its metaData "
+                        f"action does not set delta.enableChangeDataFeed=true); the range {start}..{end} must "
+                        f"have it enabled for every version"
+                    )
+                segments.append((c.version, md))
+        self.protocol = protocol
+        self.metadata: Metadata = segments[-1][1]
+        self.segments = segments
+        self.incompatible = self._schema_changes(segments)
+        md = self.metadata
+        self.partition_columns = list(md.partition_columns)
+        self.schema = pa.schema(
+            list(md.arrow_schema) + list(CHANGE_FIELDS), metadata=md.arrow_schema.metadata
+        )
+        self.physical_partitions = md.physical_partition_columns()
+        self.commit_timestamps = self._timestamps(table, listing, commits)
+        self.sources = self._build_sources(commits)
+        self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
+        self._physical_names = {
+            f["name"]: physical_name(f, md.column_mapping_mode) for f in md.schema_json["fields"]
+        }
+        self._change_types = np.asarray(self.sources.column("change_type").to_pylist(), dtype=object)
+
+    # -- construction ----------------------------------------------------------------------
+    def _schema_changes(self, segments: list[tuple[int, Metadata]]) -> dict[str, list[tuple[int, int, str]]]:
+        """Column -> [(first version, last version, reason)] of the ranges it cannot be read from."""
+        out: dict[str, list[tuple[int, int, str]]] = {}
+        end_md = segments[-1][1]
+        for i, (v, md) in enumerate(segments[:-1]):
+            last = segments[i + 1][0] - 1
+            for col, why in _incompatible_columns(md, end_md).items():
+                out.setdefault(col, []).append((v, last, why))
+        return out
+
+    def _timestamps(self, table: DeltaTable, listing: LogListing, commits) -> np.ndarray:
+        """Commit timestamps (us) of start..end: in-commit timestamps where enabled, else mtimes."""
+        ict = self.metadata.ict_enablement
+        out = np.zeros(self.end - self.start + 1, dtype=np.int64)
+        need_mtime = [c for c in commits if ict is None or c.version < ict[0]]
+        if need_mtime:
+            timeline = CommitTimeline(self.storage, listing, self.metadata)
+            for c in need_mtime:
+                out[c.version - self.start] = timeline.timestamp(c.version) * 1000
+        from .timestamps import read_in_commit_timestamp
+
+        for c in commits:
+            if ict is not None and c.version >= ict[0]:
+                out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
+        return out
+
+    def _build_sources(self, commits) -> pa.Table:
+        storage, parts = self.storage, self.physical_partitions
+        schema = _changes_commit_schema(partition_values_type(parts))
+        actions, counts = parse_json_actions(
+            [c.data for c in commits], schema, [c.info.path for c in commits]
+        )
+        per_row = pa.array(
+            np.repeat(np.array([c.version for c in commits], dtype=np.int64), counts), pa.int64()
+        )
+
+        def flat(name: str) -> pa.Table:
+            t = flatten_file_actions(actions.column(name), parts, per_row)
+            if t.num_rows == 0:
+                return t.append_column("location", pa.array([], pa.string()))
+            decoded = decode_paths(t.column("path"))
+            t = t.set_column(t.schema.get_field_index("path"), "path", decoded)
+            return t.append_column("location", resolve_paths(storage, decoded))
+
+        cdc = flat("cdc")
+        adds = flat("add")
+        removes = flat("remove")
+        cdc_versions = (
+            pc.unique(cdc.column("version").combine_chunks()) if cdc.num_rows else pa.array([], pa.int64())
+        )
+
+        def data_change(t: pa.Table) -> pa.Table:
+            if t.num_rows == 0:
+                return t
+            keep = pc.fill_null(t.column("dataChange"), True)
+            if len(cdc_versions):
+                keep = pc.and_(keep, pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
+            return t.filter(keep)
+
+        adds, removes = data_change(adds), data_change(removes)
+        pieces: list[pa.Table] = []
+        if cdc.num_rows:
+            pieces.append(_piece(cdc, KIND_CDC, None, None, None, with_stats=False))
+        # Pairs: a remove and an add of the same file in one commit (deletion vector updates).
+        add_pk = _pair_key(adds)
+        rem_pk = _pair_key(removes)
+        if adds.num_rows and removes.num_rows:
+            paired_add = pc.is_in(add_pk, value_set=rem_pk)
+            paired_rem = pc.is_in(rem_pk, value_set=add_pk)
+        else:
+            paired_add = pa.array(np.zeros(adds.num_rows, dtype=bool))
+            paired_rem = pa.array(np.zeros(removes.num_rows, dtype=bool))
+        plain_adds = adds.filter(pc.invert(paired_add))
+        plain_removes = removes.filter(pc.invert(paired_rem))
+        if plain_adds.num_rows:
+            dv = plain_adds.column("deletionVector").combine_chunks()
+            pieces.append(_piece(plain_adds, KIND_ADD, "insert", None, dv))
+        if plain_removes.num_rows:
+            dv = plain_removes.column("deletionVector").combine_chunks()
+            pieces.append(_piece(plain_removes, KIND_REMOVE, "delete", None, dv))
+        if pc.any(paired_add).as_py():
+            pa_adds = adds.filter(paired_add)
+            idx = pc.index_in(_pair_key(pa_adds), value_set=rem_pk)
+            old_dv = removes.column("deletionVector").combine_chunks().take(idx)
+            new_dv = pa_adds.column("deletionVector").combine_chunks()
+            same = pc.fill_null(pc.equal(_dv_ids(old_dv), _dv_ids(new_dv)), False)
+            # newly deleted rows: in the new vector, not in the old one
+            deleted = pc.and_(new_dv.is_valid(), pc.invert(same))
+            if pc.any(deleted).as_py():
+                pieces.append(
+                    _piece(
+                        pa_adds.filter(deleted),
+                        KIND_DV_UPDATE,
+                        "delete",
+                        new_dv.filter(deleted),
+                        old_dv.filter(deleted),
+                    )
+                )
+            # un-deleted rows: in the old vector, not in the new one
+            restored = pc.and_(old_dv.is_valid(), pc.invert(same))
+            if pc.any(restored).as_py():
+                pieces.append(
+                    _piece(
+                        pa_adds.filter(restored),
+                        KIND_DV_UPDATE,
+                        "insert",
+                        old_dv.filter(restored),
+                        new_dv.filter(restored),
+                    )
+                )
+        if not pieces:
+            raw = _empty_raw_sources(parts)
+        else:
+            raw = pa.concat_tables(pieces, promote_options="permissive")
+            raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
+        return self._typed_sources(raw)
+
+    def _typed_sources(self, raw: pa.Table) -> pa.Table:
+        md = self.metadata
+        n = raw.num_rows
+        part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
+        pv = typed_partition_values(
+            raw.column("partitionValues").combine_chunks() if n else None,
+            self.physical_partitions,
+            part_fields,
+            n,
+        )
+        stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n)
+        versions = raw.column("version").combine_chunks()
+        ts = (
+            self.commit_timestamps[pc.subtract(versions, self.start).to_numpy(zero_copy_only=False)]
+            if n
+            else []
+        )
+        return pa.table(
+            {
+                "kind": raw.column("kind"),
+                "change_type": raw.column("change_type"),
+                "version": versions,
+                "timestamp": pa.array(np.asarray(ts, dtype=np.int64), pa.int64()).cast(TIMESTAMP_TYPE),
+                "path": raw.column("path"),
+                "location": raw.column("location"),
+                "size": raw.column("size"),
+                "partition_values": pv,
+                "stats": stats,
+                "deletion_vector": raw.column("deletionVector"),
+                "only_rows": raw.column("only_rows"),
+                "drop_rows": raw.column("drop_rows"),
+            }
+        )
+
+    # -- planning --------------------------------------------------------------------------
+    def _keep(
+        self,
+        pred: Any,
+        rows: np.ndarray,
+        stats: pa.Array | None = None,
+        type_ranges: dict[int, tuple[str, str]] | None = None,
+    ) -> np.ndarray:
+        """For each source index in ``rows``: may it hold a row for which ``pred`` is TRUE?
+
+        Adds and removes are judged on their constants, partition values and stats. A cdc file
+        stores ``_change_type`` per row, so it is judged once per value it may hold (see
+        :func:`_change_type_candidates`); ``type_ranges`` (position in ``rows`` -> footer min/max
+        of ``_change_type``) narrows those values. ``stats`` replaces the sources' stats.
+        """
+        from .predicate import TRUE
+        from .skipping import file_keep_mask
+
+        if pred is None or pred == TRUE or len(rows) == 0:
+            return np.ones(len(rows), dtype=bool)
+        src = self.sources
+        is_cdc = self._kinds[rows] == KIND_CDC
+        ct_rows = self._change_types[rows]
+        literals, safe = _change_type_literals(pred)
+        cdc_pred = pred if safe else _without_column(pred, CHANGE_TYPE)
+        out = np.zeros(len(rows), dtype=bool)
+        for group_pred, members in ((pred, np.flatnonzero(~is_cdc)), (cdc_pred, np.flatnonzero(is_cdc))):
+            if len(members) == 0:
+                continue
+            if group_pred == TRUE:
+                out[members] = True
+                continue
+            pos: list[int] = []
+            types: list[str | None] = []
+            for i in members:
+                if not is_cdc[i]:
+                    pos.append(i)
+                    types.append(ct_rows[i])
+                    continue
+                values = (
+                    _change_type_candidates(literals, (type_ranges or {}).get(int(i))) if safe else [None]
+                )
+                pos.extend([i] * len(values))
+                types.extend(values)
+            pos_arr = np.asarray(pos, dtype=np.int64)
+            take = pa.array(rows[pos_arr])
+            pv = src.column("partition_values").combine_chunks().take(take)
+            kids = list(pv.flatten()) if pv.type.num_fields else []
+            names = [pv.type.field(i).name for i in range(pv.type.num_fields)]
+            kids += [
+                pa.array(types, pa.string()),
+                src.column("version").combine_chunks().take(take),
+                src.column("timestamp").combine_chunks().take(take),
+            ]
+            names += list(CHANGE_COLUMNS)
+            st = (
+                stats.take(pa.array(pos_arr))
+                if stats is not None
+                else src.column("stats").combine_chunks().take(take)
+            )
+            files = pa.table({"partition_values": pa.StructArray.from_arrays(kids, names=names), "stats": st})
+            mask = file_keep_mask(
+                group_pred, files, self.schema, self.partition_columns + list(CHANGE_COLUMNS)
+            )
+            hit = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+            out[pos_arr[hit]] = True
+        return out
+
+    def plan(self, pred: Any = None, footers: bool = True) -> PlanResult:
+        """Sources that may hold rows matching ``pred`` (a predicate tree over :attr:`schema`).
+
+        Stages: change columns, then partition values, then statistics: Delta stats of adds and
+        removes; for sources without them (cdc files, removes without stats) the parquet footer
+        statistics, read only when the predicate constrains ``_change_type`` or data columns
+        (``footers=False`` turns that off). Footers are cached per file (data files never change).
+        """
+        from .predicate import TRUE, referenced_columns, split_by_columns
+
+        src = self.sources
+        total = src.num_rows
+        rows = np.arange(total)
+        after_change = after_part = total
+        extra: dict[str, Any] = {"range": f"{self.start}..{self.end}"}
+        if pred is not None and pred != TRUE and total:
+            change_pred = split_by_columns(pred, CHANGE_COLUMNS)[0]
+            rows = rows[self._keep(change_pred, rows)]
+            after_change = len(rows)
+            part_pred = split_by_columns(pred, list(CHANGE_COLUMNS) + self.partition_columns)[0]
+            if part_pred != change_pred:
+                rows = rows[self._keep(part_pred, rows)]
+            after_part = len(rows)
+            rows = rows[self._keep(pred, rows)]
+            data_cols = (
+                referenced_columns(pred) - set(self.partition_columns) - {COMMIT_VERSION, COMMIT_TIMESTAMP}
+            )
+            if footers and data_cols and len(rows):
+                rows, read = self._footer_prune(pred, rows, data_cols)
+                extra["footers_read"] = read
+        selected = src.take(pa.array(rows, pa.int64())) if len(rows) != total else src
+        return PlanResult(
+            self.units(selected),
+            selected,
+            total,
+            after_change,
+            after_part,
+            len(rows),
+            pred,
+            extra,
+        )
+
+    def _footer_prune(self, pred: Any, rows: np.ndarray, columns: set[str]) -> tuple[np.ndarray, int]:
+        """Prune sources without Delta stats by their parquet footer statistics."""
+        nums = pc.struct_field(self.sources.column("stats").combine_chunks(), "numRecords")
+        no_stats = np.asarray(nums.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        is_cdc = self._kinds == KIND_CDC
+        sel = rows[no_stats[rows] & (is_cdc[rows] | bool(columns - {CHANGE_TYPE}))]
+        if len(sel) == 0:
+            return rows, 0
+        locations = self.sources.column("location").take(pa.array(sel)).to_pylist()
+        sizes = self.sources.column("size").take(pa.array(sel)).to_pylist()
+        wanted = {self._physical_names.get(c, c) for c in columns}
+        infos = footer_stats(self.storage, list(zip(locations, sizes, strict=True)), wanted)
+        stats, ranges = self._footer_struct(infos, wanted, is_cdc[sel])
+        keep = self._keep(pred, sel, stats=stats, type_ranges=ranges)
+        dropped = set(sel[~keep].tolist())
+        return np.asarray([r for r in rows if r not in dropped], dtype=np.int64), len(sel)
+
+    def _footer_struct(
+        self, infos: list[FooterStats | None], wanted: set[str], cdc: np.ndarray
+    ) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
+        """Footer statistics as the feed's stats struct (logical names), plus cdc type ranges."""
+        stats_type = self.sources.column("stats").type
+        mm_type = stats_type.field("minValues").type
+        nc_type = stats_type.field("nullCount").type
+        n = len(infos)
+        mins, maxs, nulls = [], [], []
+        for f in mm_type:
+            phys = self._physical_names.get(f.name, f.name)
+            if phys not in wanted or pa.types.is_nested(f.type) or not _footer_type_ok(f.type):
+                mins.append(pa.nulls(n, f.type))
+                maxs.append(pa.nulls(n, f.type))
+                continue
+            lo = [(i.columns.get(phys) or (None, None, None))[0] if i else None for i in infos]
+            hi = [(i.columns.get(phys) or (None, None, None))[1] if i else None for i in infos]
+            mins.append(_typed(lo, f.type))
+            maxs.append(_typed(hi, f.type))
+        for f in nc_type:
+            phys = self._physical_names.get(f.name, f.name)
+            if phys not in wanted or pa.types.is_struct(f.type):
+                nulls.append(pa.nulls(n, f.type))
+                continue
+            nulls.append(
+                _typed([(i.columns.get(phys) or (None, None, None))[2] if i else None for i in infos], f.type)
+            )
+        num = pa.array([i.num_rows if i else None for i in infos], pa.int64())
+        children = [
+            num,
+            pa.StructArray.from_arrays(mins, fields=list(mm_type)),
+            pa.StructArray.from_arrays(maxs, fields=list(mm_type)),
+            pa.StructArray.from_arrays(nulls, fields=list(nc_type)),
+            pa.nulls(n, pa.bool_()),
+        ]
+        stats = pa.StructArray.from_arrays(children, fields=list(stats_type))
+        ranges = {}
+        for k, info in enumerate(infos):
+            if cdc[k] and info is not None:
+                lo, hi, _ = info.columns.get(CHANGE_TYPE) or (None, None, None)
+                if isinstance(lo, str) and isinstance(hi, str) and len(hi.encode()) < 28:
+                    ranges[k] = (lo, hi)
+        return stats, ranges
+
+    def units(self, sources: pa.Table) -> list[ScanUnit]:
+        """Change sources -> scan units with the change columns as constants."""
+        n = sources.num_rows
+        if n == 0:
+            return []
+        cols = {
+            c: sources.column(c).to_pylist() for c in ("kind", "change_type", "version", "location", "size")
+        }
+        ts = sources.column("timestamp").cast(pa.int64()).to_pylist()
+        pvs = sources.column("partition_values").to_pylist() if self.partition_columns else [{}] * n
+        only = sources.column("only_rows").to_pylist()
+        drop = sources.column("drop_rows").to_pylist()
+        nums = pc.struct_field(sources.column("stats").combine_chunks(), "numRecords").to_pylist()
+        out = []
+        for i in range(n):
+            is_cdc = cols["kind"][i] == KIND_CDC
+            constants = {COMMIT_VERSION: cols["version"][i], COMMIT_TIMESTAMP: ts[i]}
+            if not is_cdc:
+                constants[CHANGE_TYPE] = cols["change_type"][i]
+            out.append(
+                ScanUnit(
+                    cols["location"][i],
+                    cols["size"][i] or 0,
+                    pvs[i] or {},
+                    _dv_or_none(drop[i]),
+                    _dv_or_none(only[i]),
+                    constants,
+                    nums[i],
+                    is_cdc,
+                )
+            )
+        return out
+
+    def check_columns(self, columns: Sequence[str], units: Sequence[ScanUnit]) -> None:
+        """Refuse to read columns whose schema changed incompatibly in the versions of ``units``."""
+        bad = [c for c in columns if c in self.incompatible]
+        if not bad:
+            return
+        # Files added (or cdc files written) at version v were written with the schema in force at
+        # v; a file removed at v (or whose deletion vector changed at v) may be older, so it may
+        # have been written under any schema in force at or before v.
+        written: set[int] = set()
+        maybe_older: set[int] = set()
+        for u in units:
+            v = u.constants.get(COMMIT_VERSION)
+            if v is None:
+                continue
+            old = not u.has_change_type_column and (
+                u.constants.get(CHANGE_TYPE) == "delete" or u.only_rows is not None
+            )
+            (maybe_older if old else written).add(v)
+        for c in bad:
+            for first, last, why in self.incompatible[c]:
+                hit = sorted(v for v in written if first <= v <= last)
+                removed = sorted(v for v in maybe_older if first <= v)
+                if hit or removed:
+                    which = (
+                        f"changes of versions {first}..{last}"
+                        if hit
+                        else f"files removed at version {removed[0]} (possibly written before version {last + 1})"
+                    )
+                    raise ChangeDataFeedError(
+                        f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: column {c!r} cannot be "
+                        f"read for {which}: its schema {why} at version {last + 1} (the output uses the schema of "
+                        f"version {self.end}). Read a range that starts after the change, filter on "
+                        f"_commit_version, or leave the column out"
+                    )
+
+    def reader(self) -> UnitReader:
+        from .read import UnitReader, make_read_schema
+
+        md = self.metadata
+        rs = make_read_schema(
+            md.arrow_schema, md.physical_schema, self.partition_columns, list(CHANGE_FIELDS)
+        )
+        return UnitReader(self.storage, rs, self.storage.root_uri, self.end)
+
+    def __repr__(self) -> str:
+        return f"ChangeFeed({self.storage.root_uri!r}, {self.start}..{self.end}, sources={self.sources.num_rows})"
+
+
+# --------------------------------------------------------------------------------------------
+# Pruning helpers: change types of cdc files, parquet footer statistics
+# --------------------------------------------------------------------------------------------
+
+#: Stands for "a change type equal to none of the predicate's literals".
+_OTHER_TYPE = "\x00other change type"
+
+
+def _change_type_literals(pred: Any) -> tuple[list[str | None], bool]:
+    """The string literals ``_change_type`` is compared with, and whether every use of the column
+    is an equality test (``=``, ``!=``, ``[NOT] IN``, ``IS [NOT] NULL`` against literals).
+
+    With equality tests only, every value that is not one of the literals behaves alike, so a cdc
+    file (whose change types are unknown before reading it) is judged on the literals plus one
+    stand-in for any other value (and NULL, when the predicate tests for it). Range comparisons on
+    ``_change_type`` are not used to prune cdc files (writers may use other values than the four
+    standard ones).
+    """
+    from .predicate import And, Column, Comparison, In, IsNotNull, IsNull, Literal, Not, Or
+
+    literals: list[str | None] = []
+    safe = True
+
+    def lit_str(x: Any) -> None:
+        nonlocal safe
+        if not isinstance(x, Literal):
+            safe = False
+        elif x.value.is_valid:
+            if not (pa.types.is_string(x.type) or pa.types.is_large_string(x.type)):
+                safe = False
+            elif x.value.as_py() not in literals:
+                literals.append(x.value.as_py())
+
+    def is_ct(x: Any) -> bool:
+        return isinstance(x, Column) and x.name == CHANGE_TYPE
+
+    def walk(p: Any) -> None:
+        nonlocal safe
+        if isinstance(p, (And, Or)):
+            for c in p.children:
+                walk(c)
+        elif isinstance(p, Not):
+            walk(p.child)
+        elif isinstance(p, Comparison):
+            if is_ct(p.left) or is_ct(p.right):
+                if p.op not in ("=", "!=") or (is_ct(p.left) and is_ct(p.right)):
+                    safe = False
+                lit_str(p.right if is_ct(p.left) else p.left)
+        elif isinstance(p, In):
+            if is_ct(p.operand):
+                for v in p.values:
+                    lit_str(v)
+        elif isinstance(p, (IsNull, IsNotNull)):
+            if is_ct(p.operand) and None not in literals:
+                literals.append(None)
+
+    walk(pred)
+    return literals, safe
+
+
+def _change_type_candidates(literals: list[str | None], footer: tuple[str, str] | None) -> list[str | None]:
+    """Change types to try for a cdc file: the literals and "any other value" (within the file's
+    footer min/max when known; min and max are values the file holds). NULL is tried only when
+    the predicate tests for it (it is then among ``literals``)."""
+    if footer is None:
+        return (
+            list(STANDARD_CHANGE_TYPES)
+            + [v for v in literals if v not in STANDARD_CHANGE_TYPES]
+            + [_OTHER_TYPE]
+        )
+    lo, hi = footer
+    out: list[str | None] = [v for v in literals if v is None or lo <= v <= hi]
+    for v in (lo, hi):
+        if v not in out:
+            out.append(v)
+    if lo != hi:
+        out.append(_OTHER_TYPE)  # a value strictly between min and max, equal to no literal
+    return out
+
+
+def _without_column(pred: Any, column: str) -> Any:
+    """``pred`` without the conjuncts that reference ``column`` (a weaker predicate)."""
+    from .predicate import conjunction, conjuncts, referenced_columns
+
+    return conjunction(c for c in conjuncts(pred) if column not in referenced_columns(c))
+
+
+@dataclass(frozen=True)
+class FooterStats:
+    """Min, max and null count per top-level column (physical names) of one parquet file.
+
+    ``covered`` lists the columns looked at (a column in ``covered`` but not in ``columns`` has no
+    usable statistics)."""
+
+    num_rows: int
+    columns: dict[str, tuple[Any, Any, int | None]]
+    covered: frozenset[str] = frozenset()
+
+
+_FOOTERS: OrderedDict[tuple[str, int], FooterStats | None] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+FOOTER_CACHE_SIZE = 65536
+_FOOTER_PHYSICAL = {"INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"}
+
+
+def _read_footer(storage: Any, location: str, wanted: frozenset[str]) -> FooterStats | None:
+    """Statistics of the ``wanted`` top-level columns, merged over the file's row groups."""
+    import pyarrow.parquet as pq
+
+    try:
+        md = pq.read_metadata(location, filesystem=storage.arrow_fs)
+    except Exception:  # noqa: BLE001 - unreadable footer: no statistics (the read reports errors)
+        return None
+    cols: dict[str, tuple[Any, Any, int | None]] = {}
+    schema = md.schema
+    leaves = [j for j, name in enumerate(schema.names) if name in wanted and schema.column(j).path == name]
+    for j in leaves:
+        name = schema.names[j]
+        merged = None
+        for g in range(md.num_row_groups):
+            c = md.row_group(g).column(j)
+            st = c.statistics
+            if c.physical_type not in _FOOTER_PHYSICAL or st is None or not st.has_min_max:
+                merged = None
+                break
+            if c.physical_type == "BYTE_ARRAY" and str(st.logical_type) != "String":
+                merged = None
+                break
+            lo, hi = st.min, st.max
+            nulls = st.null_count if st.has_null_count else None
+            if merged is not None:
+                try:
+                    lo, hi = min(merged[0], lo), max(merged[1], hi)
+                except TypeError:
+                    merged = None
+                    break
+                nulls = None if merged[2] is None or nulls is None else merged[2] + nulls
+            merged = (lo, hi, nulls)
+        if merged is not None:
+            cols[name] = merged
+    return FooterStats(md.num_rows, cols, wanted)
+
+
+def footer_stats(
+    storage: Any, files: Sequence[tuple[str, int]], wanted: set[str]
+) -> list[FooterStats | None]:
+    """Footer statistics of the ``wanted`` columns of ``(location, size)`` files (cached per file;
+    data files never change). On remote stores, footers not cached yet are read on threads."""
+    out: list[FooterStats | None] = [None] * len(files)
+    want = frozenset(wanted)
+    todo: list[tuple[int, frozenset[str]]] = []
+    with _FOOTERS_LOCK:
+        for k, key in enumerate(files):
+            if key in _FOOTERS:
+                _FOOTERS.move_to_end(key)
+                hit = _FOOTERS[key]
+                if hit is None or want <= hit.covered:
+                    out[k] = hit
+                    continue
+                todo.append((k, want | hit.covered))
+            else:
+                todo.append((k, want))
+    if not todo:
+        return out
+
+    def one(item: tuple[int, frozenset[str]]) -> FooterStats | None:
+        return _read_footer(storage, files[item[0]][0], item[1])
+
+    if len(todo) > 4 and not storage.is_local:  # remote stores: overlap the round trips
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(8, len(todo))) as pool:
+            got = list(pool.map(one, todo))
+    else:
+        got = [one(t) for t in todo]
+    with _FOOTERS_LOCK:
+        for (k, _), info in zip(todo, got, strict=True):
+            out[k] = info
+            _FOOTERS[files[k]] = info
+        while len(_FOOTERS) > FOOTER_CACHE_SIZE:
+            _FOOTERS.popitem(last=False)
+    return out
+
+
+def _footer_type_ok(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def _typed(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """Python footer values -> an array of ``typ`` (nulls where they do not convert)."""
+    try:
+        return pa.array(values, typ)
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+        pa.ArrowNotImplementedError,
+        TypeError,
+        ValueError,
+        OverflowError,
+    ):
+        out = []
+        for v in values:
+            try:
+                out.append(pa.scalar(v, typ).as_py())
+            except Exception:  # noqa: BLE001
+                out.append(None)
+        try:
+            return pa.array(out, typ)
+        except Exception:  # noqa: BLE001
+            return pa.nulls(len(values), typ)
+
+
+def _changes_commit_schema(pv: pa.DataType) -> pa.Schema:
+    """The commit schema with ``remove.stats`` (removes may carry stats; used for skipping)."""
+    base = commit_schema(pv)
+    fields = []
+    for f in base:
+        if f.name == "remove" and f.type.get_field_index("stats") < 0:
+            f = pa.field("remove", pa.struct(list(f.type) + [pa.field("stats", pa.string())]))
+        fields.append(f)
+    return pa.schema(fields)
+
+
+def _pair_key(t: pa.Table) -> pa.Array:
+    if t.num_rows == 0:
+        return pa.array([], pa.string())
+    return pc.binary_join_element_wise(
+        t.column("version").combine_chunks().cast(pa.string()), t.column("location").combine_chunks(), "\x00"
+    )
+
+
+def _dv_ids(dv: pa.Array) -> pa.Array:
+    st = pc.struct_field(dv, "storageType")
+    p = pc.struct_field(dv, "pathOrInlineDv")
+    off = pc.fill_null(pc.struct_field(dv, "offset").cast(pa.string()), "")
+    return pc.binary_join_element_wise(st, p, off, "@")
+
+
+def _as_dv(arr: pa.Array | None, n: int) -> pa.Array:
+    if arr is None:
+        return pa.nulls(n, _DV_TYPE)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != _DV_TYPE:
+        arr = arr.cast(_DV_TYPE)
+    return arr
+
+
+_ORDER = {KIND_CDC: 0, KIND_REMOVE: 1, KIND_DV_UPDATE: 2, KIND_ADD: 3}
+
+
+def _piece(
+    t: pa.Table,
+    kind: str,
+    change_type: str | None,
+    only: pa.Array | None,
+    drop: pa.Array | None,
+    with_stats: bool = True,
+) -> pa.Table:
+    n = t.num_rows
+    stats = t.column("stats") if (with_stats and "stats" in t.column_names) else pa.nulls(n, pa.string())
+    return pa.table(
+        {
+            "kind": pa.array([kind] * n, pa.string()),
+            "order": pa.array(np.full(n, _ORDER[kind], dtype=np.int8)),
+            "change_type": pa.array([change_type] * n, pa.string()),
+            "version": t.column("version"),
+            "path": t.column("path"),
+            "location": t.column("location"),
+            "size": t.column("size"),
+            "partitionValues": t.column("partitionValues"),
+            "stats": stats.cast(pa.string()),
+            "deletionVector": _as_dv(t.column("deletionVector"), n),
+            "only_rows": _as_dv(only, n),
+            "drop_rows": _as_dv(drop, n),
+        }
+    )
+
+
+def _empty_raw_sources(parts: list[str]) -> pa.Table:
+    return pa.table(
+        {
+            "kind": pa.array([], pa.string()),
+            "order": pa.array([], pa.int8()),
+            "change_type": pa.array([], pa.string()),
+            "version": pa.array([], pa.int64()),
+            "path": pa.array([], pa.string()),
+            "location": pa.array([], pa.string()),
+            "size": pa.array([], pa.int64()),
+            "partitionValues": pa.array([], partition_values_type(parts)),
+            "stats": pa.array([], pa.string()),
+            "deletionVector": pa.array([], _DV_TYPE),
+            "only_rows": pa.array([], _DV_TYPE),
+            "drop_rows": pa.array([], _DV_TYPE),
+        }
+    )
+
+
+def _dv_or_none(d: dict | None) -> dict | None:
+    return d if d and d.get("storageType") else None
+
+
+def _ranges(vs: list[int]) -> str:
+    out, i = [], 0
+    while i < len(vs):
+        j = i
+        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
+            j += 1
+        out.append(str(vs[i]) if i == j else f"{vs[i]}..{vs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+# --------------------------------------------------------------------------------------------
+# Cache of change feeds (the SQL function runs on every planning, EXPLAIN included)
+# --------------------------------------------------------------------------------------------
+
+FEED_CACHE_SIZE = 16
+_FEEDS: OrderedDict[tuple, ChangeFeed] = OrderedDict()
+_FEEDS_LOCK = threading.Lock()
+
+
+def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFeed:
+    """The :class:`ChangeFeed` of a range given by versions or timestamps (LRU-cached).
+
+    The cache key is the table location, storage options, the resolved versions and the size and
+    modification time of every commit file in the range, so rewritten or re-timed commits (and a
+    new latest version when ``end`` is omitted) are never served stale.
+    """
+    listing = list_log(table.storage)
+    s, e = resolve_range(table, start, end, listing)
+    commit_state = tuple(
+        (v, listing.commits[v].size, listing.commits[v].mtime_ms) if v in listing.commits else (v, None, None)
+        for v in range(s, e + 1)
+    )
+    key = (table.storage.root_uri, _options_key(table.storage.storage_options), s, e, commit_state)
+    with _FEEDS_LOCK:
+        hit = _FEEDS.get(key)
+        if hit is not None:
+            _FEEDS.move_to_end(key)
+            return hit
+    feed = ChangeFeed(table, s, e, listing)
+    with _FEEDS_LOCK:
+        _FEEDS[key] = feed
+        while len(_FEEDS) > FEED_CACHE_SIZE:
+            _FEEDS.popitem(last=False)
+    return feed
+
+
+def clear_cache() -> None:
+    with _FEEDS_LOCK:
+        _FEEDS.clear()
+    with _TIMELINE_LOCK:
+        _TIMELINES.clear()
+    with _FOOTERS_LOCK:
+        _FOOTERS.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# The Python API: DeltaTable.changes(...)
+# --------------------------------------------------------------------------------------------
+
+
+class ChangeScan:
+    """A planned read of a change range: the selected change sources and their rows.
+
+    ``files()`` is the change-scan metadata (one row per file to read: kind, change type, commit
+    version and timestamp, partition values, stats, and the row selection as deletion-vector
+    descriptors ``only_rows`` / ``drop_rows``); ``to_reader()`` streams the rows as a
+    ``pyarrow.RecordBatchReader`` in commit order; ``to_table()`` collects them.
+    """
+
+    def __init__(self, feed: ChangeFeed, columns: Sequence[str] | None = None, predicate: Any = None):
+        from .scan import as_predicate
+
+        self.feed = feed
+        schema = feed.schema
+        if columns is not None:
+            if isinstance(columns, str):
+                raise DeltaError("columns must be a list of column names, not a string")
+            unknown = [c for c in columns if c not in schema.names]
+            if unknown:
+                raise DeltaError(
+                    f"unknown column(s) {unknown} for the change feed of {feed.storage.root_uri}; columns are "
+                    f"{schema.names}"
+                )
+        self.columns = list(columns) if columns is not None else list(schema.names)
+        self.predicate = as_predicate(predicate, schema)
+        self._plan: PlanResult | None = None
+
+    @property
+    def start_version(self) -> int:
+        return self.feed.start
+
+    @property
+    def end_version(self) -> int:
+        return self.feed.end
+
+    @property
+    def schema(self) -> pa.Schema:
+        s = self.feed.schema
+        return pa.schema([s.field(c) for c in self.columns], metadata=s.metadata)
+
+    @property
+    def plan(self) -> PlanResult:
+        if self._plan is None:
+            self._plan = self.feed.plan(self.predicate)
+        return self._plan
+
+    def files(self) -> pa.Table:
+        """The selected change sources (see :data:`SOURCE_COLUMNS`)."""
+        return self.plan.selected
+
+    def scan_units(self) -> list[ScanUnit]:
+        return list(self.plan.units)
+
+    def _needed_columns(self) -> list[str]:
+        from .predicate import referenced_columns
+
+        cols = list(self.columns)
+        if self.predicate is not None:
+            cols += sorted(referenced_columns(self.predicate))
+        return cols
+
+    def to_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
+        units = self.plan.units
+        self.feed.check_columns(self._needed_columns(), units)
+        reader = self.feed.reader()
+        out = self.schema
+        # Commit order: the units of one commit are read together (one pyarrow scan), commit after
+        # commit; rows within a commit come in no particular order.
+        run: list[ScanUnit] = []
+        for u in units:
+            if run and u.constants.get(COMMIT_VERSION) != run[0].constants.get(COMMIT_VERSION):
+                yield from _with_metadata(reader.read(run, self.columns, self.predicate, batch_size), out)
+                run = []
+            run.append(u)
+        if run:
+            yield from _with_metadata(reader.read(run, self.columns, self.predicate, batch_size), out)
+
+    def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
+        """The change rows, streamed (nothing is read before the first batch is pulled)."""
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches(batch_size))
+
+    def to_table(self) -> pa.Table:
+        return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
+
+    def __repr__(self) -> str:
+        return f"ChangeScan({self.feed.storage.root_uri!r}, {self.feed.start}..{self.feed.end}, columns={self.columns})"
+
+
+def _with_metadata(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    md = schema.metadata
+    for b in batches:
+        yield b.replace_schema_metadata(md) if md else b
+
+
+def changes(
+    table: DeltaTable,
+    start: Any,
+    end: Any = None,
+    columns: Sequence[str] | None = None,
+    predicate: Any = None,
+) -> ChangeScan:
+    """``DeltaTable.changes``: see :class:`ChangeScan`."""
+    return ChangeScan(load_change_feed(table, start, end), columns, predicate)
+
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "CHANGE_FIELDS",
+    "ChangeFeed",
+    "ChangeScan",
+    "Instant",
+    "PlanResult",
+    "SOURCE_COLUMNS",
+    "changes",
+    "clear_cache",
+    "load_change_feed",
+    "resolve_range",
+]

@@ -1,0 +1,306 @@
+"""``table_changes(table, start [, end])``: the change data feed as a SQL table function.
+
+Installed in a session by :func:`delta_datafusion.register` (``install_table_changes``)::
+
+    SELECT * FROM table_changes('s3://bucket/events', 5, 9)
+    SELECT * FROM table_changes(events, TIMESTAMP '2024-05-01 00:00:00')   -- registered name
+    SELECT id, _change_type FROM table_changes('events', 0) WHERE _commit_version >= 3
+
+* ``table``: a Delta table registered in the session through this package (``register_table``,
+  ``CREATE EXTERNAL TABLE ... STORED AS DELTA``), given as a string literal or a bare identifier;
+  a table of the session whose provider carries ``delta.table_uri`` (a Delta folder catalog);
+  anything else is a path or URI.
+* ``start`` / ``end``: versions (integers) or timestamps (``TIMESTAMP '...'`` literals, dates, or
+  ISO-8601 strings, UTC unless they carry an offset); ``end`` is inclusive and defaults to the
+  latest version. A start timestamp selects the first commit at or after it, an end timestamp the
+  last commit at or before it.
+
+The result has the table's columns (end-version schema, logical names) plus ``_change_type``,
+``_commit_version`` (bigint) and ``_commit_timestamp`` (timestamp, UTC). Filters on the change
+columns prune commits and change files before any data is read, partition filters prune by
+partition values and data filters by file statistics (see :mod:`delta_datafusion.changes`).
+
+The function runs on every planning (EXPLAIN included), so change feeds are LRU-cached by
+``(location, start version, end version)`` (:func:`delta_datafusion.changes.load_change_feed`).
+Errors raised here reach the user as ``ValueError`` from ``ctx.sql()`` with the exception class
+name and message in the text.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from datafusion import SessionContext, Table, udtf
+
+from ..changes import ChangeFeed, Instant, as_bound, load_change_feed
+from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
+from ..table import DeltaTable
+from .dataset import DeltaDataset, ScanPlanInfo
+from .provider import TABLE_URI_KEY, VERSION_KEY
+
+FUNCTION_NAME = "table_changes"
+CHANGES_KEY = b"delta.changes"
+
+# --------------------------------------------------------------------------------------------
+# Plans of the change scans of each session (for delta_datafusion.explain)
+# --------------------------------------------------------------------------------------------
+
+
+class _SessionPlans:
+    """The change scans of a session's most recent planning.
+
+    Every ``table_changes`` call of one statement happens during its logical planning, before
+    any of its scans is planned (``get_fragments``); so a call that comes after a scan was
+    planned starts a new statement and drops the plans of the previous one.
+    """
+
+    def __init__(self) -> None:
+        self.scanned = False
+        self.datasets: set[int] = set()
+        self.plans: OrderedDict[int, ScanPlanInfo] = OrderedDict()
+
+    def called(self, dataset: ChangesDataset) -> None:
+        if self.scanned:
+            self.scanned = False
+            self.datasets.clear()
+            self.plans.clear()
+        self.datasets.add(id(dataset))
+
+    def planned(self, dataset: ChangesDataset, info: ScanPlanInfo) -> None:
+        if id(dataset) not in self.datasets:
+            # a dataset of an earlier statement planned again (a DataFrame collected twice)
+            self.datasets = {id(dataset)}
+            self.plans.clear()
+        self.scanned = True
+        self.plans[id(dataset)] = info
+
+
+_SESSIONS: dict[str, _SessionPlans] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _session_plans(session_id: str) -> _SessionPlans:
+    with _SESSIONS_LOCK:
+        plans = _SESSIONS.get(session_id)
+        if plans is None:
+            plans = _SESSIONS[session_id] = _SessionPlans()
+        return plans
+
+
+def recent_plans(session_id: str) -> list[ScanPlanInfo]:
+    """The change scans planned by the session's most recent statement (one per call)."""
+    with _SESSIONS_LOCK:
+        plans = _SESSIONS.get(session_id)
+        return list(plans.plans.values()) if plans is not None else []
+
+
+# --------------------------------------------------------------------------------------------
+# The dataset
+# --------------------------------------------------------------------------------------------
+
+
+class ChangesDataset(DeltaDataset):
+    """A change range served to DataFusion; records its plans for EXPLAIN."""
+
+    def __init__(self, feed: ChangeFeed, label: str, session_id: str | None = None):
+        self.feed = feed
+        self.session_id = session_id
+        md = dict(feed.schema.metadata or {})
+        md.update(
+            {
+                TABLE_URI_KEY: feed.storage.root_uri.encode(),
+                VERSION_KEY: str(feed.end).encode(),
+                CHANGES_KEY: f"{feed.start}..{feed.end}".encode(),
+            }
+        )
+        schema = feed.schema.with_metadata(md)
+
+        def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
+            res = feed.plan(pred)
+            info = ScanPlanInfo(
+                label,
+                feed.end,
+                "" if pred is None else str(pred),
+                res.total,
+                res.after_partition,
+                res.after_stats,
+                0,
+                extra={"changes": f"{feed.start}..{feed.end}", "after_change_pruning": res.after_change},
+            )
+            if "footers_read" in res.extra:
+                info.extra["footers_read"] = res.extra["footers_read"]
+            return res.units, info
+
+        super().__init__(schema, feed.reader(), planner, label)
+        if session_id is not None:
+            _session_plans(session_id).called(self)
+
+    def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **kw: Any):  # noqa: A002
+        # DataFusion asks for the projected schema first: refuse incompatible columns here, at planning.
+        cols = self.output_columns(columns)
+        if self.feed.incompatible:
+            from ..predicate import referenced_columns
+
+            pred = self._predicate(filter)
+            needed = set(cols) | (referenced_columns(pred) if pred is not None else set())
+            if needed & set(self.feed.incompatible):
+                units = self.feed.plan(pred).units
+                self.feed.check_columns(sorted(needed), units)
+        return super().scanner(columns=columns, filter=filter, **kw)
+
+    def get_fragments(self, filter: Any = None):  # noqa: A002
+        frags = super().get_fragments(filter)
+        if self.session_id is not None and self.last_plan is not None:
+            _session_plans(self.session_id).planned(self, self.last_plan)
+        return frags
+
+    def __repr__(self) -> str:
+        return f"ChangesDataset({self.label})"
+
+
+def changes_dataset(
+    table: DeltaTable | str,
+    start: Any,
+    end: Any = None,
+    label: str | None = None,
+    session_id: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> ChangesDataset:
+    """A DataFusion-ready dataset over the change feed ``start..end`` of a table."""
+    if isinstance(table, str):
+        table = DeltaTable(table, storage_options)
+    feed = load_change_feed(table, start, end)
+    return ChangesDataset(feed, label or f"table_changes({table.uri}, {feed.start}..{feed.end})", session_id)
+
+
+# --------------------------------------------------------------------------------------------
+# Arguments
+# --------------------------------------------------------------------------------------------
+
+_POOL = cf.ThreadPoolExecutor(1, thread_name_prefix="delta-table-changes")
+
+
+def _literal(arg: Any) -> pa.Scalar | None:
+    if arg.variant_name() != "Literal":
+        return None
+    return arg.python_value()
+
+
+def _table_argument(arg: Any) -> tuple[str, bool]:
+    """(name or location, was it a bare identifier)."""
+    kind = arg.variant_name()
+    if kind == "Column":
+        return arg.canonical_name(), True
+    value = _literal(arg)
+    if value is None or not (pa.types.is_string(value.type) or pa.types.is_large_string(value.type)):
+        raise DeltaError(
+            f"table_changes: the first argument must be a table name or a location string, got {arg.canonical_name()}"
+        )
+    text = value.as_py()
+    if not text:
+        raise DeltaError("table_changes: the table name or location must not be empty")
+    return text, False
+
+
+def _bound_argument(arg: Any, which: str) -> int | Instant | None:
+    value = _literal(arg)
+    if value is None:
+        raise DeltaError(
+            f"table_changes: {which} must be a literal version or timestamp, got the expression {arg.canonical_name()}"
+        )
+    t = value.type
+    if not value.is_valid:
+        if which == "start":
+            raise InvalidRangeError("table_changes: start must not be NULL")
+        return None
+    if pa.types.is_integer(t):
+        return as_bound(value.as_py(), which)
+    if pa.types.is_timestamp(t):
+        ns = value.cast(pa.timestamp("ns", tz=t.tz)).value
+        return Instant.from_nanos(ns, round_up=which == "start")
+    if pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return as_bound(value.as_py(), which)
+    raise DeltaError(
+        f"table_changes: {which} must be a version (integer) or a timestamp, got {arg.canonical_name()} ({t})"
+    )
+
+
+def _catalog_location(session: SessionContext, name: str) -> str | None:
+    """The ``delta.table_uri`` of a session table registered some other way (None if none)."""
+    try:
+        if not session.table_exist(name):
+            return None
+    except Exception:  # noqa: BLE001 - qualified or odd names: not a session table
+        return None
+
+    def read() -> bytes | None:
+        md = session.table(name).schema().metadata or {}
+        return md.get(TABLE_URI_KEY)
+
+    try:
+        # The lookup is async in datafusion-python: it must not run on the planning thread.
+        uri = _POOL.submit(read).result(timeout=60)
+    except Exception:  # noqa: BLE001 - unreadable provider: fall through to the path route
+        return None
+    return uri.decode() if uri else None
+
+
+def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
+    from .session import lookup, registered_tables
+
+    session_id = session.session_id()
+    entry = lookup(session_id, name)
+    if entry is not None:
+        return DeltaTable(entry.uri, entry.storage_options or None), entry.name
+    uri = _catalog_location(session, name)
+    if uri is not None:
+        return DeltaTable(uri), name
+    registered = sorted(e.name for e in registered_tables(session_id).values())
+    listed = ", ".join(registered) if registered else "none"
+    try:
+        table = DeltaTable(name)
+        exists = table.storage.exists(table.storage.root)
+    except DeltaError:
+        exists = False
+    if not exists:
+        what = "table name" if identifier else "table name or location"
+        raise TableNotFoundError(
+            f"table_changes: {name!r} is not a Delta table registered in this session and no such path exists "
+            f"(a {what}; registered Delta tables: {listed})"
+        )
+    return table, name
+
+
+def _table_changes(*args: Any, session: SessionContext) -> Table:
+    if len(args) not in (2, 3):
+        raise DeltaError(f"table_changes(table, start [, end]) takes 2 or 3 arguments, got {len(args)}")
+    name, identifier = _table_argument(args[0])
+    start = _bound_argument(args[1], "start")
+    end = _bound_argument(args[2], "end") if len(args) == 3 else None
+    table, label = _resolve_table(session, name, identifier)
+    try:
+        feed = load_change_feed(table, start, end)
+    except TableNotFoundError as e:
+        from .session import registered_tables
+
+        registered = sorted(x.name for x in registered_tables(session.session_id()).values())
+        raise TableNotFoundError(f"{e} (registered Delta tables: {', '.join(registered) or 'none'})") from e
+    dataset = ChangesDataset(feed, f"table_changes({label}, {feed.start}..{feed.end})", session.session_id())
+    return Table(dataset)
+
+
+TABLE_CHANGES = udtf(_table_changes, FUNCTION_NAME, with_session=True)
+
+
+def install_table_changes(ctx: SessionContext) -> SessionContext:
+    """Register ``table_changes`` in ``ctx`` (done by :func:`delta_datafusion.register`)."""
+    ctx.register_udtf(TABLE_CHANGES)
+    return ctx
+
+
+__all__ = ["ChangesDataset", "TABLE_CHANGES", "changes_dataset", "install_table_changes", "recent_plans"]

@@ -1,0 +1,707 @@
+"""The change data feed on tables written by deltalake (delta-rs), checked against ``load_cdf``.
+
+Tables are written into ``tmp_path`` with ``delta.enableChangeDataFeed=true``: appends, updates,
+deletes, merges, overwrites, partitioned and not, checkpoints inside the range; timestamp ranges
+(commit file modification times set with ``os.utime``); in-commit timestamps (corpus
+``cdc_ict_table``); deletion vectors (corpus ``cdf-table-with-dv``); errors; the Python API; name
+resolution and caching of the SQL function.
+
+deltalake's ``load_cdf`` quirks handled in :func:`dl_changes`: string_view -> string, uint64
+``_commit_version`` -> int64; its ``_commit_timestamp`` is ``commitInfo.timestamp`` (not the file
+modification time) and is left out of the comparison.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from conftest import commit_path, copy_table, corpus_table, write_commit
+from corpus_compare import assert_same_rows
+
+deltalake = pytest.importorskip("deltalake")
+from deltalake import DeltaTable as DLTable  # noqa: E402
+from deltalake import write_deltalake  # noqa: E402
+
+import delta_datafusion as dd  # noqa: E402
+from delta_datafusion import DeltaTable  # noqa: E402
+from delta_datafusion.changes import clear_cache, load_change_feed  # noqa: E402
+from delta_datafusion.errors import (  # noqa: E402
+    CdfNotEnabledError,
+    ChangeDataFeedError,
+    InvalidRangeError,
+    VersionNotFoundError,
+)
+
+CDF = {"delta.enableChangeDataFeed": "true"}
+CHANGE_COLUMNS = ["_change_type", "_commit_version", "_commit_timestamp"]
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+
+
+def rows(ids, ver: int = 0, parts: int = 3) -> pa.Table:
+    ids = np.asarray(ids, dtype=np.int64)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "part": pa.array([f"p{i % parts}" for i in ids], pa.string()),
+            "value": pa.array(ids * 10 + ver, pa.int64()),
+            "name": pa.array([f"n{i}-{ver}" for i in ids], pa.string()),
+        }
+    )
+
+
+def _plain(t: pa.Table) -> pa.Table:
+    cols = []
+    for f in t.schema:
+        col = t.column(f.name)
+        if pa.types.is_string_view(f.type) or pa.types.is_large_string(f.type):
+            col = col.cast(pa.string())
+        elif pa.types.is_unsigned_integer(f.type):
+            col = col.cast(pa.int64())
+        cols.append(col)
+    return pa.Table.from_arrays(cols, names=t.column_names)
+
+
+def dl_changes(path, start: int, end: int | None = None) -> pa.Table:
+    """deltalake's change feed, normalized (no _commit_timestamp)."""
+    t = pa.table(DLTable(str(path)).load_cdf(starting_version=start, ending_version=end))
+    return _plain(t).drop_columns(["_commit_timestamp"])
+
+
+def ours(path, start, end=None, **kw) -> pa.Table:
+    return DeltaTable(str(path)).changes(start, end, **kw).to_table()
+
+
+def sql(ctx, query: str) -> pa.Table:
+    return ctx.sql(query).to_arrow_table()
+
+
+def assert_matches_deltalake(path, start: int, end: int | None = None) -> pa.Table:
+    got = ours(path, start, end)
+    expected = dl_changes(path, start, end)
+    assert expected.num_rows > 0
+    assert_same_rows(got.drop_columns(["_commit_timestamp"]), expected, f"{path} {start}..{end}")
+    # SQL gives the same rows
+    ctx = new_ctx()
+    args = f"'{path}', {start}" + ("" if end is None else f", {end}")
+    via_sql = sql(ctx, f"SELECT * FROM table_changes({args})")
+    assert via_sql.schema == got.schema.remove_metadata() or via_sql.schema.names == got.schema.names
+    assert_same_rows(via_sql.drop_columns(["_commit_timestamp"]), expected, f"{path} sql")
+    return got
+
+
+def new_ctx():
+    from datafusion import SessionContext
+
+    ctx = SessionContext()
+    dd.register(ctx)
+    return ctx
+
+
+def counts(t: pa.Table) -> dict[tuple[int, str], int]:
+    g = t.group_by(["_commit_version", "_change_type"]).aggregate([("_change_type", "count")])
+    return {(r["_commit_version"], r["_change_type"]): r["_change_type_count"] for r in g.to_pylist()}
+
+
+def set_commit_times(path, times_ms: dict[int, int]) -> None:
+    for v, ms in times_ms.items():
+        p = commit_path(path, v)
+        os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache():
+    clear_cache()
+    yield
+    clear_cache()
+
+
+# --------------------------------------------------------------------------------------------
+# tables
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def flat_table(tmp_path) -> Path:
+    """Not partitioned: v0 create, v1 append, v2 update, v3 delete, v4 merge, v5 append."""
+    p = tmp_path / "flat"
+    write_deltalake(str(p), rows(range(0, 100)), configuration=CDF)
+    write_deltalake(str(p), rows(range(100, 150), 1), mode="append")
+    DLTable(str(p)).update(updates={"value": "value + 1000"}, predicate="id < 10")
+    DLTable(str(p)).delete("id >= 140")
+    src = rows(list(range(20, 30)) + list(range(200, 205)), 4)
+    (
+        DLTable(str(p))
+        .merge(src, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    write_deltalake(str(p), rows(range(300, 310), 5), mode="append")
+    return p
+
+
+@pytest.fixture
+def part_table(tmp_path) -> Path:
+    """Partitioned by part: create, append, update one partition, delete across, merge, overwrite
+    of one partition (predicate), partition-only delete, checkpoint at v4."""
+    p = tmp_path / "part"
+    write_deltalake(str(p), rows(range(0, 90)), partition_by=["part"], configuration=CDF)  # v0
+    write_deltalake(str(p), rows(range(90, 120), 1), mode="append")  # v1
+    DLTable(str(p)).update(updates={"value": "value * 2"}, predicate="part = 'p1' AND id < 30")  # v2
+    DLTable(str(p)).delete("id >= 50 AND id < 60")  # v3
+    src = rows(list(range(60, 66)) + list(range(500, 504)), 4)
+    (
+        DLTable(str(p))
+        .merge(src, predicate="t.id = s.id", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )  # v4
+    DLTable(str(p)).create_checkpoint()
+    write_deltalake(
+        str(p), rows([600, 603, 606], 5, parts=3), mode="overwrite", predicate="part = 'p0'"
+    )  # v5
+    DLTable(str(p)).delete("part = 'p2'")  # v6: partition-only delete, no cdc files
+    write_deltalake(str(p), rows(range(700, 712), 7), mode="append")  # v7
+    return p
+
+
+# --------------------------------------------------------------------------------------------
+# against deltalake
+# --------------------------------------------------------------------------------------------
+
+
+def test_flat_table_matches_deltalake(flat_table):
+    got = assert_matches_deltalake(flat_table, 0)
+    c = counts(got)
+    assert c[(0, "insert")] == 100 and c[(1, "insert")] == 50
+    assert c[(2, "update_preimage")] == c[(2, "update_postimage")] == 10
+    assert c[(3, "delete")] == 10
+    assert c[(4, "update_preimage")] == 10 and c[(4, "insert")] == 5
+    assert c[(5, "insert")] == 10
+
+
+@pytest.mark.parametrize("start,end", [(0, 0), (1, 3), (2, 2), (3, 5), (4, None)])
+def test_flat_table_subranges(flat_table, start, end):
+    assert_matches_deltalake(flat_table, start, end)
+
+
+def test_partitioned_table_matches_deltalake(part_table):
+    got = assert_matches_deltalake(part_table, 0)
+    c = counts(got)
+    # overwrite with a predicate and a partition-only delete write no cdc files: derived from actions
+    assert c[(6, "delete")] == sum(1 for i in list(range(0, 120)) + [500, 501, 502, 503] if i % 3 == 2) - sum(
+        1 for i in range(50, 60) if i % 3 == 2
+    )
+    assert (5, "insert") in c and (5, "delete") in c
+    assert c[(7, "insert")] == 12
+
+
+@pytest.mark.parametrize("start,end", [(0, 3), (3, 6), (4, 5), (5, 7), (6, 6)])
+def test_partitioned_subranges_across_checkpoint(part_table, start, end):
+    assert (part_table / "_delta_log" / f"{4:020d}.checkpoint.parquet").exists()
+    assert_matches_deltalake(part_table, start, end)
+
+
+def test_overwrite_whole_table(tmp_path):
+    p = tmp_path / "ow"
+    write_deltalake(str(p), rows(range(10)), configuration=CDF)
+    write_deltalake(str(p), rows(range(5, 8), 1), mode="overwrite")
+    got = assert_matches_deltalake(p, 0)
+    assert counts(got) == {(0, "insert"): 10, (1, "delete"): 10, (1, "insert"): 3}
+
+
+def test_data_change_false_is_ignored(tmp_path):
+    p = tmp_path / "opt"
+    for i in range(4):
+        write_deltalake(str(p), rows(range(i * 10, i * 10 + 10), i), mode="append", configuration=CDF)
+    DLTable(str(p)).optimize.compact()
+    feed = load_change_feed(DeltaTable(str(p)), 4, 4)
+    assert feed.sources.num_rows == 0
+    assert ours(p, 4, 4).num_rows == 0
+    assert ours(p, 0).num_rows == 40
+
+
+# --------------------------------------------------------------------------------------------
+# timestamps
+# --------------------------------------------------------------------------------------------
+
+
+def test_commit_timestamp_is_file_modification_time(flat_table):
+    base = 1_700_000_000_000
+    set_commit_times(flat_table, {v: base + v * 60_000 for v in range(6)})
+    got = ours(flat_table, 0)
+    assert got.schema.field("_commit_timestamp").type == pa.timestamp("us", tz="UTC")
+    by_version = {
+        r["_commit_version"]: r["_commit_timestamp"] for r in got.select(CHANGE_COLUMNS[1:]).to_pylist()
+    }
+    for v, ts in by_version.items():
+        assert ts == dt.datetime.fromtimestamp((base + v * 60_000) / 1000, tz=dt.timezone.utc)
+
+
+def test_timestamp_ranges(flat_table):
+    base = 1_700_000_000_000
+    set_commit_times(flat_table, {v: base + v * 60_000 for v in range(6)})
+
+    def at(ms):
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+    t = DeltaTable(str(flat_table))
+    # exactly at commit 2 .. exactly at commit 4
+    assert t.changes(at(base + 120_000), at(base + 240_000)).start_version == 2
+    assert t.changes(at(base + 120_000), at(base + 240_000)).end_version == 4
+    # between commits: start -> next commit, end -> previous commit
+    scan = t.changes(at(base + 90_000), at(base + 200_000))
+    assert (scan.start_version, scan.end_version) == (2, 3)
+    assert set(scan.to_table().column("_commit_version").to_pylist()) == {2, 3}
+    # before the first commit: starts at 0; after the last one as end: latest
+    scan = t.changes(at(base - 10_000_000), at(base + 10_000_000))
+    assert (scan.start_version, scan.end_version) == (0, 5)
+    # ISO strings, mixing a version and a timestamp
+    assert t.changes("2023-11-14T22:15:00Z", 4).start_version == 2  # base (v0) = 22:13:20Z, v2 = 22:15:20Z
+    assert t.changes(1, "2023-11-14T22:15:00+00:00").end_version == 1
+    assert t.changes(dt.date(2023, 11, 14)).start_version == 0
+
+    ctx = new_ctx()
+    got = sql(
+        ctx,
+        f"SELECT DISTINCT _commit_version FROM table_changes('{flat_table}', "
+        f"TIMESTAMP '2023-11-14 22:14:50', TIMESTAMP '2023-11-14T22:17:20Z') ORDER BY 1",
+    )
+    assert got.column(0).to_pylist() == [2, 3, 4]
+    got = sql(ctx, f"SELECT count(*) FROM table_changes('{flat_table}', '2023-11-14 22:18:20')")
+    assert got.column(0).to_pylist() == [10]  # version 5 only
+    # sub-millisecond instants: start rounds up, end rounds down
+    got = sql(
+        ctx,
+        f"SELECT DISTINCT _commit_version FROM table_changes('{flat_table}', "
+        f"TIMESTAMP '2023-11-14 22:15:19.9999999', TIMESTAMP '2023-11-14 22:15:20.0009') ORDER BY 1",
+    )
+    assert got.column(0).to_pylist() == [2]
+
+
+def test_timestamp_errors(flat_table):
+    base = 1_700_000_000_000
+    set_commit_times(flat_table, {v: base + v * 60_000 for v in range(6)})
+    t = DeltaTable(str(flat_table))
+
+    def at(ms):
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+
+    with pytest.raises(VersionNotFoundError, match="after the latest commit"):
+        t.changes(at(base + 10_000_000))
+    with pytest.raises(VersionNotFoundError, match="before the earliest commit"):
+        t.changes(0, at(base - 10_000))
+    with pytest.raises(InvalidRangeError, match="selects no commit"):
+        t.changes(at(base + 70_000), at(base + 80_000))
+    ctx = new_ctx()
+    with pytest.raises(Exception, match="VersionNotFoundError"):
+        sql(ctx, f"SELECT * FROM table_changes('{flat_table}', TIMESTAMP '2030-01-01 00:00:00')")
+
+
+def test_in_commit_timestamps(copy_corpus_table):
+    p = copy_corpus_table("cdc_ict_table")
+    # modification times must not matter with in-commit timestamps
+    set_commit_times(p, {v: 1_000_000 + v for v in range(4)})
+    got = ours(p, 0)
+    ict = {}
+    for v in range(4):
+        first = json.loads(commit_path(p, v).read_text().splitlines()[0])
+        ict[v] = first["commitInfo"]["inCommitTimestamp"]
+    for r in got.select(CHANGE_COLUMNS[1:]).to_pylist():
+        assert r["_commit_timestamp"] == dt.datetime.fromtimestamp(
+            ict[r["_commit_version"]] / 1000, tz=dt.timezone.utc
+        )
+    # version 1's ICT is in 2023 although commitInfo.timestamp is in 2026
+    assert ict[1] == 1683874206883
+    # timestamp ranges resolve through the in-commit timestamps
+    t = DeltaTable(str(p))
+    start = dt.datetime.fromtimestamp(ict[2] / 1000, tz=dt.timezone.utc)
+    assert t.changes(start).start_version == 2
+    ctx = new_ctx()
+    got = sql(
+        ctx,
+        f"SELECT DISTINCT _commit_version FROM table_changes('{p}', TIMESTAMP '{start.isoformat()}') ORDER BY 1",
+    )
+    assert got.column(0).to_pylist() == [2, 3]
+    # _commit_timestamp filters prune by commit
+    q = f"SELECT count(*) FROM table_changes('{p}', 0) WHERE _commit_timestamp >= TIMESTAMP '{start.isoformat()}'"
+    assert sql(ctx, q).column(0).to_pylist() == [ours(p, 2).num_rows]
+
+
+# --------------------------------------------------------------------------------------------
+# deletion vectors
+# --------------------------------------------------------------------------------------------
+
+
+def test_deletion_vector_table(copy_corpus_table):
+    p = copy_corpus_table("cdf-table-with-dv")
+    scan = DeltaTable(str(p)).changes(0)
+    files = scan.files()
+    kinds = files.column("kind").to_pylist()
+    assert "dv_update" in kinds
+    dv_rows = files.filter(pc.equal(files.column("kind"), "dv_update")).to_pylist()
+    for r in dv_rows:
+        # only the rows whose deletion state changed: the selection is a deletion vector
+        assert r["only_rows"] is not None
+    got = scan.to_table()
+    c = counts(got)
+
+    # commit 5 swaps DVs: row 3 newly deleted, rows 0 and 5 un-deleted; commit 6 drops the DV (3 back)
+    def changed(v):
+        t = got.filter(pc.equal(got.column("_commit_version"), v))
+        return sorted(zip(t.column("value").to_pylist(), t.column("_change_type").to_pylist(), strict=True))
+
+    assert changed(5) == [(0, "insert"), (3, "delete"), (5, "insert")]
+    assert changed(6) == [(3, "insert")]
+    assert changed(1) == [(0, "delete"), (9, "delete")]
+    assert sum(c.values()) == 24
+    # the same through SQL, with a filter on the DV commits
+    ctx = new_ctx()
+    q = f"SELECT value, _change_type FROM table_changes('{p}', 0) WHERE _commit_version >= 6"
+    assert sql(ctx, q).to_pylist() == [{"value": 3, "_change_type": "insert"}]
+
+
+def test_removed_file_with_dv_contributes_live_rows(tmp_path, copy_corpus_table):
+    """A removed file with a DV deletes only its rows that were still live."""
+    p = copy_corpus_table("table-with-dv-small")
+    t = DeltaTable(str(p))
+    snap = t.snapshot()
+    files = snap.raw_files.to_pylist()
+    assert files and files[0]["deletionVector"]
+    f = files[0]
+    v = snap.version + 1
+    md = snap.metadata
+    conf = dict(md.configuration)
+    conf["delta.enableChangeDataFeed"] = "true"
+    meta = {
+        "metaData": {
+            "id": md.id,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": md.schema_string,
+            "partitionColumns": list(md.partition_columns),
+            "configuration": conf,
+            "createdTime": md.created_time,
+        }
+    }
+    write_commit(p, v, [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, meta])
+    remove = {
+        "remove": {
+            "path": f["path"].replace(" ", "%20"),
+            "deletionTimestamp": 1,
+            "dataChange": True,
+            "partitionValues": {},
+            "size": f["size"],
+            "deletionVector": f["deletionVector"],
+        }
+    }
+    write_commit(p, v + 1, [{"commitInfo": {"operation": "DELETE"}}, remove])
+    live = snap.scan().to_table()
+    got = ours(p, v + 1)
+    assert got.num_rows == live.num_rows
+    assert set(got.column("_change_type").to_pylist()) == {"delete"}
+    assert sorted(got.column(live.column_names[0]).to_pylist()) == sorted(live.column(0).to_pylist())
+    # the range starting before CDF was enabled is refused, naming the version
+    with pytest.raises(CdfNotEnabledError, match=f"version {v - 1}"):
+        ours(p, v - 1)
+
+
+# --------------------------------------------------------------------------------------------
+# change feed enablement, ranges, schema changes
+# --------------------------------------------------------------------------------------------
+
+
+def test_cdf_disabled_inside_range(flat_table):
+    DLTable(str(flat_table)).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})  # v6
+    write_deltalake(str(flat_table), rows(range(900, 905), 7), mode="append")  # v7
+    with pytest.raises(CdfNotEnabledError, match="version 6"):
+        ours(flat_table, 0)
+    with pytest.raises(CdfNotEnabledError, match="version 7"):
+        ours(flat_table, 7)
+    assert ours(flat_table, 0, 5).num_rows > 0
+    ctx = new_ctx()
+    with pytest.raises(Exception, match=r"CdfNotEnabledError.*version 6"):
+        sql(ctx, f"SELECT * FROM table_changes('{flat_table}', 2)")
+
+
+def test_enabled_later(tmp_path):
+    p = tmp_path / "later"
+    write_deltalake(str(p), rows(range(5)))
+    DLTable(str(p)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})  # v1
+    write_deltalake(str(p), rows(range(5, 8), 2), mode="append")  # v2
+    with pytest.raises(CdfNotEnabledError, match="version 0"):
+        ours(p, 0)
+    assert counts(ours(p, 1)) == {(2, "insert"): 3}
+
+
+def test_range_errors(flat_table):
+    t = DeltaTable(str(flat_table))
+    with pytest.raises(InvalidRangeError, match="start version 4 is after end version 2"):
+        t.changes(4, 2)
+    with pytest.raises(VersionNotFoundError, match="start version 9 is after the latest version 5"):
+        t.changes(9)
+    with pytest.raises(VersionNotFoundError, match="end version 9 is after the latest version 5"):
+        t.changes(1, 9)
+    with pytest.raises(InvalidRangeError, match="negative"):
+        t.changes(-1)
+    ctx = new_ctx()
+    for q, cls in [
+        (f"SELECT * FROM table_changes('{flat_table}', 4, 2)", "InvalidRangeError"),
+        (f"SELECT * FROM table_changes('{flat_table}', 9)", "VersionNotFoundError"),
+        (f"SELECT * FROM table_changes('{flat_table}')", "takes 2 or 3 arguments"),
+        (f"SELECT * FROM table_changes('{flat_table}', 1.5)", "must be a version"),
+        (f"SELECT * FROM table_changes('{flat_table}', NULL)", "start must not be NULL"),
+    ]:
+        with pytest.raises(Exception, match=cls):
+            sql(ctx, q)
+    # NULL end = latest
+    assert sql(ctx, f"SELECT count(*) FROM table_changes('{flat_table}', 5, NULL)").column(0).to_pylist() == [
+        10
+    ]
+
+
+def test_cleaned_up_log(part_table):
+    # Commits before the checkpoint (v4) are gone: the range must start at or after it
+    for v in range(0, 4):
+        commit_path(part_table, v).unlink()
+    with pytest.raises(VersionNotFoundError, match="not available"):
+        ours(part_table, 2)
+    assert ours(part_table, 4).num_rows == dl_changes(part_table, 4).num_rows
+
+
+def test_added_column_reads_null_for_older_changes(flat_table):
+    DLTable(str(flat_table)).alter.add_columns(deltalake.Field("extra", "string"))  # v6
+    t = rows(range(800, 803), 7).append_column("extra", pa.array(["a", "b", "c"]))
+    write_deltalake(str(flat_table), t, mode="append")  # v7
+    got = ours(flat_table, 0)
+    assert got.schema.names[:5] == ["id", "part", "value", "name", "extra"]
+    new = got.filter(pc.equal(got.column("_commit_version"), 7))
+    assert sorted(new.column("extra").to_pylist()) == ["a", "b", "c"]
+    old = got.filter(pc.less(got.column("_commit_version"), 7))
+    assert old.column("extra").null_count == old.num_rows > 0
+
+
+def test_incompatible_schema_change(tmp_path):
+    p = tmp_path / "schema"
+    write_deltalake(str(p), rows(range(10)), configuration=CDF)  # v0
+    write_deltalake(str(p), rows(range(10, 15), 1), mode="append")  # v1
+    changed = rows(range(20, 25), 2)
+    changed = changed.set_column(2, "value", pa.array([str(x) for x in changed.column("value").to_pylist()]))
+    write_deltalake(str(p), changed, mode="overwrite", schema_mode="overwrite")  # v2: value long -> string
+    write_deltalake(str(p), changed, mode="append")  # v3
+    with pytest.raises(
+        ChangeDataFeedError,
+        match=r"column 'value' cannot be read for changes of versions 0\.\.1: its schema type changed",
+    ):
+        ours(p, 0)
+    # columns that did not change are fine, and so is a range after the change
+    assert ours(p, 0, columns=["id", "_change_type"]).num_rows == 10 + 5 + (15 + 5) + 5
+    assert ours(p, 2).column("value").type == pa.string()
+    ctx = new_ctx()
+    with pytest.raises(Exception, match="ChangeDataFeedError"):
+        sql(ctx, f"SELECT value FROM table_changes('{p}', 0)")
+    assert sql(ctx, f"SELECT count(id) FROM table_changes('{p}', 0)").column(0).to_pylist() == [40]
+    # files removed by the schema-changing commit may be older: refused too
+    with pytest.raises(Exception, match="files removed at version 2"):
+        sql(ctx, f"SELECT value FROM table_changes('{p}', 0) WHERE _commit_version >= 2")
+    # pruning by version (or change type) makes the column readable
+    got = sql(
+        ctx,
+        f"SELECT value FROM table_changes('{p}', 0) WHERE _commit_version >= 2 AND _change_type = 'insert'",
+    )
+    assert got.num_rows == 10
+    assert sql(ctx, f"SELECT value FROM table_changes('{p}', 3)").num_rows == 5
+
+
+def test_column_mapping_table(copy_corpus_table):
+    p = copy_corpus_table("cdf-column-mapping-name-mode")
+    got = ours(p, 1)
+    assert got.schema.names[:3] == ["id", "name", "value"]
+    ctx = new_ctx()
+    q = f"SELECT name, _change_type FROM table_changes('{p}', 1) WHERE id = 2 ORDER BY _commit_version, _change_type"
+    res = sql(ctx, q).to_pylist()
+    assert res and all(r["name"] == "Bob" for r in res)
+
+
+# --------------------------------------------------------------------------------------------
+# Python API
+# --------------------------------------------------------------------------------------------
+
+
+def test_python_api(part_table):
+    t = DeltaTable(str(part_table))
+    scan = t.changes(
+        0, 4, columns=["id", "_change_type", "_commit_version"], predicate=pc.field("part") == "p1"
+    )
+    reader = scan.to_reader()
+    assert isinstance(reader, pa.RecordBatchReader)
+    assert reader.schema.names == ["id", "_change_type", "_commit_version"]
+    got = reader.read_all()
+    full = ours(part_table, 0, 4)
+    exp = full.filter(pc.equal(full.column("part"), "p1")).select(["id", "_change_type", "_commit_version"])
+    assert_same_rows(got, exp, "python api")
+    # commit order
+    versions = got.column("_commit_version").to_pylist()
+    assert versions == sorted(versions)
+    files = scan.files()
+    assert files.column_names[:4] == ["kind", "change_type", "version", "timestamp"]
+    assert set(files.column("kind").to_pylist()) <= {"cdc", "add", "remove", "dv_update"}
+    pvs = files.column("partition_values").to_pylist()
+    assert pvs and all(pv["part"] == "p1" for pv in pvs)
+    assert scan.to_table().num_rows == got.num_rows
+    with pytest.raises(Exception, match="unknown column"):
+        t.changes(0, columns=["nope"])
+
+
+def test_to_reader_streams(flat_table):
+    scan = DeltaTable(str(flat_table)).changes(0)
+    reader = scan.to_reader()
+    first = reader.read_next_batch()
+    assert first.num_rows > 0 and first.schema.names == scan.schema.names
+    rest = sum(b.num_rows for b in reader)
+    assert first.num_rows + rest == scan.to_table().num_rows
+
+
+# --------------------------------------------------------------------------------------------
+# SQL: names, caching, joins
+# --------------------------------------------------------------------------------------------
+
+
+def test_name_resolution(flat_table, part_table, tmp_path):
+    ctx = new_ctx()
+    dd.register_table(ctx, "flat", str(flat_table))
+    ctx.sql(f"CREATE EXTERNAL TABLE parted STORED AS DELTA LOCATION '{part_table}'")
+    n_flat = ours(flat_table, 3).num_rows
+    assert sql(ctx, "SELECT count(*) FROM table_changes(flat, 3)").column(0).to_pylist() == [n_flat]
+    assert sql(ctx, "SELECT count(*) FROM table_changes('flat', 3)").column(0).to_pylist() == [n_flat]
+    assert sql(ctx, "SELECT count(*) FROM table_changes(parted, 5, 5)").column(0).to_pylist() == [
+        ours(part_table, 5, 5).num_rows
+    ]
+    # a registered name pinned to an old version still reads the live history
+    dd.register_table(ctx, "old_flat", str(flat_table), version=1)
+    assert sql(ctx, "SELECT max(_commit_version) FROM table_changes(old_flat, 0)").column(0).to_pylist() == [
+        5
+    ]
+    # a Delta folder catalog (tables found through the session, provider metadata)
+    dd.register_catalog(ctx, "lake", str(tmp_path))
+    assert sql(ctx, "SELECT count(*) FROM table_changes('lake.default.flat', 3)").column(0).to_pylist() == [
+        n_flat
+    ]
+    with pytest.raises(Exception) as info:
+        sql(ctx, "SELECT * FROM table_changes(nope, 0)")
+    text = str(info.value)
+    assert "TableNotFoundError" in text and "'nope'" in text and "flat" in text and "parted" in text
+    with pytest.raises(Exception, match="TableNotFoundError"):
+        sql(ctx, f"SELECT * FROM table_changes('{tmp_path / 'missing'}', 0)")
+    # the errors also name the registered tables for a folder that is not a table
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(Exception, match="registered Delta tables"):
+        sql(ctx, f"SELECT * FROM table_changes('{empty}', 0)")
+
+
+def test_feed_cache(flat_table):
+    t = DeltaTable(str(flat_table))
+    a = load_change_feed(t, 1, 3)
+    assert load_change_feed(t, 1, 3) is a
+    assert load_change_feed(DeltaTable(str(flat_table)), 1, 3) is a
+    latest = load_change_feed(t, 1)
+    write_deltalake(str(flat_table), rows(range(950, 952), 6), mode="append")
+    newer = load_change_feed(t, 1)
+    assert newer is not latest and newer.end == 6
+    # re-timed commits are not served stale
+    set_commit_times(flat_table, {2: 1_600_000_000_000})
+    assert load_change_feed(t, 1, 3) is not a
+    ctx = new_ctx()
+    q = f"SELECT count(*) FROM table_changes('{flat_table}', 6)"
+    assert sql(ctx, q).column(0).to_pylist() == [2]
+
+
+def test_join_with_registered_table(part_table):
+    ctx = new_ctx()
+    dd.register_table(ctx, "cur", str(part_table))
+    q = (
+        f"SELECT c.id, c._change_type, t.value AS current_value FROM table_changes('{part_table}', 4, 4) c "
+        "JOIN cur t ON c.id = t.id WHERE c._change_type = 'update_postimage' ORDER BY c.id"
+    )
+    got = sql(ctx, q)
+    changes = ours(part_table, 4, 4)
+    post = changes.filter(pc.equal(changes.column("_change_type"), "update_postimage"))
+    current = DeltaTable(str(part_table)).snapshot().scan().to_table()
+    cur = {r["id"]: r["value"] for r in current.to_pylist()}
+    exp = sorted((r["id"], "update_postimage", cur[r["id"]]) for r in post.to_pylist() if r["id"] in cur)
+    assert [(r["id"], r["_change_type"], r["current_value"]) for r in got.to_pylist()] == exp
+    assert len(exp) > 0
+
+
+def test_url_encoded_paths_and_checkpoint_in_range(tmp_path):
+    """Partition values with spaces (URL-encoded paths) and a checkpoint in the middle of the range."""
+    p = tmp_path / "enc"
+    t = rows(range(12))
+    t = t.set_column(1, "part", pa.array([f"a b/{i % 2}" for i in range(12)]))
+    write_deltalake(str(p), t, partition_by=["part"], configuration=CDF)
+    DLTable(str(p)).update(updates={"value": "value + 1"}, predicate="id < 4")
+    DLTable(str(p)).create_checkpoint()
+    DLTable(str(p)).delete("id = 7")
+    got = ours(p, 0)
+    assert counts(got) == {
+        (0, "insert"): 12,
+        (1, "update_preimage"): 4,
+        (1, "update_postimage"): 4,
+        (2, "delete"): 1,
+    }
+    assert set(got.column("part").to_pylist()) == {"a b/0", "a b/1"}
+
+
+def test_checkpointed_table_copy_is_independent(part_table, tmp_path):
+    # the cache key includes the location: a copy is a different table
+    copy = copy_table(part_table, tmp_path / "copy")
+    a = load_change_feed(DeltaTable(str(part_table)), 5, 7)
+    b = load_change_feed(DeltaTable(str(copy)), 5, 7)
+    assert a is not b
+    assert_same_rows(
+        ours(copy, 5, 7).drop_columns(["_commit_timestamp"]),
+        ours(part_table, 5, 7).drop_columns(["_commit_timestamp"]),
+    )
+
+
+def test_corpus_dv_table_via_sql_projection(copy_corpus_table):
+    p = corpus_table("cdf-table-with-dv")
+    ctx = new_ctx()
+    got = sql(ctx, f"SELECT _change_type, count(*) AS n FROM table_changes('{p}', 0) GROUP BY 1 ORDER BY 1")
+    full = ours(p, 0)
+    exp = full.group_by("_change_type").aggregate([("_change_type", "count")]).sort_by("_change_type")
+    assert got.column("n").to_pylist() == exp.column("_change_type_count").to_pylist()
+    assert sql(ctx, f"SELECT count(*) FROM table_changes('{p}', 0)").column(0).to_pylist() == [full.num_rows]
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        "_change_type = 'delete'",
+        "_change_type IN ('update_preimage', 'insert')",
+        "name = 'n25-4' OR name = 'n25-0'",
+        "name > 'n2' AND _commit_version >= 2",
+        "part = 'p1' AND _change_type <> 'insert'",
+    ],
+)
+def test_string_filters_on_delta_rs_change_files(part_table, where):
+    """delta-rs writes string_view columns into update/merge/cdc files: string filters still work."""
+    ctx = new_ctx()
+    full = ours(part_table, 0)
+    ctx.register_record_batches("full_t", [full.to_batches()])
+    got = sql(ctx, f"SELECT * FROM table_changes('{part_table}', 0) WHERE {where}")
+    exp = sql(ctx, f"SELECT * FROM full_t WHERE {where}")
+    assert exp.num_rows > 0
+    assert_same_rows(got, exp, where)
