@@ -32,12 +32,19 @@ def sql(path: str, sql: str) -> pa.Table:
     return ctx.sql(sql).to_arrow_table()
 
 
-def cdf(path: str, starting_version: int, ending_version: int | None = None, predicate: str | None = None,
-        columns: list[str] | None = None) -> pa.Table:
+def cdf(
+    path: str,
+    starting_version: int,
+    ending_version: int | None = None,
+    predicate: str | None = None,
+    columns: list[str] | None = None,
+) -> pa.Table:
     """The change feed through SQL ``table_changes()`` with the predicate as a WHERE clause."""
     ctx = SessionContext()
     dd.register(ctx)
     end = "" if ending_version is None else f", {ending_version}"
     cols = "*" if not columns else ", ".join(columns)
     where = f" WHERE {predicate}" if predicate else ""
-    return ctx.sql(f"SELECT {cols} FROM table_changes('{path}', {starting_version}{end}){where}").to_arrow_table()
+    return ctx.sql(
+        f"SELECT {cols} FROM table_changes('{path}', {starting_version}{end}){where}"
+    ).to_arrow_table()

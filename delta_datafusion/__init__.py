@@ -17,5 +17,14 @@ def __getattr__(name: str):
     raise AttributeError(name)
 
 
-__all__ = ["DeltaTable", "Snapshot", "Scan", "ScanMetadata", "DeltaError", "register", "register_table",
-           "register_catalog", "explain"]
+__all__ = [
+    "DeltaTable",
+    "Snapshot",
+    "Scan",
+    "ScanMetadata",
+    "DeltaError",
+    "register",
+    "register_table",
+    "register_catalog",
+    "explain",
+]

@@ -46,13 +46,20 @@ def demo(out=sys.stdout) -> int:
     path = example_table()
     snap = DeltaTable(str(path)).snapshot()
     print(f"Example table: {path}", file=out)
-    print(f"version {snap.version}, partitioned by {snap.partition_columns}, {snap.files().num_rows} live files", file=out)
+    print(
+        f"version {snap.version}, partitioned by {snap.partition_columns}, {snap.files().num_rows} live files",
+        file=out,
+    )
     print("schema:", ", ".join(f"{f.name} {f.type}" for f in snap.schema), file=out)
 
     ctx = SessionContext()
     register(ctx)
     register_table(ctx, "trips", str(path))
-    _show(ctx, "SELECT city, count(*) AS trips, round(sum(fare), 2) AS revenue FROM trips GROUP BY city ORDER BY city", out)
+    _show(
+        ctx,
+        "SELECT city, count(*) AS trips, round(sum(fare), 2) AS revenue FROM trips GROUP BY city ORDER BY city",
+        out,
+    )
     q = "SELECT trip_id, rider, fare FROM trips WHERE city = 'Porto' AND trip_id < 45 ORDER BY trip_id"
     _show(ctx, q, out)
     print("\nEXPLAIN (with Delta pruning):", file=out)
@@ -97,8 +104,11 @@ def info(args: argparse.Namespace, out=sys.stdout) -> int:
     files = snap.files()
     print(f"table: {snap.table_root}", file=out)
     print(f"version: {snap.version}", file=out)
-    print(f"protocol: reader {snap.protocol.min_reader_version}, writer {snap.protocol.min_writer_version}, "
-          f"features {sorted(snap.protocol.reader_features | snap.protocol.writer_features)}", file=out)
+    print(
+        f"protocol: reader {snap.protocol.min_reader_version}, writer {snap.protocol.min_writer_version}, "
+        f"features {sorted(snap.protocol.reader_features | snap.protocol.writer_features)}",
+        file=out,
+    )
     print(f"partition columns: {snap.partition_columns}", file=out)
     print(f"live files: {files.num_rows}, bytes: {sum(files.column('size').to_pylist())}", file=out)
     for f in snap.schema:

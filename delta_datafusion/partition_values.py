@@ -39,7 +39,11 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
             col = pc.if_else(valid, col, pa.scalar(None, pa.string()))
         children.append(col)
     if not physical_names:
-        return pa.StructArray.from_arrays([], fields=[], mask=None) if n == 0 else pa.array([{}] * n, pa.struct([]))
+        return (
+            pa.StructArray.from_arrays([], fields=[], mask=None)
+            if n == 0
+            else pa.array([{}] * n, pa.struct([]))
+        )
     return pa.StructArray.from_arrays(children, names=physical_names)
 
 
@@ -92,7 +96,11 @@ def typed_partition_values(
         if raw is None:
             children.append(pa.nulls(num_rows, f.type))
             continue
-        col = pc.struct_field(raw, phys) if raw.type.get_field_index(phys) >= 0 else pa.nulls(num_rows, pa.string())
+        col = (
+            pc.struct_field(raw, phys)
+            if raw.type.get_field_index(phys) >= 0
+            else pa.nulls(num_rows, pa.string())
+        )
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
         children.append(parse_column(col, f.type, f.name))

@@ -45,7 +45,9 @@ class Protocol:
             reader = int(action["minReaderVersion"])
             writer = int(action.get("minWriterVersion") or 0)
         except (KeyError, TypeError, ValueError) as e:
-            raise InvalidProtocolError(f"{where}: protocol action lacks a valid minReaderVersion: {action!r}") from e
+            raise InvalidProtocolError(
+                f"{where}: protocol action lacks a valid minReaderVersion: {action!r}"
+            ) from e
         rf, wf = action.get("readerFeatures"), action.get("writerFeatures")
         if rf is not None and not isinstance(rf, list):
             raise InvalidProtocolError(f"{where}: protocol readerFeatures must be a list, got {rf!r}")
@@ -94,7 +96,9 @@ class Metadata:
         fmt = action.get("format") or {}
         provider = fmt.get("provider", "parquet") if isinstance(fmt, dict) else "parquet"
         if provider not in (None, "parquet"):
-            raise UnsupportedFeatureError(f"{where}: data file format {provider!r} is not supported (only parquet)")
+            raise UnsupportedFeatureError(
+                f"{where}: data file format {provider!r} is not supported (only parquet)"
+            )
         schema_json = parse_schema_string(action.get("schemaString"), where)
         conf = action.get("configuration") or {}
         if not isinstance(conf, dict):
@@ -156,5 +160,7 @@ class Metadata:
 
 def require_metadata(metadata: Metadata | None, where: str) -> Metadata:
     if metadata is None:
-        raise MissingMetadataError(f"{where}: no metaData action found in the log (table metadata is missing)")
+        raise MissingMetadataError(
+            f"{where}: no metaData action found in the log (table metadata is missing)"
+        )
     return metadata

@@ -66,8 +66,12 @@ class ReadSchema:
         return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
 
 
-def make_read_schema(logical: pa.Schema, physical: pa.Schema, partition_columns: Sequence[str],
-                     constants: Sequence[pa.Field] = ()) -> ReadSchema:
+def make_read_schema(
+    logical: pa.Schema,
+    physical: pa.Schema,
+    partition_columns: Sequence[str],
+    constants: Sequence[pa.Field] = (),
+) -> ReadSchema:
     """Logical/physical schemas for reading; partition and constant columns keep logical names."""
     parts = set(partition_columns)
     phys_fields = []
@@ -157,7 +161,8 @@ class UnitReader:
                 return self._fmt
         dict_cols: list[str] = []
         strings = {
-            pf.name for pf in self.rs.physical
+            pf.name
+            for pf in self.rs.physical
             if pa.types.is_string(pf.type) or pa.types.is_large_string(pf.type)
         }
         if strings:
@@ -168,7 +173,11 @@ class UnitReader:
                     for i in range(rg.num_columns):
                         col = rg.column(i)
                         name = col.path_in_schema
-                        if name in strings and col.has_dictionary_page and col.dictionary_page_offset is not None:
+                        if (
+                            name in strings
+                            and col.has_dictionary_page
+                            and col.dictionary_page_offset is not None
+                        ):
                             dict_bytes = col.data_page_offset - col.dictionary_page_offset
                             if 0 < dict_bytes * 10 < col.total_compressed_size:
                                 dict_cols.append(name)
@@ -217,22 +226,24 @@ class UnitReader:
         fs = self.storage.arrow_fs
         fmt = self._format(units[0])
         frags = [
-            fmt.make_fragment(u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None)
+            fmt.make_fragment(
+                u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None
+            )
             for u in units
         ]
         dataset = ds.FileSystemDataset(frags, self.rs.physical, fmt, fs)
         phys_cols = [phys_names[c] for c in columns]
         try:
-            scanner = dataset.scanner(
-                columns=phys_cols, filter=pfilter, batch_size=bs, use_threads=True
-            )
+            scanner = dataset.scanner(columns=phys_cols, filter=pfilter, batch_size=bs, use_threads=True)
             for batch in scanner.to_batches():
                 yield _conform(batch, out_schema)
         except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise self._file_error(units, e) from e
 
     # -- row-selection path -------------------------------------------------------------------
-    def _read_selected(self, unit, columns, row_filter, filter_columns, out_schema, bs) -> Iterator[pa.RecordBatch]:
+    def _read_selected(
+        self, unit, columns, row_filter, filter_columns, out_schema, bs
+    ) -> Iterator[pa.RecordBatch]:
         drop = self._bitmap(unit.drop_rows)
         only = self._bitmap(unit.only_rows)
         phys_names = self.rs.to_physical()
@@ -318,7 +329,9 @@ def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:
         return a.num_fields == b.num_fields and all(
             _same_shape(a.field(i).type, b.field(i).type) for i in range(a.num_fields)
         )
-    if (pa.types.is_list(a) and pa.types.is_list(b)) or (pa.types.is_large_list(a) and pa.types.is_large_list(b)):
+    if (pa.types.is_list(a) and pa.types.is_list(b)) or (
+        pa.types.is_large_list(a) and pa.types.is_large_list(b)
+    ):
         return _same_shape(a.value_type, b.value_type)
     if pa.types.is_map(a) and pa.types.is_map(b):
         return _same_shape(a.key_type, b.key_type) and _same_shape(a.item_type, b.item_type)
@@ -335,7 +348,8 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
-def read_units_table(reader: UnitReader, units: Sequence[ScanUnit], columns: Sequence[str],
-                     predicate: Any = None) -> pa.Table:
+def read_units_table(
+    reader: UnitReader, units: Sequence[ScanUnit], columns: Sequence[str], predicate: Any = None
+) -> pa.Table:
     out_schema = pa.schema([reader.rs.logical.field(c) for c in columns])
     return pa.Table.from_batches(list(reader.read(units, columns, predicate)), schema=out_schema)

@@ -63,14 +63,22 @@ def flatten_file_actions(
         pv = map_to_struct(pv, list(physical_partition_columns))
     elif pa.types.is_null(pv.type) or pv.type != pv_type:
         if pa.types.is_struct(pv.type):
-            pv = pa.StructArray.from_arrays(
-                [child(pv, c, pa.string()) for c in physical_partition_columns] or [],
-                fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
-            ) if physical_partition_columns else pa.array([{}] * n, pa.struct([]))
+            pv = (
+                pa.StructArray.from_arrays(
+                    [child(pv, c, pa.string()) for c in physical_partition_columns] or [],
+                    fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
+                )
+                if physical_partition_columns
+                else pa.array([{}] * n, pa.struct([]))
+            )
         else:
-            pv = pa.array([{}] * n, pv_type) if not physical_partition_columns else pa.StructArray.from_arrays(
-                [pa.nulls(n, pa.string()) for _ in physical_partition_columns],
-                fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
+            pv = (
+                pa.array([{}] * n, pv_type)
+                if not physical_partition_columns
+                else pa.StructArray.from_arrays(
+                    [pa.nulls(n, pa.string()) for _ in physical_partition_columns],
+                    fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
+                )
             )
     cols = {
         "path": child(rows, "path", pa.string()),
@@ -182,7 +190,9 @@ def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Arra
     """Live adds among commit actions and the set of all keys the commits touched."""
     n_a, n_r = adds.num_rows, removes.num_rows
     # Concatenate the chunks (a list of ChunkedArrays would be converted through Python objects).
-    keys = pa.chunked_array(adds.column("key").chunks + removes.column("key").chunks, pa.string()).combine_chunks()
+    keys = pa.chunked_array(
+        adds.column("key").chunks + removes.column("key").chunks, pa.string()
+    ).combine_chunks()
     versions = pa.chunked_array(
         adds.column("version").chunks + removes.column("version").chunks, pa.int64()
     ).combine_chunks()

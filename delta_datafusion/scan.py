@@ -49,7 +49,9 @@ def as_predicate(predicate: Any, schema: pa.Schema):
         return P.from_pyarrow(predicate, schema)
     if isinstance(predicate, P.Predicate):
         return predicate
-    raise DeltaError(f"predicate must be a pyarrow.compute.Expression or a delta_datafusion Predicate, got {type(predicate)}")
+    raise DeltaError(
+        f"predicate must be a pyarrow.compute.Expression or a delta_datafusion Predicate, got {type(predicate)}"
+    )
 
 
 class Scan:

@@ -46,7 +46,11 @@ def units_from_files(files: pa.Table, partition_columns: list[str]) -> list[Scan
     stats = files.column("stats").combine_chunks()
     import pyarrow.compute as pc
 
-    nums = pc.struct_field(stats, "numRecords").to_pylist() if stats.type.get_field_index("numRecords") >= 0 else [None] * len(locations)
+    nums = (
+        pc.struct_field(stats, "numRecords").to_pylist()
+        if stats.type.get_field_index("numRecords") >= 0
+        else [None] * len(locations)
+    )
     return [
         ScanUnit(loc, size or 0, pv or {}, dv if dv and dv.get("storageType") else None, None, {}, num)
         for loc, size, pv, dv, num in zip(locations, sizes, pvs, dvs, nums, strict=True)

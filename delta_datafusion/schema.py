@@ -207,7 +207,9 @@ def relabel(arr: pa.Array, target: pa.DataType) -> pa.Array:
         kids = [relabel(arr.field(i), target.field(i).type) for i in range(t.num_fields)]
         mask = pc.invert(arr.is_valid()) if arr.null_count else None
         return pa.StructArray.from_arrays(kids, fields=list(target), mask=mask)
-    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (pa.types.is_list(target) or pa.types.is_large_list(target)):
+    if (pa.types.is_list(t) or pa.types.is_large_list(t)) and (
+        pa.types.is_list(target) or pa.types.is_large_list(target)
+    ):
         values = relabel(arr.flatten(), target.value_type)
         if arr.offset or arr.null_count:
             # flatten() drops nulls/slices: rebuild through offsets that honour them

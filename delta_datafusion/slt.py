@@ -87,7 +87,9 @@ def run(ctx, path: Path, substitutions: dict[str, str]) -> int:
                 try:
                     ctx.sql(rec.sql).collect()
                 except Exception as e:  # DataFusion errors carry our error text
-                    assert re.search(re.escape(rec.expect_error), str(e)), f"{where}: error {e} lacks {rec.expect_error!r}"
+                    assert re.search(re.escape(rec.expect_error), str(e)), (
+                        f"{where}: error {e} lacks {rec.expect_error!r}"
+                    )
                 else:
                     raise AssertionError(f"{where}: statement succeeded but an error was expected")
         else:
@@ -96,6 +98,11 @@ def run(ctx, path: Path, substitutions: dict[str, str]) -> int:
             expected = list(rec.expected or [])
             if rec.rowsort:
                 rows, expected = sorted(rows), sorted(expected)
-            assert rows == expected, f"{where}: query\n{rec.sql}\nreturned\n" + "\n".join(rows) + "\nexpected\n" + "\n".join(expected)
+            assert rows == expected, (
+                f"{where}: query\n{rec.sql}\nreturned\n"
+                + "\n".join(rows)
+                + "\nexpected\n"
+                + "\n".join(expected)
+            )
         count += 1
     return count

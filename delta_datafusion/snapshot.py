@@ -24,7 +24,13 @@ from .log.actions import (
     partition_values_type,
     read_commits,
 )
-from .log.checkpoint import CheckpointManifest, LeafFile, checkpoint_protocol_metadata, read_leaf, read_manifest
+from .log.checkpoint import (
+    CheckpointManifest,
+    LeafFile,
+    checkpoint_protocol_metadata,
+    read_leaf,
+    read_manifest,
+)
 from .log.segment import LogSegment
 from .partition_values import typed_partition_values
 from .protocol import Metadata, Protocol, require_metadata
@@ -107,7 +113,9 @@ class Snapshot:
             raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
         proto = Protocol.from_action(protocol, p_where)
         proto.check_readable(p_where)
-        md = require_metadata(Metadata.from_action(metadata, m_where) if metadata is not None else None, where_table)
+        md = require_metadata(
+            Metadata.from_action(metadata, m_where) if metadata is not None else None, where_table
+        )
         return proto, md
 
     # -- schema & properties ---------------------------------------------------------------
@@ -171,7 +179,9 @@ class Snapshot:
         ckpt = self.segment.checkpoint
         if ckpt is None:
             return None
-        return read_manifest(self.storage, self.segment.log_dir, ckpt, self.metadata.physical_partition_columns())
+        return read_manifest(
+            self.storage, self.segment.log_dir, ckpt, self.metadata.physical_partition_columns()
+        )
 
     @cached_property
     def _checkpoint_leaf_tables(self) -> list[pa.Table]:
@@ -192,9 +202,12 @@ class Snapshot:
         if "add" not in table.column_names:
             return _empty_raw()
         flat = with_keys(
-            self.storage, flatten_file_actions(table.column("add"), self.metadata.physical_partition_columns())
+            self.storage,
+            flatten_file_actions(table.column("add"), self.metadata.physical_partition_columns()),
         )
-        flat = flat.append_column("version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.segment.checkpoint_version))
+        flat = flat.append_column(
+            "version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.segment.checkpoint_version)
+        )
         return surviving_checkpoint_adds(flat, commit_keys)
 
     def checkpoint_sources(self) -> Iterator[pa.Table]:
@@ -268,7 +281,11 @@ class Snapshot:
     def domain_metadata(self) -> dict[str, str]:
         """Active domain metadata configurations by domain name."""
         cols = [self.commit_log.actions.column("domainMetadata").combine_chunks()[::-1]]
-        cols += [t.column("domainMetadata") for t in self.checkpoint_sources() if "domainMetadata" in t.column_names]
+        cols += [
+            t.column("domainMetadata")
+            for t in self.checkpoint_sources()
+            if "domainMetadata" in t.column_names
+        ]
         return latest_domains(cols)
 
     # -- scans -----------------------------------------------------------------------------

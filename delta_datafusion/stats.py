@@ -50,8 +50,12 @@ def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
     """Cast the parse-typed array to the target type; unparseable leaves become null."""
     if pa.types.is_struct(target):
         children = [
-            _cast_from_parse(pc.struct_field(arr, f.name) if arr.type.get_field_index(f.name) >= 0
-                             else pa.nulls(len(arr), f.type), f.type)
+            _cast_from_parse(
+                pc.struct_field(arr, f.name)
+                if arr.type.get_field_index(f.name) >= 0
+                else pa.nulls(len(arr), f.type),
+                f.type,
+            )
             for f in target
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=pc.invert(arr.is_valid()))
@@ -85,7 +89,9 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
     parse_type = _json_parse_type(physical_type)
     schema = pa.schema([pa.field("s", parse_type)])
     # One JSON object per line; absent stats become an empty object so lines stay aligned.
-    lines = pc.binary_join_element_wise("{\"s\":", pc.fill_null(pc.replace_substring(stats, "\n", " "), "null"), "}", "")
+    lines = pc.binary_join_element_wise(
+        '{"s":', pc.fill_null(pc.replace_substring(stats, "\n", " "), "null"), "}", ""
+    )
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
     buf = joined[0].as_buffer() if hasattr(joined[0], "as_buffer") else joined[0].as_py().encode()
     try:
@@ -145,7 +151,9 @@ def typed_stats(
         else:
             use_json = pc.and_(pc.invert(stats_parsed.is_valid()), stats.is_valid())
             if pc.any(use_json).as_py():
-                from_json = parse_stats_json(pc.if_else(use_json, stats, pa.scalar(None, pa.string())), physical)
+                from_json = parse_stats_json(
+                    pc.if_else(use_json, stats, pa.scalar(None, pa.string())), physical
+                )
                 result = pc.if_else(use_json, from_json, from_struct)
             else:
                 result = from_struct
@@ -189,7 +197,9 @@ def _forget_bounds(stats: pa.StructArray, paths: set[tuple[str, ...]]) -> pa.Str
             elif pa.types.is_struct(f.type):
                 child = drop(child, path)
             kids.append(child)
-        return pa.StructArray.from_arrays(kids, fields=list(arr.type), mask=pc.invert(arr.is_valid()) if arr.null_count else None)
+        return pa.StructArray.from_arrays(
+            kids, fields=list(arr.type), mask=pc.invert(arr.is_valid()) if arr.null_count else None
+        )
 
     kids = []
     for i, f in enumerate(stats.type):
@@ -197,4 +207,6 @@ def _forget_bounds(stats: pa.StructArray, paths: set[tuple[str, ...]]) -> pa.Str
         if f.name in ("minValues", "maxValues") and pa.types.is_struct(f.type):
             child = drop(child, ())
         kids.append(child)
-    return pa.StructArray.from_arrays(kids, fields=list(stats.type), mask=pc.invert(stats.is_valid()) if stats.null_count else None)
+    return pa.StructArray.from_arrays(
+        kids, fields=list(stats.type), mask=pc.invert(stats.is_valid()) if stats.null_count else None
+    )

@@ -107,9 +107,7 @@ class CommitTimeline:
 
     def _range_text(self) -> str:
         first, last = self.versions[0], self.versions[-1]
-        return (
-            f"{_fmt(self.timestamp(first))} (version {first}) .. {_fmt(self.timestamp(last))} (version {last})"
-        )
+        return f"{_fmt(self.timestamp(first))} (version {first}) .. {_fmt(self.timestamp(last))} (version {last})"
 
     def version_at_or_before(self, ts_ms: int) -> int:
         """Latest version whose commit timestamp is <= ts (time travel 'as of')."""

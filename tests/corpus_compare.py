@@ -45,7 +45,8 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table, context: str = "") ->
     # A schema column absent from every data file reads as all-NULL; one oracle (duckdb) drops
     # such columns from its output (parquet_row_group_skipping's "missing"), so tolerate those.
     extra = [
-        c for c in actual.column_names
+        c
+        for c in actual.column_names
         if c not in expected.column_names and actual.column(c).null_count != actual.num_rows
     ]
     assert not missing and not extra, f"{context}: missing columns {missing}, extra columns {extra}"
@@ -59,7 +60,9 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table, context: str = "") ->
             pass
         cols.append(col)
     actual = pa.Table.from_arrays(cols, names=expected.column_names)
-    assert actual.num_rows == expected.num_rows, f"{context}: {actual.num_rows} rows, expected {expected.num_rows}"
+    assert actual.num_rows == expected.num_rows, (
+        f"{context}: {actual.num_rows} rows, expected {expected.num_rows}"
+    )
     keys = [(f.name, "ascending") for f in expected.schema if _is_primitive(f.type)]
 
     def rows(t: pa.Table) -> list[dict]:
@@ -74,4 +77,6 @@ def assert_same_rows(actual: pa.Table, expected: pa.Table, context: str = "") ->
     rel = {f.name: (1e-6 if pa.types.is_float32(f.type) else 1e-9) for f in expected.schema}
     for i, (a, e) in enumerate(zip(a_rows, e_rows, strict=True)):
         for k in e:
-            assert _close(a[k], e[k], rel[k]), f"{context}: row {i} column {k!r}: got {a[k]!r}, expected {e[k]!r}"
+            assert _close(a[k], e[k], rel[k]), (
+                f"{context}: row {i} column {k!r}: got {a[k]!r}, expected {e[k]!r}"
+            )

@@ -47,6 +47,4 @@ def test_readme_sql_examples_are_in_the_script():
         for stmt in block.split("```")[0].split(";"):
             stmt = norm("\n".join(x for x in stmt.splitlines() if not x.strip().startswith("--")))
             if stmt:
-                assert stmt in script, (
-                    f"README example not covered by sql/readme_examples.slt: {stmt}"
-                )
+                assert stmt in script, f"README example not covered by sql/readme_examples.slt: {stmt}"

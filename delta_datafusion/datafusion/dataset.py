@@ -94,8 +94,14 @@ class UnitGroupFragment:
         self.units = units
         self.predicate = predicate
 
-    def scanner(self, schema: pa.Schema | None = None, columns: Sequence[str] | None = None,
-                filter: Any = None, batch_size: int | None = None, **_: Any) -> _Scanner:  # noqa: A002
+    def scanner(
+        self,
+        schema: pa.Schema | None = None,
+        columns: Sequence[str] | None = None,
+        filter: Any = None,
+        batch_size: int | None = None,
+        **_: Any,
+    ) -> _Scanner:  # noqa: A002
         cols = self.dataset.output_columns(columns)
         out = self.dataset.projected_schema(cols)
         reader, units, pred = self.dataset.reader, self.units, self.predicate

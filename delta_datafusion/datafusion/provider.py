@@ -40,8 +40,9 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
                 files = files.filter(file_keep_mask(part_pred, files, snapshot.schema, parts))
                 after_parts = files.num_rows
             files = files.filter(file_keep_mask(pred, files, snapshot.schema, parts))
-        info = ScanPlanInfo(label, snapshot.version, "" if pred is None else str(pred), total, after_parts,
-                            files.num_rows, 0)
+        info = ScanPlanInfo(
+            label, snapshot.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
+        )
         return units_from_files(files, parts), info
 
     return DeltaDataset(provider_schema(snapshot), reader, planner, label)

@@ -53,20 +53,33 @@ def lookup(session_id: str, name: str) -> RegisteredTable | None:
     return registered_tables(session_id).get(name.lower())
 
 
-def open_dataset(uri: str, storage_options: dict | None = None, version: int | None = None,
-                 timestamp: Any = None, label: str | None = None) -> DeltaDataset:
+def open_dataset(
+    uri: str,
+    storage_options: dict | None = None,
+    version: int | None = None,
+    timestamp: Any = None,
+    label: str | None = None,
+) -> DeltaDataset:
     snapshot = DeltaTable(uri, storage_options).snapshot(version=version, timestamp=timestamp)
     return table_dataset(snapshot, label=label or uri)
 
 
-def register_table(ctx: SessionContext, name: str, uri: str, version: int | None = None,
-                   timestamp: Any = None, storage_options: dict[str, Any] | None = None) -> DeltaDataset:
+def register_table(
+    ctx: SessionContext,
+    name: str,
+    uri: str,
+    version: int | None = None,
+    timestamp: Any = None,
+    storage_options: dict[str, Any] | None = None,
+) -> DeltaDataset:
     """Register the Delta table at ``uri`` as ``name`` (snapshot pinned at registration)."""
     if not isinstance(name, str) or not name:
         raise DeltaError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
     ctx.register_table(name, Table(dataset))
-    _remember(ctx.session_id(), RegisteredTable(name, uri, dict(storage_options or {}), version, timestamp, dataset))
+    _remember(
+        ctx.session_id(), RegisteredTable(name, uri, dict(storage_options or {}), version, timestamp, dataset)
+    )
     return dataset
 
 
@@ -78,7 +91,7 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
     version = timestamp = None
     storage: dict[str, str] = {}
     for key, value in options.items():
-        k = key[len("format."):] if key.startswith("format.") else key
+        k = key[len("format.") :] if key.startswith("format.") else key
         if k == "version":
             try:
                 version = int(value)
@@ -87,7 +100,7 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
         elif k == "timestamp":
             timestamp = value
         else:
-            storage[k[len("storage."):] if k.startswith("storage.") else k] = value
+            storage[k[len("storage.") :] if k.startswith("storage.") else k] = value
     return version, timestamp, storage
 
 
@@ -111,7 +124,10 @@ class DeltaTableFactory(TableProviderFactory):
                     f"CREATE EXTERNAL TABLE {cmd.name()}: declared columns {unknown} are not in the Delta "
                     f"table at {locations[0]} (columns: {dataset.schema.names})"
                 )
-        _remember(self.session_id, RegisteredTable(str(cmd.name()), locations[0], storage, version, timestamp, dataset))
+        _remember(
+            self.session_id,
+            RegisteredTable(str(cmd.name()), locations[0], storage, version, timestamp, dataset),
+        )
         return Table(dataset)
 
 
@@ -194,8 +210,13 @@ class DeltaCatalogProvider(CatalogProvider):
         raise DeltaError("schemas cannot be removed from a Delta folder catalog")
 
 
-def register_catalog(ctx: SessionContext, catalog: str, root: str, schema: str = "default",
-                     storage_options: dict[str, Any] | None = None) -> DeltaSchemaProvider:
+def register_catalog(
+    ctx: SessionContext,
+    catalog: str,
+    root: str,
+    schema: str = "default",
+    storage_options: dict[str, Any] | None = None,
+) -> DeltaSchemaProvider:
     """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
     provider = DeltaSchemaProvider(root, storage_options)
     ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
@@ -222,11 +243,17 @@ def explain(ctx: SessionContext, sql: str) -> str:
     DataFusion prints a Python dataset only as ``DatasetExec: number_of_fragments=N``; the Delta
     planning figures are recorded during planning and added under each such line.
     """
-    before = {id(e.dataset): e.dataset.last_plan for e in registered_tables(ctx.session_id()).values() if e.dataset}
+    before = {
+        id(e.dataset): e.dataset.last_plan for e in registered_tables(ctx.session_id()).values() if e.dataset
+    }
     rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
     plans = []
     for e in registered_tables(ctx.session_id()).values():
-        if e.dataset is not None and e.dataset.last_plan is not None and e.dataset.last_plan is not before.get(id(e.dataset)):
+        if (
+            e.dataset is not None
+            and e.dataset.last_plan is not None
+            and e.dataset.last_plan is not before.get(id(e.dataset))
+        ):
             plans.append(e.dataset.last_plan)
     try:
         from .table_function import recent_plans

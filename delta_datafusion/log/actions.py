@@ -37,7 +37,9 @@ DOMAIN_TYPE = pa.struct([("domain", pa.string()), ("configuration", pa.string())
 COMMIT_INFO_TYPE = pa.struct(
     [("timestamp", pa.int64()), ("inCommitTimestamp", pa.int64()), ("operation", pa.string())]
 )
-SIDECAR_TYPE = pa.struct([("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())])
+SIDECAR_TYPE = pa.struct(
+    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())]
+)
 CHECKPOINT_METADATA_TYPE = pa.struct([("version", pa.int64())])
 
 
@@ -144,6 +146,7 @@ class CommitData:
 
 def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> list[CommitData]:
     """Read commit files (in parallel for remote stores); order is preserved."""
+
     def one(item: tuple[int, FileInfo]) -> CommitData:
         v, info = item
         try:
@@ -168,7 +171,9 @@ def _count_nonblank(data: bytes) -> int:
     return sum(1 for line in data.splitlines() if line.strip())
 
 
-def parse_json_actions(blobs: Sequence[bytes], schema: pa.Schema, where: Sequence[str]) -> tuple[pa.Table, np.ndarray]:
+def parse_json_actions(
+    blobs: Sequence[bytes], schema: pa.Schema, where: Sequence[str]
+) -> tuple[pa.Table, np.ndarray]:
     """Parse several NDJSON blobs in one pass; also return the row count of each blob.
 
     Rows are attributed to blobs by newline counts; when pyarrow's row count disagrees (blank
@@ -227,7 +232,9 @@ def _conform_array(arr: pa.Array, typ: pa.DataType) -> pa.Array:
         return arr
     if pa.types.is_struct(typ):
         kids = [
-            _conform_array(arr.field(f.name), f.type) if arr.type.get_field_index(f.name) >= 0 else pa.nulls(len(arr), f.type)
+            _conform_array(arr.field(f.name), f.type)
+            if arr.type.get_field_index(f.name) >= 0
+            else pa.nulls(len(arr), f.type)
             for f in typ
         ]
         return pa.StructArray.from_arrays(kids, fields=list(typ), mask=pc.invert(arr.is_valid()))
@@ -255,7 +262,9 @@ def _read_json(buf: bytes, schema: pa.Schema) -> pa.Table:
     block = max(1 << 20, min(1 << 24, len(buf) // 8))
     while True:
         try:
-            return pajson.read_json(io.BytesIO(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts)
+            return pajson.read_json(
+                io.BytesIO(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
+            )
         except pa.ArrowInvalid as e:
             if "straddling" in str(e) and block < len(buf) + 1:
                 block = min(len(buf) + 1, block * 8)
@@ -274,8 +283,10 @@ def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequen
     """Read the top-level action columns that exist in a checkpoint/sidecar parquet file."""
     path = info.path if isinstance(info, FileInfo) else info
     try:
-        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
-            storage.fs.open(path, "rb")
+        pf = (
+            pq.ParquetFile(path, filesystem=storage.arrow_fs)
+            if storage.is_local
+            else pq.ParquetFile(storage.fs.open(path, "rb"))
         )
         present = [c for c in columns if c in pf.schema_arrow.names]
         return pf.read(columns=present)
@@ -288,14 +299,22 @@ def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequen
 
 
 def parquet_row_groups(storage: Storage, path: str) -> int:
-    pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(storage.fs.open(path, "rb"))
+    pf = (
+        pq.ParquetFile(path, filesystem=storage.arrow_fs)
+        if storage.is_local
+        else pq.ParquetFile(storage.fs.open(path, "rb"))
+    )
     return pf.num_row_groups
 
 
-def read_parquet_row_groups(storage: Storage, path: str, row_groups: Sequence[int], columns: Sequence[str]) -> pa.Table:
+def read_parquet_row_groups(
+    storage: Storage, path: str, row_groups: Sequence[int], columns: Sequence[str]
+) -> pa.Table:
     try:
-        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
-            storage.fs.open(path, "rb")
+        pf = (
+            pq.ParquetFile(path, filesystem=storage.arrow_fs)
+            if storage.is_local
+            else pq.ParquetFile(storage.fs.open(path, "rb"))
         )
         present = [c for c in columns if c in pf.schema_arrow.names]
         return pf.read_row_groups(list(row_groups), columns=present)

@@ -94,7 +94,9 @@ def sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
     return posixpath.join(log_dir, "_sidecars", path)
 
 
-def read_manifest(storage: Storage, log_dir: str, ckpt: Checkpoint, physical_partitions: list[str]) -> CheckpointManifest:
+def read_manifest(
+    storage: Storage, log_dir: str, ckpt: Checkpoint, physical_partitions: list[str]
+) -> CheckpointManifest:
     """Classify a checkpoint into manifest and leaves.
 
     Classic and multi-part checkpoints are their own leaves, unless a classic-named file holds

@@ -95,11 +95,15 @@ def list_log(storage: Storage) -> LogListing:
         if m := _COMMIT.match(name):
             listing.commits[int(m.group(1))] = f
         elif m := _CLASSIC.match(name):
-            listing.checkpoints.setdefault(int(m.group(1)), []).append(Checkpoint(int(m.group(1)), "classic", (f,)))
+            listing.checkpoints.setdefault(int(m.group(1)), []).append(
+                Checkpoint(int(m.group(1)), "classic", (f,))
+            )
         elif m := _MULTI.match(name):
             multi.setdefault((int(m.group(1)), int(m.group(3))), {})[int(m.group(2))] = f
         elif m := _V2.match(name):
-            listing.checkpoints.setdefault(int(m.group(1)), []).append(Checkpoint(int(m.group(1)), "v2", (f,)))
+            listing.checkpoints.setdefault(int(m.group(1)), []).append(
+                Checkpoint(int(m.group(1)), "v2", (f,))
+            )
         elif name == "_last_checkpoint":
             listing.last_checkpoint_hint = _read_hint(storage, f)
     for (version, total), parts in multi.items():
