@@ -279,49 +279,48 @@ def _short(e: Exception) -> str:
 # -- checkpoints ---------------------------------------------------------------------------
 
 
-def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequence[str]) -> pa.Table:
+def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
+    """Open a log parquet file once per table handle: a checkpoint is consulted up to three
+    times while loading (protocol/metaData, sidecar references, add actions)."""
+    cache = storage.__dict__.setdefault("_log_parquet", {})
+    pf = cache.get(path)
+    if pf is None:
+        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
+            storage.fs.open(path, "rb")
+        )
+        if len(cache) > 64:
+            cache.clear()
+        cache[path] = pf
+    return pf
+
+
+def read_parquet_actions(
+    storage: Storage, info: FileInfo | str, columns: Sequence[str], row_groups: Sequence[int] | None = None
+) -> pa.Table:
     """Read the top-level action columns that exist in a checkpoint/sidecar parquet file."""
     path = info.path if isinstance(info, FileInfo) else info
     try:
-        pf = (
-            pq.ParquetFile(path, filesystem=storage.arrow_fs)
-            if storage.is_local
-            else pq.ParquetFile(storage.fs.open(path, "rb"))
-        )
+        pf = open_parquet(storage, path)
         present = [c for c in columns if c in pf.schema_arrow.names]
+        if row_groups is not None:
+            return pf.read_row_groups(list(row_groups), columns=present)
         return pf.read(columns=present)
     except FileNotFoundError as e:
         raise MissingLogFileError(f"checkpoint file {path} is missing") from e
     except (pa.ArrowInvalid, OSError) as e:
-        if isinstance(e, FileNotFoundError) or "No such file" in str(e):
+        if "No such file" in str(e):
             raise MissingLogFileError(f"checkpoint file {path} is missing") from e
         raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
 
 
 def parquet_row_groups(storage: Storage, path: str) -> int:
-    pf = (
-        pq.ParquetFile(path, filesystem=storage.arrow_fs)
-        if storage.is_local
-        else pq.ParquetFile(storage.fs.open(path, "rb"))
-    )
-    return pf.num_row_groups
+    return open_parquet(storage, path).num_row_groups
 
 
 def read_parquet_row_groups(
     storage: Storage, path: str, row_groups: Sequence[int], columns: Sequence[str]
 ) -> pa.Table:
-    try:
-        pf = (
-            pq.ParquetFile(path, filesystem=storage.arrow_fs)
-            if storage.is_local
-            else pq.ParquetFile(storage.fs.open(path, "rb"))
-        )
-        present = [c for c in columns if c in pf.schema_arrow.names]
-        return pf.read_row_groups(list(row_groups), columns=present)
-    except FileNotFoundError as e:
-        raise MissingLogFileError(f"checkpoint file {path} is missing") from e
-    except (pa.ArrowInvalid, OSError) as e:
-        raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+    return read_parquet_actions(storage, path, columns, row_groups)
 
 
 def protocol_from_checkpoint_row(table: pa.Table) -> tuple[dict | None, dict | None]:
