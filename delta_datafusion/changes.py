@@ -62,7 +62,7 @@ from .log.actions import (
     partition_values_type,
     read_commits,
 )
-from .log.segment import LogListing, build_segment, list_log
+from .log.segment import LogListing, build_segment, list_log, version_ranges
 from .partition_values import typed_partition_values
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, flatten_file_actions, resolve_paths
@@ -367,7 +367,7 @@ class ChangeFeed:
             have = listing.commit_versions
             span = f"{have[0]}..{have[-1]}" if have else "none"
             raise VersionNotFoundError(
-                f"table_changes: the commit files of versions {_ranges(missing)} of {where} are not available "
+                f"table_changes: the commit files of versions {version_ranges(missing)} of {where} are not available "
                 f"(log cleaned up or never written); commits available: {span}"
             )
         commits = read_commits(storage, [(v, listing.commits[v]) for v in range(start, end + 1)])
@@ -1132,17 +1132,6 @@ def _empty_raw_sources(parts: list[str]) -> pa.Table:
 
 def _dv_or_none(d: dict | None) -> dict | None:
     return d if d and d.get("storageType") else None
-
-
-def _ranges(vs: list[int]) -> str:
-    out, i = [], 0
-    while i < len(vs):
-        j = i
-        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
-            j += 1
-        out.append(str(vs[i]) if i == j else f"{vs[i]}..{vs[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 # --------------------------------------------------------------------------------------------

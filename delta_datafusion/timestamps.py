@@ -39,28 +39,16 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
 
 def to_millis(value: object, argument: str = "timestamp") -> int:
     """Accept datetime/date, ISO strings, or integers (ms since epoch); naive values are UTC."""
-    if isinstance(value, bool):
-        raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        text = value.strip().replace("Z", "+00:00")
-        try:
-            value = dt.datetime.fromisoformat(text)
-        except ValueError as e:
-            raise DeltaError(f"{argument} {value!r} is not an ISO-8601 timestamp") from e
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, dt.date):
-        return int(dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc).timestamp() * 1000)
-    raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
+    return to_micros(value, argument) // 1000
 
 
 def to_micros(value: object, argument: str = "timestamp") -> int:
     """Like :func:`to_millis` but keeps microseconds."""
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, bool):
+        raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
+    if isinstance(value, int):
         return value * 1000
     if isinstance(value, str):
         text = value.strip().replace("Z", "+00:00")
@@ -73,7 +61,9 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
             value = value.replace(tzinfo=dt.timezone.utc)
         delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
         return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-    return to_millis(value, argument) * 1000
+    if isinstance(value, dt.date):
+        return (value - dt.date(1970, 1, 1)).days * 86_400_000_000
+    raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
 
 
 class CommitTimeline:

@@ -163,13 +163,14 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
             )
         raise NonContiguousVersionsError(
             f"{listing.log_dir}: commit versions are not contiguous, missing "
-            f"{_ranges(missing)} between {start} and {version}"
+            f"{version_ranges(missing)} between {start} and {version}"
         )
     commits = tuple((v, listing.commits[v]) for v in wanted)
     return LogSegment(listing.log_dir, version, checkpoint, commits)
 
 
-def _ranges(vs: list[int]) -> str:
+def version_ranges(vs: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1..3, 7" for error messages."""
     out, i = [], 0
     while i < len(vs):
         j = i
