@@ -12,7 +12,6 @@ from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-import fsspec
 import pyarrow.fs as pafs
 
 from .errors import DeltaError
@@ -80,11 +79,20 @@ class Storage:
             raise DeltaError(f"table URI must be a non-empty string, got {uri!r}")
         self.storage_options = dict(storage_options or {})
         self.protocol, path = _split_uri(uri)
-        try:
-            self.fs = fsspec.filesystem(self.protocol, **self.storage_options)
-        except (ImportError, ValueError, TypeError) as e:
-            raise DeltaError(f"cannot open filesystem for {uri!r}: {e}") from e
+        self.uri = uri
+        if not self.is_local:
+            self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
         self.root = path.rstrip("/") if path not in ("/", "") else path
+
+    @cached_property
+    def fs(self):
+        """The fsspec filesystem (imported on demand: local tables do not need fsspec)."""
+        import fsspec
+
+        try:
+            return fsspec.filesystem(self.protocol, **self.storage_options)
+        except (ImportError, ValueError, TypeError) as e:
+            raise DeltaError(f"cannot open filesystem for {self.uri!r}: {e}") from e
 
     # -- naming -------------------------------------------------------------------------
     @property
@@ -136,21 +144,31 @@ class Storage:
         return out
 
     def exists(self, path: str) -> bool:
+        if self.is_local:
+            return os.path.exists(path)
         return bool(self.fs.exists(path))
 
     def isdir(self, path: str) -> bool:
+        if self.is_local:
+            return os.path.isdir(path)
         return bool(self.fs.isdir(path))
 
+    def _open(self, path: str):
+        return open(path, "rb") if self.is_local else self.fs.open(path, "rb")  # noqa: SIM115
+
     def read_bytes(self, path: str) -> bytes:
-        with self.fs.open(path, "rb") as f:
+        with self._open(path) as f:
             return f.read()
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        with self.fs.open(path, "rb") as f:
+        with self._open(path) as f:
             f.seek(offset)
             return f.read(length)
 
     def info(self, path: str) -> FileInfo:
+        if self.is_local:
+            st = os.stat(path)
+            return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
         e = self.fs.info(path)
         return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e))
 
