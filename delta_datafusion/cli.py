@@ -37,7 +37,8 @@ def _format(table, max_rows: int = 20) -> str:
     return "\n".join([line, sep, *body, *more, f"({table.num_rows} rows)"])
 
 
-def demo(out=sys.stdout) -> int:
+def demo(out=None) -> int:
+    out = out or sys.stdout
     from datafusion import SessionContext
 
     from . import explain, register, register_table
@@ -81,7 +82,8 @@ def demo(out=sys.stdout) -> int:
     return 0
 
 
-def sql(args: argparse.Namespace, out=sys.stdout) -> int:
+def sql(args: argparse.Namespace, out=None) -> int:
+    out = out or sys.stdout
     from datafusion import SessionContext
 
     from . import register, register_table
@@ -97,7 +99,8 @@ def sql(args: argparse.Namespace, out=sys.stdout) -> int:
     return 0
 
 
-def info(args: argparse.Namespace, out=sys.stdout) -> int:
+def info(args: argparse.Namespace, out=None) -> int:
+    out = out or sys.stdout
     from .table import DeltaTable
 
     snap = DeltaTable(args.uri).snapshot(version=args.version)

@@ -1,0 +1,82 @@
+"""The command line (the demo is the main job) and the small Python API around snapshots."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from conftest import corpus_table
+
+from delta_datafusion import DeltaTable, cli
+from delta_datafusion.errors import DeltaError
+
+
+def test_demo_runs_on_the_bundled_table():
+    out = io.StringIO()
+    assert cli.demo(out) == 0
+    text = out.getvalue()
+    # revenue by city, pruning shown by explain, time travel and the change feed
+    assert "Lisbon | 50" in text and "Porto  | 40" in text
+    assert "after_partition_pruning=1" in text
+    assert "120" in text  # rows at version 2
+    assert "update_postimage | 10" in text and "delete           | 10" in text
+
+
+def test_cli_sql_and_info(capsys):
+    path = str(cli.example_table())
+    assert (
+        cli.main(["sql", "SELECT count(*) AS n FROM trips WHERE city = 'Faro'", "--table", f"trips={path}"])
+        == 0
+    )
+    assert "40" in capsys.readouterr().out
+    assert cli.main(["info", path]) == 0
+    out = capsys.readouterr().out
+    assert "version: 5" in out and "partition columns: ['city']" in out and "live files: 4" in out
+
+
+def test_cli_reports_errors_with_exit_code(tmp_path, capsys):
+    assert cli.main(["info", str(tmp_path)]) == 2
+    assert "TableNotFoundError" in capsys.readouterr().err
+
+
+def test_history_lists_every_commit_with_operation_and_increasing_timestamps():
+    table = DeltaTable(str(cli.example_table()))
+    hist = table.history().to_pylist()
+    assert [h["version"] for h in hist] == list(range(6))
+    ops = [h["operation"] for h in hist]
+    assert ops[0] in ("WRITE", "CREATE TABLE") and "UPDATE" in ops and "DELETE" in ops
+    ts = [h["timestamp"] for h in hist]
+    assert ts == sorted(ts) and len(set(ts)) == len(ts)
+
+
+def test_history_uses_in_commit_timestamps():
+    path = corpus_table("cdc_ict_table")
+    hist = DeltaTable(str(path)).history().to_pylist()
+    log = path / "_delta_log"
+    for h in hist:
+        first = json.loads((log / f"{h['version']:020d}.json").read_text().splitlines()[0])
+        assert h["timestamp"] == first["commitInfo"]["inCommitTimestamp"]
+
+
+def test_snapshot_arguments_are_checked():
+    table = DeltaTable(str(cli.example_table()))
+    with pytest.raises(DeltaError, match="either version or timestamp"):
+        table.snapshot(version=1, timestamp="2024-01-01")
+    with pytest.raises(DeltaError, match="version must be an integer"):
+        table.snapshot(version="1")
+    with pytest.raises(DeltaError, match=r"available versions are 0\.\.5"):
+        table.snapshot(version=9)
+
+
+def test_scan_api_prunes_and_reads():
+    import pyarrow.compute as pc
+
+    snap = DeltaTable(str(cli.example_table())).snapshot()
+    scan = snap.scan(columns=["trip_id", "fare"], predicate=pc.field("city") == "Porto")
+    meta = next(scan.scan_metadata())
+    assert meta.files_before_pruning == 4 and meta.num_files == 1
+    rows = scan.to_table()
+    assert rows.column_names == ["trip_id", "fare"] and rows.num_rows == 40
+    with pytest.raises(DeltaError, match="unknown column"):
+        snap.scan(columns=["nope"])
