@@ -279,9 +279,15 @@ def _short(e: Exception) -> str:
 # -- checkpoints ---------------------------------------------------------------------------
 
 
-def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
-    """Open a log parquet file once per table handle: a checkpoint is consulted up to three
-    times while loading (protocol/metaData, sidecar references, add actions)."""
+def open_parquet(storage: Storage, path: str, cached: bool = True) -> pq.ParquetFile:
+    """Open a log parquet file; with ``cached`` once per table handle (a checkpoint is consulted
+    twice while planning: protocol/metaData and sidecar references). Leaf reads, which may run
+    on several threads over row groups of one file, open their own handle: a ParquetFile is not
+    safe to read from two threads at once."""
+    if not cached:
+        return pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
+            storage.fs.open(path, "rb")
+        )
     cache = storage.__dict__.setdefault("_log_parquet", {})
     pf = cache.get(path)
     if pf is None:
@@ -295,12 +301,16 @@ def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
 
 
 def read_parquet_actions(
-    storage: Storage, info: FileInfo | str, columns: Sequence[str], row_groups: Sequence[int] | None = None
+    storage: Storage,
+    info: FileInfo | str,
+    columns: Sequence[str],
+    row_groups: Sequence[int] | None = None,
+    cached: bool = True,
 ) -> pa.Table:
     """Read the top-level action columns that exist in a checkpoint/sidecar parquet file."""
     path = info.path if isinstance(info, FileInfo) else info
     try:
-        pf = open_parquet(storage, path)
+        pf = open_parquet(storage, path, cached)
         present = [c for c in columns if c in pf.schema_arrow.names]
         if row_groups is not None:
             return pf.read_row_groups(list(row_groups), columns=present)
@@ -320,7 +330,7 @@ def parquet_row_groups(storage: Storage, path: str) -> int:
 def read_parquet_row_groups(
     storage: Storage, path: str, row_groups: Sequence[int], columns: Sequence[str]
 ) -> pa.Table:
-    return read_parquet_actions(storage, path, columns, row_groups)
+    return read_parquet_actions(storage, path, columns, row_groups, cached=False)
 
 
 def protocol_from_checkpoint_row(table: pa.Table) -> tuple[dict | None, dict | None]:

@@ -144,5 +144,5 @@ def read_leaf(storage: Storage, leaf: LeafFile, columns: list[str] | None = None
     if leaf.row_groups is None:
         if not storage.exists(leaf.path):
             raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing")
-        return read_parquet_actions(storage, leaf.path, cols)
+        return read_parquet_actions(storage, leaf.path, cols, cached=False)
     return read_parquet_row_groups(storage, leaf.path, leaf.row_groups, cols)
