@@ -1,0 +1,901 @@
+"""Two-phase parallel scan metadata (``delta_datafusion.parallel``).
+
+The invariant checked everywhere: the sequential phase's batches plus the parallel phase's batches
+over *any* partition of the checkpoint leaves (and of their row groups) equal ``scan_metadata()``
+as a set of files (all scan-metadata columns compared, rows sorted by path and DV id).
+
+Tables: every corpus table that loads (categories data / log_only, at its latest version and at
+its checkpoint and expectation versions), and tables generated here with
+``benchmarks/gen_v2_checkpoint.py`` (V2 JSON and parquet manifests with sidecars and inline adds,
+multi-part and classic checkpoints with several row groups, commits after the checkpoint with
+removes, re-adds, DV updates, stats-only re-adds and a metaData change). The generator knows the
+live file set by construction, which checks the sequential reference (``Snapshot.files()``)
+itself; deltalake (delta-rs) cross-checks the path sets independently.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import multiprocessing
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from delta_datafusion import DeltaTable
+from delta_datafusion import parallel as par
+from delta_datafusion.errors import DeltaError, ParallelStateError
+from delta_datafusion.log.checkpoint import LeafFile
+from delta_datafusion.parallel import (
+    Done,
+    Parallel,
+    ParallelScanMetadata,
+    ParallelState,
+    SequentialPhase,
+    concat_files,
+    expand_leaf,
+    run_parallel,
+    run_with_dask,
+    scan_leaf_files,
+    split_leaves,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+MANIFEST = CORPUS / "manifest.json"
+BENCH = REPO / "benchmarks"
+if str(BENCH) not in sys.path:
+    sys.path.insert(0, str(BENCH))
+
+import gen_v2_checkpoint as gen  # noqa: E402
+
+HAS_SKIPPING = importlib.util.find_spec("delta_datafusion.skipping") is not None
+
+
+# ==============================================================================================
+# helpers
+# ==============================================================================================
+
+
+def _dv_key(files: pa.Table) -> pa.Array:
+    dv = files.column("deletion_vector").combine_chunks()
+    parts = [
+        pc.fill_null(pc.struct_field(dv, "storageType"), ""),
+        pc.fill_null(pc.struct_field(dv, "pathOrInlineDv"), ""),
+        pc.fill_null(pc.struct_field(dv, "offset").cast(pa.string()), ""),
+    ]
+    return pc.binary_join_element_wise(*parts, "|")
+
+
+def canonical(files: pa.Table) -> pa.Table:
+    """Rows sorted by (path, DV id); all scan-metadata columns kept."""
+    t = files.combine_chunks()
+    t = t.append_column("_dv", _dv_key(t)).sort_by([("path", "ascending"), ("_dv", "ascending")])
+    return t.drop_columns(["_dv"]).combine_chunks()
+
+
+def _norm(v):
+    if isinstance(v, float) and v != v:
+        return "NaN"
+    if isinstance(v, dict):
+        return {k: _norm(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_norm(x) for x in v]
+    return v
+
+
+def assert_same_files(actual: pa.Table, expected: pa.Table, context: str = "") -> None:
+    assert actual.schema == expected.schema, (
+        f"{context}: schema differs\n{actual.schema}\nvs\n{expected.schema}"
+    )
+    a, e = canonical(actual), canonical(expected)
+    if a.equals(e):
+        return
+    ka = set(zip(a.column("path").to_pylist(), _dv_key(a).to_pylist(), strict=True))
+    ke = set(zip(e.column("path").to_pylist(), _dv_key(e).to_pylist(), strict=True))
+    assert ka == ke, f"{context}: extra {sorted(ka - ke)[:5]}, missing {sorted(ke - ka)[:5]}"
+    assert a.num_rows == e.num_rows, f"{context}: {a.num_rows} rows vs {e.num_rows} (duplicates?)"
+    ra, re_ = _norm(a.to_pylist()), _norm(e.to_pylist())
+    for x, y in zip(ra, re_, strict=True):
+        assert x == y, f"{context}: row differs\n{x}\nvs\n{y}"
+
+
+def reference_files(path: str, version: int | None = None, predicate=None) -> pa.Table:
+    """``scan_metadata()`` of a fresh snapshot, concatenated."""
+    scan = DeltaTable(path).snapshot(version).scan(predicate=predicate)
+    batches = list(scan.scan_metadata())
+    return pa.concat_tables([b.files for b in batches])
+
+
+def sequential(path: str, version: int | None = None, predicate=None) -> tuple[list, Done | Parallel]:
+    phase = DeltaTable(path).snapshot(version).scan(predicate=predicate).parallel_scan_metadata()
+    assert isinstance(phase, SequentialPhase)
+    batches = list(phase)
+    return batches, phase.finish()
+
+
+def _rr(files, k):
+    return [files[i::k] for i in range(k)]
+
+
+def _row_groups_one_each(files, state):
+    units = [u for f in files for u in expand_leaf(f, storage=state.storage)]
+    return [[u] for u in units]
+
+
+def _row_groups_round_robin(files, state):
+    units = [u for f in files for u in expand_leaf(f, storage=state.storage)]
+    return _rr(units, 3)
+
+
+SPLITS = {
+    "one-worker": lambda files, state: [list(files)],
+    "one-per-worker": lambda files, state: [[f] for f in files],
+    "round-robin-2": lambda files, state: _rr(files, 2),
+    "round-robin-3-reversed": lambda files, state: [g[::-1] for g in _rr(files[::-1], 3)],
+    "split-leaves-2": lambda files, state: split_leaves(files, 2, state.storage),
+    "split-leaves-5": lambda files, state: split_leaves(files, 5, state.storage),
+    "row-group-each": _row_groups_one_each,
+    "row-group-round-robin-3": _row_groups_round_robin,
+}
+
+
+def run_split(batches, after, split, *, via_bytes=True) -> pa.Table:
+    """Sequential batches + the parallel phase over ``split(files)``; each group gets its own state."""
+    out = list(batches)
+    if isinstance(after, Parallel):
+        blob = after.state.to_bytes()
+        groups = split(after.files, after.state)
+        _assert_partition(after.files, groups, after.state)
+        for group in groups:
+            state = ParallelState.from_bytes(blob) if via_bytes else after.state
+            out.extend(ParallelScanMetadata(state, group))
+    return concat_files(out)
+
+
+def _row_group_count(leaf: LeafFile, state: ParallelState) -> int:
+    return len(expand_leaf(leaf, storage=state.storage))
+
+
+def _assert_partition(files, groups, state) -> None:
+    """Every row group of every leaf is in exactly one group."""
+    want = {}
+    for f in files:
+        n = _row_group_count(f, state)
+        for rg in range(n) if f.row_groups is None else f.row_groups:
+            want[(f.path, rg)] = 0
+    for g in groups:
+        for leaf in g:
+            rgs = (
+                range(_row_group_count(LeafFile(leaf.path), state))
+                if leaf.row_groups is None
+                else leaf.row_groups
+            )
+            for rg in rgs:
+                assert (leaf.path, rg) in want, f"{leaf} is not part of the leaves"
+                want[(leaf.path, rg)] += 1
+    assert all(c == 1 for c in want.values()), {k: c for k, c in want.items() if c != 1}
+
+
+def _batch_schema_check(batches, expected_schema):
+    for b in batches:
+        assert b.files.schema == expected_schema
+
+
+# ==============================================================================================
+# the corpus
+# ==============================================================================================
+
+
+def _corpus_cases() -> list:
+    if not MANIFEST.is_file():
+        return [pytest.param(None, None, id="corpus-missing")]
+    manifest = json.loads(MANIFEST.read_text())
+    cases = []
+    for t in manifest["tables"]:
+        if t["category"] not in ("data", "log_only"):
+            continue
+        versions = {None}
+        versions.update(c["version"] for c in t.get("log", {}).get("checkpoints", []))
+        versions.update(e["version"] for e in t.get("expected", []) if e.get("kind") == "snapshot")
+        for v in sorted(versions, key=lambda x: -1 if x is None else x):
+            cases.append(pytest.param(t["name"], v, id=f"{t['name']}@{'latest' if v is None else v}"))
+    return cases
+
+
+def _load_corpus(name, version):
+    if name is None:
+        pytest.skip(f"conformance corpus not found at {CORPUS} (expected {MANIFEST})")
+    path = str(CORPUS / "tables" / name)
+    try:
+        DeltaTable(path).snapshot(version)
+    except DeltaError as e:  # tables / versions that must fail to load (expect_error) are not ours
+        pytest.skip(f"{name} at version {version} does not load: {e}")
+    return path
+
+
+@pytest.mark.parametrize(("name", "version"), _corpus_cases())
+def test_corpus_parallel_equals_scan_metadata(name, version):
+    path = _load_corpus(name, version)
+    expected = reference_files(path, version)
+    batches, after = sequential(path, version)
+    _batch_schema_check(batches, expected.schema)
+    snap = DeltaTable(path).snapshot(version)
+    manifest = snap.checkpoint_manifest
+    if manifest is None or not manifest.leaves:
+        assert isinstance(after, Done)
+    else:
+        assert isinstance(after, Parallel)
+        assert after.files == manifest.leaves
+    for split_name, split in SPLITS.items():
+        got = run_split(batches, after, split)
+        assert_same_files(got, expected, f"{name}@{version} split {split_name}")
+
+
+def test_corpus_has_parallel_cases():
+    """The corpus exercises the parallel phase with sidecars, multi-part parts and classic files."""
+    if not MANIFEST.is_file():
+        pytest.skip(f"conformance corpus not found at {CORPUS} (expected {MANIFEST})")
+    kinds = {}
+    for name in (
+        "v2-checkpoints-json-with-sidecars",
+        "v2-checkpoint-parquet",
+        "v1-multi-part-struct-stats-only",
+        "checkpoint",
+    ):
+        path = str(CORPUS / "tables" / name)
+        _, after = sequential(path)
+        assert isinstance(after, Parallel), name
+        kinds[name] = len(after.files)
+    assert kinds["v1-multi-part-struct-stats-only"] == 3
+    assert kinds["v2-checkpoints-json-with-sidecars"] == 2
+
+
+def test_corpus_v2_without_sidecars_is_done():
+    if not MANIFEST.is_file():
+        pytest.skip(f"conformance corpus not found at {CORPUS} (expected {MANIFEST})")
+    path = str(CORPUS / "tables" / "v2-checkpoints-json-without-sidecars")
+    batches, after = sequential(path)
+    assert isinstance(after, Done)
+    assert_same_files(concat_files(batches), reference_files(path))
+
+
+# ==============================================================================================
+# generated tables
+# ==============================================================================================
+
+GENERATED = {
+    # name: generator kwargs
+    "v2-json": dict(
+        kind="v2-json", num_files=700, sidecars=5, row_group_size=60, commits_after=30, inline_adds=4
+    ),
+    "v2-parquet": dict(
+        kind="v2-parquet",
+        num_files=600,
+        sidecars=4,
+        row_group_size=45,
+        commits_after=25,
+        metadata_change_at=5,
+    ),
+    "multi": dict(
+        kind="multi", num_files=500, parts=3, row_group_size=50, commits_after=20, history_commits=3
+    ),
+    "classic": dict(kind="classic", num_files=450, row_group_size=40, commits_after=22, partitioned=False),
+    "classic-one-rg": dict(
+        kind="classic", num_files=120, commits_after=6, dv_every=0, dv_updates_per_commit=0
+    ),
+    "v2-sparse": dict(
+        kind="v2-json", num_files=5, sidecars=8, inline_adds=2, commits_after=8, removes_per_commit=1
+    ),
+    "none": dict(kind="none", num_files=200, commits_after=12, history_commits=2),
+}
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory) -> dict[str, gen.GeneratedTable]:
+    root = tmp_path_factory.mktemp("generated")
+    return {name: gen.generate(root / name, seed=i, **kw) for i, (name, kw) in enumerate(GENERATED.items())}
+
+
+def _keys(files: pa.Table) -> set:
+    dv = files.column("deletion_vector").to_pylist()
+    return {
+        (p, None if d is None else (d["storageType"], d["pathOrInlineDv"], d["offset"]))
+        for p, d in zip(files.column("path").to_pylist(), dv, strict=True)
+    }
+
+
+@pytest.mark.parametrize("name", list(GENERATED))
+def test_generated_reference_is_right(generated, name):
+    """Snapshot.files() (the sequential reference) gives the live set known by construction."""
+    g = generated[name]
+    snap = DeltaTable(g.path).snapshot()
+    assert snap.version == g.version
+    assert snap.segment.checkpoint_version == g.checkpoint_version
+    files = snap.files()
+    assert files.num_rows == len(g.live)
+    assert _keys(files) == g.expected_keys()
+    records = dict(
+        zip(
+            files.column("path").to_pylist(),
+            pc.struct_field(files.column("stats"), "numRecords").to_pylist(),
+            strict=True,
+        )
+    )
+    assert records == {p: f.num_records for p, f in g.live.items()}
+    if GENERATED[name].get("metadata_change_at") is not None:
+        assert "generator.changed" in snap.metadata.configuration
+    # the generated log has what the test needs
+    if g.kind.startswith("v2"):
+        manifest = snap.checkpoint_manifest
+        assert snap.protocol.min_reader_version == 3 and "v2Checkpoint" in snap.protocol.reader_features
+        assert [leaf.path for leaf in manifest.leaves] == g.leaves
+        assert all("/_delta_log/_sidecars/" in p for p in g.leaves)
+        assert manifest.inline is not None
+
+
+@pytest.mark.parametrize("name", ["v2-json", "v2-parquet", "multi", "classic"])
+def test_generated_reference_matches_deltalake(generated, name):
+    """Independent cross-check of the generated logs: delta-rs reads the same path set."""
+    deltalake = pytest.importorskip("deltalake")
+    g = generated[name]
+    try:
+        dt = deltalake.DeltaTable(g.path)
+        adds = pa.table(dt.get_add_actions(flatten=True))
+    except Exception as e:  # noqa: BLE001 - a delta-rs limitation is not our failure
+        pytest.skip(f"deltalake cannot read the generated {name} table: {e}")
+    assert dt.version() == g.version
+    assert {unquote(p) for p in adds.column("path").to_pylist()} == set(g.live)
+
+
+@pytest.mark.parametrize("split_name", list(SPLITS))
+@pytest.mark.parametrize("name", list(GENERATED))
+def test_generated_parallel_equals_scan_metadata(generated, name, split_name):
+    g = generated[name]
+    expected = reference_files(g.path)
+    batches, after = sequential(g.path)
+    _batch_schema_check(batches, expected.schema)
+    if g.kind == "none":
+        assert isinstance(after, Done)
+    else:
+        assert isinstance(after, Parallel)
+        assert [f.path for f in after.files] == g.leaves
+    got = run_split(batches, after, SPLITS[split_name], via_bytes=split_name != "one-worker")
+    assert_same_files(got, expected, f"{name} split {split_name}")
+
+
+def test_sequential_phase_yields_commits_and_manifest(generated):
+    g = generated["v2-json"]
+    batches, after = sequential(g.path)
+    assert [b.extra.get("source") for b in batches] == ["commits", "checkpoint manifest"]
+    manifest_paths = set(batches[1].files.column("path").to_pylist())
+    inline = {p for p in list(g.live)[: g.inline_adds]}
+    assert manifest_paths <= set(g.live)
+    assert manifest_paths <= inline
+    assert isinstance(after, Parallel)
+    # the seen keys are exactly the keys of the commits' file actions
+    snap = DeltaTable(g.path).snapshot()
+    _, commit_keys = snap._commit_replay
+    assert set(after.state.seen_keys.to_pylist()) == set(commit_keys.to_pylist())
+    assert after.state.checkpoint_version == g.checkpoint_version
+    assert after.state.version == g.version
+
+
+def test_empty_and_tombstone_only_sidecars(generated):
+    """Sidecars without adds (tombstones only) give empty, correctly typed batches."""
+    g = generated["v2-sparse"]
+    batches, after = sequential(g.path)
+    expected = reference_files(g.path)
+    leaf_batches = list(ParallelScanMetadata(after.state, after.files))
+    assert len(leaf_batches) == len(after.files) == 8
+    assert any(b.num_files == 0 for b in leaf_batches)
+    _batch_schema_check(leaf_batches, expected.schema)
+    assert_same_files(concat_files(batches + leaf_batches), expected, "v2-sparse")
+
+
+def test_metadata_change_after_checkpoint_reaches_workers(generated):
+    g = generated["v2-parquet"]
+    _, after = sequential(g.path)
+    state = ParallelState.from_bytes(after.state.to_bytes())
+    assert state.metadata.configuration.get("generator.changed", "").startswith("at ")
+    assert state.metadata == DeltaTable(g.path).snapshot().metadata
+    assert state.protocol == DeltaTable(g.path).snapshot().protocol
+
+
+def test_finish_requires_iteration(generated):
+    g = generated["v2-json"]
+    phase = DeltaTable(g.path).snapshot().scan().parallel_scan_metadata()
+    with pytest.raises(ParallelStateError, match="before the sequential phase was iterated"):
+        phase.finish()
+    next(phase)  # partially iterated is not enough
+    with pytest.raises(ParallelStateError, match="iterated to its end"):
+        phase.finish()
+    rest = list(phase)
+    assert len(rest) == 1
+    first = phase.finish()
+    assert isinstance(first, Parallel)
+    assert phase.finish() is first
+
+
+def test_missing_sidecar_is_reported(generated, tmp_path):
+    import shutil
+
+    from delta_datafusion.errors import MissingLogFileError
+
+    src = generated["v2-json"]
+    path = tmp_path / "copy"
+    shutil.copytree(src.path, path)
+    _, after = sequential(str(path))
+    gone = after.files[1].path
+    os.unlink(gone)
+    with pytest.raises(MissingLogFileError, match=Path(gone).name):
+        list(ParallelScanMetadata(after.state.to_bytes(), after.files))
+    with pytest.raises(MissingLogFileError, match=Path(gone).name):
+        split_leaves(after.files, 50, after.state.storage)
+
+
+def test_concurrent_reads_of_row_groups_of_one_file(generated):
+    """Workers on threads read row groups of the same file at the same time: each has its own reader.
+
+    (A ParquetFile shared between threads -- log.actions.open_parquet caches one per path -- crashes
+    with SIGSEGV, hangs, or fails with "ReadRangeCache did not find matching cache" here.)
+    """
+    g = generated["classic"]
+    batches, after = sequential(g.path)
+    units = [u for f in after.files for u in expand_leaf(f, storage=after.state.storage)]
+    assert len(units) > 5 and len({u.path for u in units}) == 1
+    expected = canonical(reference_files(g.path))
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(15):
+            results = list(pool.map(lambda u: list(ParallelScanMetadata(after.state, [u])), units))
+            got = canonical(concat_files(list(batches) + [m for r in results for m in r]))
+            assert got.equals(expected)
+
+
+# -- property test: random partitions of row-group units ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def property_case(generated):
+    g = generated["v2-json"]
+    batches, after = sequential(g.path)
+    units = [u for f in after.files for u in expand_leaf(f, storage=after.state.storage)]
+    return batches, after, units, canonical(reference_files(g.path))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_random_splits_property(property_case, data):
+    batches, after, units, expected = property_case
+    k = data.draw(st.integers(min_value=1, max_value=6), label="workers")
+    assignment = data.draw(
+        st.lists(st.integers(0, k - 1), min_size=len(units), max_size=len(units)), label="assignment"
+    )
+    order = data.draw(st.permutations(range(len(units))), label="order")
+    merge = data.draw(st.booleans(), label="merge row groups per file")
+    groups: list[list[LeafFile]] = [[] for _ in range(k)]
+    for i in order:
+        groups[assignment[i]].append(units[i])
+    if merge:  # one LeafFile per (worker, file) with several row groups
+        merged = []
+        for g in groups:
+            per_file: dict[str, list[int]] = {}
+            for u in g:
+                per_file.setdefault(u.path, []).extend(u.row_groups)
+            merged.append([LeafFile(p, 0, tuple(sorted(r))) for p, r in per_file.items()])
+        groups = merged
+    out = list(batches)
+    for g in groups:
+        out.extend(ParallelScanMetadata(after.state, g))
+    got = canonical(concat_files(out))
+    assert got.equals(expected)
+
+
+# ==============================================================================================
+# split helpers
+# ==============================================================================================
+
+
+def test_expand_leaf_and_split_leaves_partition_exactly(generated):
+    g = generated["classic"]
+    _, after = sequential(g.path)
+    (leaf,) = after.files
+    n = pq.ParquetFile(leaf.path).metadata.num_row_groups
+    assert n > 5
+    singles = expand_leaf(leaf, storage=after.state.storage)
+    assert [u.row_groups for u in singles] == [(i,) for i in range(n)]
+    chunks = expand_leaf(leaf, 3, storage=after.state.storage)
+    assert len(chunks) == 3 and sum(len(c.row_groups) for c in chunks) == n
+    assert [rg for c in chunks for rg in c.row_groups] == list(range(n))
+    # a sub-range expands within itself
+    sub = expand_leaf(LeafFile(leaf.path, leaf.size, (2, 3, 4)), storage=after.state.storage)
+    assert [u.row_groups for u in sub] == [(2,), (3,), (4,)]
+    for parts in (1, 2, 3, 4, 7, 100):
+        groups = split_leaves(after.files, parts, after.state.storage)
+        assert 1 <= len(groups) <= parts
+        assert all(groups)
+        _assert_partition(after.files, groups, after.state)
+    # a single big classic checkpoint is spread over both workers
+    two = split_leaves(after.files, 2)
+    assert len(two) == 2 and all(leaf.row_groups for grp in two for leaf in grp)
+
+
+def test_split_leaves_balances_sidecars(generated):
+    g = generated["v2-json"]
+    _, after = sequential(g.path)
+    for parts in (1, 2, 3, 4, 5, 6, 11):
+        groups = after.state.split(after.files, parts)
+        _assert_partition(after.files, groups, after.state)
+        assert len(groups) <= parts
+    # as many equal sidecars as workers: whole files, no row-group reads needed
+    groups = split_leaves(after.files, len(after.files))
+    assert all(len(grp) == 1 and grp[0].row_groups is None for grp in groups)
+    with pytest.raises(DeltaError, match="parts must be at least 1"):
+        split_leaves(after.files, 0)
+    assert split_leaves([], 3) == []
+
+
+# ==============================================================================================
+# state bytes
+# ==============================================================================================
+
+
+def test_state_round_trip(generated):
+    g = generated["v2-json"]
+    _, after = sequential(g.path)
+    blob = after.state.to_bytes()
+    assert blob.startswith(par.MAGIC)
+    assert blob == after.state.to_bytes()  # deterministic
+    state = ParallelState.from_bytes(blob)
+    assert state == after.state
+    assert state.to_bytes() == blob
+    assert state.table_root == after.state.table_root
+    assert state.seen_keys.equals(after.state.seen_keys)
+    assert state.metadata == DeltaTable(g.path).snapshot().metadata
+    # compact: the seen keys are stored compressed
+    raw_keys = sum(len(k) for k in after.state.seen_keys.to_pylist())
+    header = len(json.dumps(after.state.header()))
+    assert len(blob) < header + raw_keys / 2 + 1024
+    # bytearray / memoryview are accepted too
+    assert ParallelState.from_bytes(bytearray(blob)) == state
+    assert ParallelState.from_bytes(memoryview(blob)) == state
+
+
+def _state(generated, predicate=None) -> ParallelState:
+    g = generated["v2-json"]
+    _, after = sequential(g.path, predicate=predicate)
+    return after.state
+
+
+@pytest.mark.parametrize(
+    ("mangle", "message"),
+    [
+        (lambda b: b[: len(b) // 2], "truncated"),
+        (lambda b: b[:-1], "truncated"),
+        (lambda b: b[:5], "bad magic|truncated"),
+        (lambda b: b[:12], "truncated"),
+        (lambda b: b + b"\0", "unexpected bytes"),
+        (lambda b: b[:100] + bytes([b[100] ^ 0x01]) + b[101:], "checksum"),
+        (lambda b: b[:-3] + b"xyz", "checksum"),
+        (lambda b: b"PAR1" + b[4:], "bad magic"),
+        (lambda b: b"", "bad magic"),
+        (lambda b: b"\x80\x04\x95" + b"pickle" * 10, "bad magic"),
+        (lambda b: json.dumps({"table_root": "/x"}).encode(), "bad magic"),
+    ],
+    ids=[
+        "half",
+        "last-byte",
+        "5-bytes",
+        "12-bytes",
+        "trailing-byte",
+        "bit-flip",
+        "tampered-digest",
+        "parquet-magic",
+        "empty",
+        "pickle",
+        "json",
+    ],
+)
+def test_corrupted_state_is_refused(generated, mangle, message):
+    blob = _state(generated).to_bytes()
+    with pytest.raises(ParallelStateError, match=message):
+        ParallelState.from_bytes(mangle(blob))
+
+
+def test_other_versions_are_refused(generated, monkeypatch):
+    state = _state(generated)
+    monkeypatch.setattr(par, "_package_version", lambda: "0.0.1-other")
+    other_pkg = state.to_bytes()
+    monkeypatch.undo()
+    with pytest.raises(
+        ParallelStateError, match=r"written by delta_datafusion 0\.0\.1-other, this is delta_datafusion"
+    ):
+        ParallelState.from_bytes(other_pkg)
+    monkeypatch.setattr(par, "FORMAT_VERSION", 99)
+    other_fmt = state.to_bytes()
+    monkeypatch.undo()
+    with pytest.raises(ParallelStateError, match="format version 99"):
+        ParallelState.from_bytes(other_fmt)
+    with pytest.raises(ParallelStateError, match="bytes"):
+        ParallelState.from_bytes("not bytes")  # type: ignore[arg-type]
+    with pytest.raises(ParallelStateError):
+        ParallelScanMetadata(12, [])  # type: ignore[arg-type]
+    # a worker given bytes of another version fails with the same error
+    monkeypatch.setattr(par, "_package_version", lambda: "9.9.9")
+    blob = state.to_bytes()
+    monkeypatch.undo()
+    with pytest.raises(ParallelStateError, match="9.9.9"):
+        scan_leaf_files(blob, [])
+
+
+def test_consistent_header_but_bad_content_is_refused(generated):
+    """Bytes rebuilt with a valid checksum but inconsistent content still fail with ParallelStateError."""
+    state = _state(generated)
+    header = state.header()
+    header["num_keys"] += 1
+    bad = _reassemble(header, par._keys_ipc(state.seen_keys))
+    with pytest.raises(ParallelStateError, match="announces"):
+        ParallelState.from_bytes(bad)
+    header = state.header()
+    del header["metaData"]
+    with pytest.raises(ParallelStateError, match="header lacks"):
+        ParallelState.from_bytes(_reassemble(header, par._keys_ipc(state.seen_keys)))
+    header = state.header()
+    header["predicate"] = {"$dc": "os:system", "fields": {}}
+    with pytest.raises(ParallelStateError, match="outside the delta_datafusion package"):
+        ParallelState.from_bytes(_reassemble(header, par._keys_ipc(state.seen_keys)))
+    with pytest.raises(ParallelStateError, match="corrupted"):
+        ParallelState.from_bytes(_reassemble(state.header(), b"not arrow"))
+
+
+def _reassemble(header: dict, keys: bytes) -> bytes:
+    import hashlib
+
+    h = json.dumps(header).encode()
+    pkg = par._package_version().encode()
+    body = par._U32.pack(len(h)) + h + par._U64.pack(len(keys)) + keys
+    total = len(par.MAGIC) + par._FIXED.size + len(pkg) + par._U64.size + len(body) + par._DIGEST
+    blob = par.MAGIC + par._FIXED.pack(par.FORMAT_VERSION, len(pkg)) + pkg + par._U64.pack(total) + body
+    return blob + hashlib.blake2b(blob, digest_size=par._DIGEST).digest()
+
+
+def test_unserializable_storage_options_are_refused(generated):
+    state = _state(generated)
+    state.storage_options["client"] = object()
+    with pytest.raises(ParallelStateError, match="JSON-serializable"):
+        state.to_bytes()
+
+
+# -- predicates --------------------------------------------------------------------------------
+
+
+def _predicates():
+    import datetime
+    import decimal
+
+    from delta_datafusion import predicate as P
+
+    return [
+        P.eq(P.col("part"), "p3"),
+        P.and_(P.gt(P.col("id", pa.int64()), 150_000), P.ne(P.col("part"), "p1")),
+        P.or_(P.lt(P.col("value"), 2.0), P.is_null(P.col("id"))),
+        P.In(P.col("value"), (P.lit(1.5), P.lit(float("nan")), P.lit(None, pa.float64())), negated=True),
+        P.not_(P.In(P.col("part"), (P.lit("p2"), P.lit("p4")))),
+        P.lt(
+            P.col("id"),
+            P.lit(
+                datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc),
+                pa.timestamp("us", tz="Europe/Paris"),
+            ),
+        ),
+        P.ne(P.col(("s", "a")), P.lit(decimal.Decimal("-1.23"), pa.decimal128(5, 2))),
+        P.ge(P.col("d"), P.lit(datetime.date(2021, 3, 4))),
+        P.eq(P.col("b"), P.lit(b"\x00\xff")),
+        P.and_(P.TRUE, P.NULL, P.FALSE, P.is_not_null(P.col("x", pa.list_(pa.int32())))),
+        P.lt(P.col("f"), P.lit(float("-inf"))),
+    ]
+
+
+def test_predicate_json_round_trip():
+    for pred in _predicates():
+        doc = par.encode_value(pred)
+        text = json.dumps(doc, allow_nan=False)
+        back = par.decode_value(json.loads(text))
+        assert back == pred, (str(pred), text)
+        assert str(back) == str(pred)
+        assert type(back) is type(pred)
+    # column types (not part of equality) survive too
+    from delta_datafusion import predicate as P
+
+    c = par.decode_value(par.encode_value(P.col("x", pa.timestamp("ns", tz="UTC"))))
+    assert c.type == pa.timestamp("ns", tz="UTC")
+    with pytest.raises(ParallelStateError, match="cannot serialize"):
+        par.encode_value(object())
+    with pytest.raises(ParallelStateError, match="unknown tag"):
+        par.decode_value({"$what": 1})
+
+
+def test_predicate_survives_state_bytes(generated):
+    from delta_datafusion import predicate as P
+
+    pred = P.and_(P.eq(P.col("part"), "p3"), P.gt(P.col("id"), 20_000))
+    state = _state(generated, pred)
+    back = ParallelState.from_bytes(state.to_bytes())
+    assert back.predicate == state.predicate == pred
+    assert back.scan.predicate == pred
+
+
+PRUNING_PREDICATES = {
+    "part-eq": pc.field("part") == "p3",
+    "id-gt-and-part-ne": (pc.field("id") > 300_000) & (pc.field("part") != "p1"),
+    "value-lt": pc.field("value") < 1.0,
+    "id-lt": pc.field("id") < 20_000,
+}
+PRUNING_CASES = [
+    pytest.param(name, pred, id=f"{pred_id}-{name}")
+    for name in ("v2-json", "v2-parquet", "multi", "classic")
+    for pred_id, pred in PRUNING_PREDICATES.items()
+    if not (name == "classic" and "part" in pred_id)  # the classic generated table is not partitioned
+]
+
+
+@pytest.mark.skipif(not HAS_SKIPPING, reason="delta_datafusion.skipping (file pruning) is not available")
+@pytest.mark.parametrize(("name", "pred"), PRUNING_CASES)
+def test_pruning_in_parallel_phase(generated, name, pred):
+    g = generated[name]
+    expected_batches = list(DeltaTable(g.path).snapshot().scan(predicate=pred).scan_metadata())
+    expected = pa.concat_tables([b.files for b in expected_batches])
+    before = sum(b.files_before_pruning for b in expected_batches)
+    assert expected.num_rows < before  # the predicate prunes something
+    batches, after = sequential(g.path, predicate=pred)
+    for split_name in ("one-per-worker", "row-group-round-robin-3"):
+        got = run_split(batches, after, SPLITS[split_name])
+        assert_same_files(got, expected, f"{name} {pred} {split_name}")
+    out = run_parallel(DeltaTable(g.path).snapshot().scan(predicate=pred), workers=3)
+    assert sum(b.files_before_pruning for b in out) == before
+    assert_same_files(concat_files(out), expected, f"{name} {pred} run_parallel")
+
+
+# ==============================================================================================
+# executors
+# ==============================================================================================
+
+
+@pytest.mark.parametrize("name", ["v2-json", "multi", "classic", "none", "v2-sparse"])
+def test_run_parallel_threads(generated, name):
+    g = generated[name]
+    expected = reference_files(g.path)
+    for workers in (None, 1, 2, 4):
+        out = run_parallel(DeltaTable(g.path).snapshot().scan(), workers=workers)
+        assert_same_files(concat_files(out), expected, f"{name} workers={workers}")
+    with ThreadPoolExecutor(3) as pool:
+        out = run_parallel(DeltaTable(g.path).snapshot().scan(), executor=pool)
+    assert_same_files(concat_files(out), expected, f"{name} explicit thread pool")
+
+
+def test_run_parallel_threads_corpus():
+    if not MANIFEST.is_file():
+        pytest.skip(f"conformance corpus not found at {CORPUS} (expected {MANIFEST})")
+    for name in (
+        "v2-checkpoints-json-with-sidecars",
+        "v1-multi-part-struct-stats-only",
+        "parquet_row_group_skipping",
+    ):
+        path = str(CORPUS / "tables" / name)
+        out = run_parallel(DeltaTable(path).snapshot().scan(), workers=2)
+        assert_same_files(concat_files(out), reference_files(path), name)
+
+
+@pytest.fixture(scope="module")
+def spawn_pool():
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(2, mp_context=ctx) as pool:
+        yield pool
+
+
+def _remote_pid() -> int:
+    return os.getpid()
+
+
+def test_state_bytes_in_spawned_processes(generated, spawn_pool):
+    """Workers in fresh (spawned) interpreters rebuild the state from bytes alone."""
+    assert spawn_pool.submit(_remote_pid).result() != os.getpid()
+    for name in ("v2-json", "multi", "classic"):
+        g = generated[name]
+        expected = reference_files(g.path)
+        batches, after = sequential(g.path)
+        blob = after.state.to_bytes()
+        groups = split_leaves(after.files, 3, after.state.storage)
+        futures = [spawn_pool.submit(scan_leaf_files, blob, grp) for grp in groups]
+        out = list(batches) + [m for f in futures for m in f.result()]
+        assert_same_files(concat_files(out), expected, f"{name} spawn")
+        before = _shared_leftovers()
+        for transport in ("auto", "shared", "pickle"):
+            out = run_parallel(DeltaTable(g.path).snapshot().scan(), executor=spawn_pool, transport=transport)
+            assert_same_files(concat_files(out), expected, f"{name} run_parallel(process pool, {transport})")
+        assert _shared_leftovers() <= before  # result files are unlinked once mapped
+    with pytest.raises(DeltaError, match="transport"):
+        run_parallel(DeltaTable(g.path).snapshot().scan(), executor=spawn_pool, transport="carrier pigeon")
+
+
+def _shared_leftovers() -> set[str]:
+    d = Path(par.shared_dir())
+    return {p.name for p in d.glob("delta-leaf-*.arrow")}
+
+
+def test_shared_transport_in_process(generated):
+    """The shared-file worker function and the driver-side mapping, without a pool."""
+    g = generated["multi"]
+    batches, after = sequential(g.path)
+    before = _shared_leftovers()
+    items = par.scan_leaf_files_shared(after.state.to_bytes(), after.files, par.shared_dir())
+    assert all(isinstance(i, par._SharedBatch) for i in items)
+    received = par._receive(items)
+    assert _shared_leftovers() <= before
+    assert_same_files(concat_files(list(batches) + received), reference_files(g.path), "shared transport")
+    # an unwritable directory falls back to returning the batches themselves
+    items = par.scan_leaf_files_shared(after.state.to_bytes(), after.files, "/nonexistent/dir")
+    assert all(isinstance(i, par.ScanMetadata) for i in items)
+
+
+def test_spawned_worker_refuses_corrupted_state(generated, spawn_pool):
+    _, after = sequential(generated["v2-json"].path)
+    blob = after.state.to_bytes()
+    bad = blob[:50] + bytes([blob[50] ^ 0xFF]) + blob[51:]
+    with pytest.raises(ParallelStateError, match="checksum"):
+        spawn_pool.submit(scan_leaf_files, bad, after.files[:1]).result()
+
+
+@pytest.mark.skipif(not HAS_SKIPPING, reason="delta_datafusion.skipping (file pruning) is not available")
+def test_predicate_in_spawned_processes(generated, spawn_pool):
+    from delta_datafusion import predicate as P
+
+    g = generated["v2-json"]
+    pred = P.and_(P.In(P.col("part"), (P.lit("p3"), P.lit("p5"))), P.gt(P.col("id"), 100_000))
+    expected = reference_files(g.path, predicate=pred)
+    out = run_parallel(DeltaTable(g.path).snapshot().scan(predicate=pred), executor=spawn_pool)
+    assert_same_files(concat_files(out), expected, "predicate via process pool")
+
+
+def test_dask_distributed(generated, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    # spawned worker processes import the package from the checkout
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    t0 = time.monotonic()
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        for name in ("v2-json", "multi", "classic", "none"):
+            g = generated[name]
+            expected = reference_files(g.path)
+            for transport in ("auto", "pickle"):
+                out = run_with_dask(DeltaTable(g.path).snapshot().scan(), client, transport=transport)
+                assert_same_files(concat_files(out), expected, f"{name} dask {transport}")
+        assert par._is_local_cluster(client)
+        # by hand: ship the state bytes and one file list per task, gather
+        g = generated["v2-parquet"]
+        batches, after = sequential(g.path)
+        blob = after.state.to_bytes()
+        futures = client.map(
+            scan_leaf_files, [blob] * len(after.files), [[f] for f in after.files], pure=False
+        )
+        results = client.gather(futures)
+        assert_same_files(
+            concat_files(list(batches) + [m for r in results for m in r]), reference_files(g.path), "dask map"
+        )
+        workers = {w for w in client.run(os.getpid).values()}
+        assert os.getpid() not in workers and len(workers) == 2
+    assert time.monotonic() - t0 < 60
