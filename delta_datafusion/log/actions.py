@@ -285,14 +285,18 @@ def open_parquet(storage: Storage, path: str, cached: bool = True) -> pq.Parquet
     on several threads over row groups of one file, open their own handle: a ParquetFile is not
     safe to read from two threads at once."""
     if not cached:
-        return pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
-            storage.fs.open(path, "rb")
+        return (
+            pq.ParquetFile(path, filesystem=storage.arrow_fs)
+            if storage.is_local
+            else pq.ParquetFile(storage.fs.open(path, "rb"))
         )
     cache = storage.__dict__.setdefault("_log_parquet", {})
     pf = cache.get(path)
     if pf is None:
-        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs) if storage.is_local else pq.ParquetFile(
-            storage.fs.open(path, "rb")
+        pf = (
+            pq.ParquetFile(path, filesystem=storage.arrow_fs)
+            if storage.is_local
+            else pq.ParquetFile(storage.fs.open(path, "rb"))
         )
         if len(cache) > 64:
             cache.clear()
