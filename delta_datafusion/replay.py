@@ -117,11 +117,8 @@ def decode_paths(paths: pa.Array) -> pa.Array:
     has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
     if not pc.any(has_pct).as_py():
         return paths
-    idx = np.flatnonzero(has_pct.to_numpy(zero_copy_only=False))
-    values = paths.to_pylist()
-    for i in idx:
-        values[i] = unquote(values[i])
-    return pa.array(values, pa.string())
+    decoded = pa.array([unquote(v) for v in paths.filter(has_pct).to_pylist()], pa.string())
+    return pc.replace_with_mask(paths, has_pct, decoded)
 
 
 def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
