@@ -147,6 +147,15 @@ def rss_mb() -> float:
 
 
 def maxrss_mb() -> float:
+    """Peak RSS of this process. VmHWM, not ru_maxrss: Linux carries ru_maxrss across fork+exec,
+    so a worker would report at least its parent's peak."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
