@@ -69,7 +69,7 @@ from .log.checkpoint import LeafFile
 from .protocol import Metadata, Protocol
 from .replay import flatten_file_actions, with_keys
 from .scan import Scan, ScanMetadata
-from .snapshot import Snapshot, _project_raw
+from .snapshot import Snapshot, TableVersionView, _project_raw
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -339,7 +339,7 @@ class _Segment:
         self.checkpoint_version = checkpoint_version
 
 
-class _StateTable:
+class _StateTable(TableVersionView):
     """A Snapshot stand-in built from a :class:`ParallelState`: what leaf replay, typing and pruning read."""
 
     def __init__(self, state: ParallelState):
@@ -348,26 +348,6 @@ class _StateTable:
         self.protocol = state.protocol
         self.version = state.version
         self.segment = _Segment(state.checkpoint_version)
-
-    @property
-    def schema(self) -> pa.Schema:
-        return self.metadata.arrow_schema
-
-    @property
-    def physical_schema(self) -> pa.Schema:
-        return self.metadata.physical_schema
-
-    @property
-    def partition_columns(self) -> list[str]:
-        return list(self.metadata.partition_columns)
-
-    @property
-    def properties(self) -> dict[str, str]:
-        return dict(self.metadata.configuration)
-
-    @property
-    def table_root(self) -> str:
-        return self.storage.root_uri
 
     def __repr__(self) -> str:
         return f"ParallelState table {self.table_root!r} at version {self.version}"

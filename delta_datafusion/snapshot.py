@@ -77,7 +77,36 @@ class CommitLog:
         return with_keys(storage, flat)
 
 
-class Snapshot:
+class TableVersionView:
+    """What a table version exposes from its metadata and storage; shared by :class:`Snapshot`
+    and the snapshot stand-in that parallel workers rebuild from serialized state."""
+
+    storage: Storage
+    metadata: Metadata
+
+    @property
+    def schema(self) -> pa.Schema:
+        """Logical Arrow schema (what SQL sees)."""
+        return self.metadata.arrow_schema
+
+    @property
+    def physical_schema(self) -> pa.Schema:
+        return self.metadata.physical_schema
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.partition_columns)
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.metadata.configuration)
+
+    @property
+    def table_root(self) -> str:
+        return self.storage.root_uri
+
+
+class Snapshot(TableVersionView):
     """The table at ``version``: protocol, metadata, schema, and (lazily) its live files."""
 
     def __init__(self, storage: Storage, segment: LogSegment, commit_data: list[CommitData] | None = None):
@@ -117,28 +146,6 @@ class Snapshot:
             Metadata.from_action(metadata, m_where) if metadata is not None else None, where_table
         )
         return proto, md
-
-    # -- schema & properties ---------------------------------------------------------------
-    @property
-    def schema(self) -> pa.Schema:
-        """Logical Arrow schema (what SQL sees)."""
-        return self.metadata.arrow_schema
-
-    @property
-    def physical_schema(self) -> pa.Schema:
-        return self.metadata.physical_schema
-
-    @property
-    def partition_columns(self) -> list[str]:
-        return list(self.metadata.partition_columns)
-
-    @property
-    def properties(self) -> dict[str, str]:
-        return dict(self.metadata.configuration)
-
-    @property
-    def table_root(self) -> str:
-        return self.storage.root_uri
 
     # -- commits ---------------------------------------------------------------------------
     @cached_property
