@@ -42,7 +42,6 @@ Running the second phase:
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import enum
 import hashlib
@@ -61,11 +60,10 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .errors import DeltaError, LogCorruptError, MissingLogFileError, ParallelStateError
 from .log.actions import file_action_types, partition_values_type
-from .log.checkpoint import LeafFile
+from .log.checkpoint import LeafFile, open_leaf, read_leaf
 from .protocol import Metadata, Protocol
 from .replay import flatten_file_actions, with_keys
 from .scan import Scan, ScanMetadata
@@ -435,7 +433,7 @@ class ParallelState:
     # -- the work of one leaf ---------------------------------------------------------------------
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
-        table = read_leaf_private(self.storage, leaf, ["add"])
+        table = read_leaf(self.storage, leaf, ["add"])
         raw = _project_raw(_leaf_adds(self._table, table, self.seen_keys))
         files = self._typed(raw)
         return ScanMetadata(
@@ -733,48 +731,10 @@ def _local_storage() -> Storage:
     return Storage("/")
 
 
-@contextlib.contextmanager
-def _parquet_file(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
-    """A fresh (unshared) reader, closed (with its source) on exit."""
-    if storage.is_local:
-        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs)
-        try:
-            yield pf
-        finally:
-            pf.close()
-    else:
-        with storage.fs.open(path, "rb") as fh:
-            yield pq.ParquetFile(fh)
-
-
-def read_leaf_private(storage: Storage, leaf: LeafFile, columns: Sequence[str] = ("add",)) -> pa.Table:
-    """Read a leaf's action columns (whole file or its row groups) through a ParquetFile of its own.
-
-    ``log.checkpoint.read_leaf`` goes through ``log.actions.open_parquet``, which shares one
-    ``pyarrow.parquet.ParquetFile`` per path and Storage; a ParquetFile is not thread-safe, and
-    concurrent reads of row groups of one file through it crash (SIGSEGV) or hang. Workers of the
-    parallel phase run concurrently on one Storage, so they never share a reader.
-    """
-    try:
-        with _parquet_file(storage, leaf.path) as pf:
-            present = [c for c in columns if c in pf.schema_arrow.names]
-            if leaf.row_groups is None:
-                return pf.read(columns=present)
-            return pf.read_row_groups(list(leaf.row_groups), columns=present)
-    except FileNotFoundError as e:
-        raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
-    except (pa.ArrowInvalid, OSError) as e:
-        if "No such file" in str(e) or "not found" in str(e).lower():
-            raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
-        raise LogCorruptError(
-            f"{leaf.path}: cannot read checkpoint parquet: {str(e).splitlines()[0][:300]}"
-        ) from e
-
-
 def _row_group_weights(leaf: LeafFile, storage: Storage) -> list[tuple[int, int]]:
     """(row-group index, uncompressed bytes) of the row groups a leaf covers."""
     try:
-        with _parquet_file(storage, leaf.path) as pf:
+        with open_leaf(storage, leaf.path) as pf:
             md = pf.metadata
     except FileNotFoundError as e:
         raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e

@@ -279,17 +279,10 @@ def _short(e: Exception) -> str:
 # -- checkpoints ---------------------------------------------------------------------------
 
 
-def open_parquet(storage: Storage, path: str, cached: bool = True) -> pq.ParquetFile:
-    """Open a log parquet file; with ``cached`` once per table handle (a checkpoint is consulted
-    twice while planning: protocol/metaData and sidecar references). Leaf reads, which may run
-    on several threads over row groups of one file, open their own handle: a ParquetFile is not
-    safe to read from two threads at once."""
-    if not cached:
-        return (
-            pq.ParquetFile(path, filesystem=storage.arrow_fs)
-            if storage.is_local
-            else pq.ParquetFile(storage.fs.open(path, "rb"))
-        )
+def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
+    """Open a checkpoint part once per table handle for the planning reads (protocol/metaData,
+    sidecar references, inline actions), which run on one thread. Leaf reads, which may run on
+    several threads, use :func:`log.checkpoint.open_leaf` instead."""
     cache = storage.__dict__.setdefault("_log_parquet", {})
     pf = cache.get(path)
     if pf is None:
@@ -304,20 +297,12 @@ def open_parquet(storage: Storage, path: str, cached: bool = True) -> pq.Parquet
     return pf
 
 
-def read_parquet_actions(
-    storage: Storage,
-    info: FileInfo | str,
-    columns: Sequence[str],
-    row_groups: Sequence[int] | None = None,
-    cached: bool = True,
-) -> pa.Table:
-    """Read the top-level action columns that exist in a checkpoint/sidecar parquet file."""
+def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequence[str]) -> pa.Table:
+    """Read the top-level action columns that exist in a checkpoint parquet file."""
     path = info.path if isinstance(info, FileInfo) else info
     try:
-        pf = open_parquet(storage, path, cached)
+        pf = open_parquet(storage, path)
         present = [c for c in columns if c in pf.schema_arrow.names]
-        if row_groups is not None:
-            return pf.read_row_groups(list(row_groups), columns=present)
         return pf.read(columns=present)
     except FileNotFoundError as e:
         raise MissingLogFileError(f"checkpoint file {path} is missing") from e
@@ -325,16 +310,6 @@ def read_parquet_actions(
         if "No such file" in str(e):
             raise MissingLogFileError(f"checkpoint file {path} is missing") from e
         raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
-
-
-def parquet_row_groups(storage: Storage, path: str) -> int:
-    return open_parquet(storage, path).num_row_groups
-
-
-def read_parquet_row_groups(
-    storage: Storage, path: str, row_groups: Sequence[int], columns: Sequence[str]
-) -> pa.Table:
-    return read_parquet_actions(storage, path, columns, row_groups, cached=False)
 
 
 def protocol_from_checkpoint_row(table: pa.Table) -> tuple[dict | None, dict | None]:

@@ -8,11 +8,14 @@ are independent, which is what parallel replay distributes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from ..errors import LogCorruptError, MissingLogFileError
 from ..storage import Storage
@@ -136,13 +139,35 @@ def _sidecar_rows(table: pa.Table) -> list[tuple[str, int | None]]:
     return out
 
 
-def read_leaf(storage: Storage, leaf: LeafFile, columns: list[str] | None = None) -> pa.Table:
-    """Read a leaf's action columns (whole file or the given row groups)."""
-    from .actions import read_parquet_row_groups
+@contextlib.contextmanager
+def open_leaf(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
+    """A reader of its own, closed on exit: a ParquetFile must not be shared between threads
+    (concurrent row-group reads through one reader crash or hang; seen in parallel replay)."""
+    if storage.is_local:
+        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs)
+        try:
+            yield pf
+        finally:
+            pf.close()
+    else:
+        with storage.fs.open(path, "rb") as fh:
+            yield pq.ParquetFile(fh)
 
-    cols = columns or LEAF_COLUMNS
-    if leaf.row_groups is None:
-        if not storage.exists(leaf.path):
-            raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing")
-        return read_parquet_actions(storage, leaf.path, cols, cached=False)
-    return read_parquet_row_groups(storage, leaf.path, leaf.row_groups, cols)
+
+def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:
+    """Read a leaf's action columns (whole file or the given row groups)."""
+    cols = list(columns or LEAF_COLUMNS)
+    try:
+        with open_leaf(storage, leaf.path) as pf:
+            present = [c for c in cols if c in pf.schema_arrow.names]
+            if leaf.row_groups is None:
+                return pf.read(columns=present)
+            return pf.read_row_groups(list(leaf.row_groups), columns=present)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        if "No such file" in str(e) or "not found" in str(e).lower():
+            raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
+        raise LogCorruptError(
+            f"{leaf.path}: cannot read checkpoint parquet: {str(e).splitlines()[0][:300]}"
+        ) from e
