@@ -48,6 +48,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import cast_views  # noqa: E402
+
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 SHARED_K300 = ROOT.parent / "shared" / "corpus" / "bench" / "300k-add-files-100-col-partitioned"
@@ -107,22 +110,6 @@ def is_built(name: str) -> bool:
 
 # --------------------------------------------------------------------------------------------------
 # helpers
-
-
-def _cast_views(table):
-    """Cast string_view / binary_view (and large variants) columns to plain utf8 / binary."""
-    import pyarrow as pa
-
-    fields = []
-    for f in table.schema:
-        t = f.type
-        if t in (pa.string_view(), pa.large_string()):
-            t = pa.string()
-        elif t in (pa.binary_view(), pa.large_binary()):
-            t = pa.binary()
-        fields.append(pa.field(f.name, t, f.nullable))
-    schema = pa.schema(fields)
-    return table if schema == table.schema else table.cast(schema)
 
 
 def _dir_bytes(path: str, skip_log: bool = True) -> int:
@@ -215,7 +202,7 @@ def _read_lineitem():
     import pyarrow.parquet as pq
 
     t = pq.read_table(table_path("raw/lineitem.parquet"))
-    t = _cast_views(t)
+    t = cast_views(t)
     return t.sort_by([("l_orderkey", "ascending"), ("l_linenumber", "ascending")])
 
 

@@ -43,17 +43,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from delta_datafusion.log.actions import DV_TYPE  # noqa: E402  (the log's own DV type)
+
 KINDS = ("v2-json", "v2-parquet", "multi", "classic", "none")
 
-DV_TYPE = pa.struct(
-    [
-        ("storageType", pa.string()),
-        ("pathOrInlineDv", pa.string()),
-        ("offset", pa.int32()),
-        ("sizeInBytes", pa.int32()),
-        ("cardinality", pa.int64()),
-    ]
-)
 STR_MAP = pa.map_(pa.string(), pa.string())
 ADD_TYPE = pa.struct(
     [
