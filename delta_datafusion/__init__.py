@@ -1,5 +1,15 @@
 """delta-datafusion: a pure-Python Delta Lake reader for Apache DataFusion."""
 
+import importlib.util as _importlib_util
+import sys as _sys
+
+# pyarrow infers the type of every Python value passed to a compute function, and each inference
+# tries `import dateutil.relativedelta`. Without python-dateutil that failing import scans
+# sys.path every time: ~0.2 ms per call, ~50 calls (2-3 ms) per planned query (measured). Record
+# the absence once; the import still fails the same way (ImportError) for everyone else.
+if "dateutil.relativedelta" not in _sys.modules and _importlib_util.find_spec("dateutil") is None:
+    _sys.modules["dateutil.relativedelta"] = None  # type: ignore[assignment]
+
 from .errors import DeltaError
 from .scan import Scan, ScanMetadata
 from .snapshot import Snapshot

@@ -354,7 +354,6 @@ class _StateTable(TableVersionView):
 # Leaf replay and typing are Snapshot's own code, run on the stand-in, so the two phases can never
 # disagree with ``scan_metadata()`` on how an add becomes a scan-metadata row.
 _leaf_adds = Snapshot.leaf_adds
-_to_scan_files = Snapshot.to_scan_files
 
 
 # ==============================================================================================
@@ -443,7 +442,7 @@ class ParallelState:
     def _typed(self, raw: pa.Table) -> pa.Table:
         if raw.num_rows == 0:
             return self.empty_files
-        return _to_scan_files(self._table, raw)
+        return self._table.to_scan_files(raw)
 
     @cached_property
     def empty_files(self) -> pa.Table:
@@ -612,7 +611,7 @@ def _empty_files(table: Any) -> pa.Table:
     add_type = file_action_types(partition_values_type(phys))["add"]
     flat = with_keys(table.storage, flatten_file_actions(pa.array([], add_type), phys))
     flat = flat.append_column("version", pa.array([], pa.int64()))
-    return _to_scan_files(table, _project_raw(flat))
+    return table.to_scan_files(_project_raw(flat))
 
 
 # ==============================================================================================
@@ -661,7 +660,7 @@ class SequentialPhase(Iterator[ScanMetadata]):
     def _run(self) -> Iterator[ScanMetadata]:
         snap = self.scan.snapshot
         live, keys = snap._commit_replay
-        files = _to_scan_files(snap, _project_raw(live)) if live.num_rows else _empty_files(snap)
+        files = snap.to_scan_files(_project_raw(live)) if live.num_rows else _empty_files(snap)
         yield ScanMetadata(
             self.scan.prune(files), files_before_pruning=files.num_rows, extra={"source": "commits"}
         )
@@ -669,7 +668,7 @@ class SequentialPhase(Iterator[ScanMetadata]):
         if manifest is not None and manifest.inline is not None:
             raw = _project_raw(snap.leaf_adds(manifest.inline, keys))
             if raw.num_rows:
-                files = _to_scan_files(snap, raw)
+                files = snap.to_scan_files(raw)
                 yield ScanMetadata(
                     self.scan.prune(files),
                     files_before_pruning=files.num_rows,

@@ -7,7 +7,7 @@ surface when the snapshot is created; the file replay runs on first use and is c
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -83,6 +83,7 @@ class TableVersionView:
 
     storage: Storage
     metadata: Metadata
+    version: int
 
     @property
     def schema(self) -> pa.Schema:
@@ -104,6 +105,54 @@ class TableVersionView:
     @property
     def table_root(self) -> str:
         return self.storage.root_uri
+
+    def to_scan_files(
+        self,
+        raw: pa.Table,
+        stats_columns: Collection[str] | None = None,
+        partition_values: pa.Array | None = None,
+    ) -> pa.Table:
+        """Flat raw adds -> the typed scan-metadata file table (FILE_COLUMNS).
+
+        ``stats_columns``: type only these columns' bounds (all when None).
+        ``partition_values``: already typed partition values of ``raw``."""
+        md = self.metadata
+        n = raw.num_rows
+        pv = self.typed_partitions(raw) if partition_values is None else partition_values
+        stats_col = raw.column("stats").combine_chunks() if "stats" in raw.column_names else None
+        parsed = raw.column("stats_parsed").combine_chunks() if "stats_parsed" in raw.column_names else None
+        stats = typed_stats(md, stats_col, parsed, n, stats_columns)
+        return pa.table(
+            {
+                "path": raw.column("path"),
+                "location": raw.column("location"),
+                "size": raw.column("size"),
+                "modification_time": raw.column("modificationTime"),
+                "partition_values": pv,
+                "stats": stats,
+                "deletion_vector": raw.column("deletionVector"),
+                "base_row_id": raw.column("baseRowId"),
+                "default_row_commit_version": raw.column("defaultRowCommitVersion"),
+            }
+        )
+
+    def typed_partitions(self, raw: pa.Table) -> pa.Array:
+        """Typed partition values (a struct) of flat raw adds."""
+        md = self.metadata
+        n = raw.num_rows
+        part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
+        try:
+            pv = typed_partition_values(
+                raw.column("partitionValues").combine_chunks() if n else None,
+                md.physical_partition_columns(),
+                part_fields,
+                n,
+            )
+        except LogCorruptError as e:  # name the table and version, not only the column and value
+            raise LogCorruptError(f"{self.storage.root} at version {self.version}: {e}") from e
+        if "partitionValues_parsed" in raw.column_names and n:
+            pv = _prefer_parsed_partitions(raw.column("partitionValues_parsed").combine_chunks(), pv, md)
+        return pv
 
 
 class Snapshot(TableVersionView):
@@ -239,38 +288,46 @@ class Snapshot(TableVersionView):
     def _files(self) -> pa.Table:
         return self.to_scan_files(self.raw_files)
 
-    def to_scan_files(self, raw: pa.Table) -> pa.Table:
-        """Flat raw adds -> the typed scan-metadata file table (FILE_COLUMNS)."""
-        md = self.metadata
-        n = raw.num_rows
-        part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
-        try:
-            pv = typed_partition_values(
-                raw.column("partitionValues").combine_chunks() if n else None,
-                md.physical_partition_columns(),
-                part_fields,
-                n,
-            )
-        except LogCorruptError as e:  # name the table and version, not only the column and value
-            raise LogCorruptError(f"{self.storage.root} at version {self.version}: {e}") from e
-        if "partitionValues_parsed" in raw.column_names and n:
-            pv = _prefer_parsed_partitions(raw.column("partitionValues_parsed").combine_chunks(), pv, md)
-        stats_col = raw.column("stats").combine_chunks() if "stats" in raw.column_names else None
-        parsed = raw.column("stats_parsed").combine_chunks() if "stats_parsed" in raw.column_names else None
-        stats = typed_stats(md, stats_col, parsed, n)
-        return pa.table(
-            {
-                "path": raw.column("path"),
-                "location": raw.column("location"),
-                "size": raw.column("size"),
-                "modification_time": raw.column("modificationTime"),
-                "partition_values": pv,
-                "stats": stats,
-                "deletion_vector": raw.column("deletionVector"),
-                "base_row_id": raw.column("baseRowId"),
-                "default_row_commit_version": raw.column("defaultRowCommitVersion"),
-            }
-        )
+    def select_files(self, predicate: Any = None) -> tuple[pa.Table, int, int]:
+        """Live files that may hold rows matching ``predicate`` (a predicate tree), for planning.
+
+        Returns ``(files, total, after_partition_pruning)``. Partition pruning runs first on the
+        typed partition values; statistics are then typed only for the surviving files and only
+        for the columns the predicate reads (``numRecords`` always), so a query does not pay for
+        parsing every file's stats of every column. Uses :meth:`files` when already built.
+        """
+        from .predicate import TRUE, referenced_columns, split_by_columns
+        from .skipping import file_keep_mask
+
+        parts = self.partition_columns
+        schema = self.schema
+        with self._lock:
+            built = self.__dict__.get("_files")
+        if built is not None:
+            files = built
+            total = after_parts = files.num_rows
+            if predicate is not None and predicate != TRUE:
+                part_pred = split_by_columns(predicate, parts)[0] if parts else TRUE
+                if part_pred != TRUE:
+                    files = files.filter(file_keep_mask(part_pred, files, schema, parts))
+                    after_parts = files.num_rows
+                files = files.filter(file_keep_mask(predicate, files, schema, parts))
+            return files, total, after_parts
+        raw = self.raw_files
+        total = raw.num_rows
+        if predicate is None or predicate == TRUE:
+            return self.to_scan_files(raw, stats_columns=()), total, total
+        pv = self.typed_partitions(raw)
+        part_pred = split_by_columns(predicate, parts)[0] if parts else TRUE
+        if part_pred != TRUE and total:
+            keep = file_keep_mask(part_pred, pa.table({"partition_values": pv}), schema, parts)
+            raw, pv = raw.filter(keep), pv.filter(keep)
+        after_parts = raw.num_rows
+        data_columns = referenced_columns(predicate) - set(parts)
+        files = self.to_scan_files(raw, stats_columns=data_columns, partition_values=pv)
+        if predicate != part_pred and files.num_rows:
+            files = files.filter(file_keep_mask(predicate, files, schema, parts))
+        return files, total, after_parts
 
     def files(self) -> pa.Table:
         """All live files with typed partition values, stats and deletion vectors."""

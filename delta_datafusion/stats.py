@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Collection
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,20 +29,28 @@ def _json_parse_type(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def stats_types(md: Metadata) -> tuple[pa.DataType, pa.DataType]:
-    """(physical, logical) Arrow types of the full stats struct."""
-    mm_p, nc_p, mm_l, nc_l = stats_schemas(md.schema_json, md.column_mapping_mode, list(md.partition_columns))
+def stats_types(md: Metadata, columns: Collection[str] | None = None) -> tuple[pa.DataType, pa.DataType]:
+    """(physical, logical) Arrow types of the stats struct: every column's bounds, or only those
+    of the top-level ``columns`` (logical names; planning types just what a predicate reads)."""
+    schema_json = md.schema_json
+    if columns is not None:
+        wanted = set(columns)
+        schema_json = {
+            **schema_json,
+            "fields": [f for f in schema_json.get("fields", []) if f["name"] in wanted],
+        }
+    mm_p, nc_p, mm_l, nc_l = stats_schemas(schema_json, md.column_mapping_mode, list(md.partition_columns))
 
     def full(mm: pa.DataType, nc: pa.DataType) -> pa.DataType:
-        return pa.struct(
-            [
-                ("numRecords", pa.int64()),
-                ("minValues", mm),
-                ("maxValues", mm),
-                ("nullCount", nc),
-                ("tightBounds", pa.bool_()),
-            ]
-        )
+        fields = [("numRecords", pa.int64())]
+        # With a column subset, structs left empty are omitted (empty structs lose their length
+        # in Arrow); skipping reads an absent field as "unknown".
+        if columns is None or mm.num_fields:
+            fields += [("minValues", mm), ("maxValues", mm)]
+        if columns is None or nc.num_fields:
+            fields.append(("nullCount", nc))
+        fields.append(("tightBounds", pa.bool_()))
+        return pa.struct(fields)
 
     return full(mm_p, nc_p), full(mm_l, nc_l)
 
@@ -94,18 +103,33 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
     )
     joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
     buf = joined[0].as_buffer() if hasattr(joined[0], "as_buffer") else joined[0].as_py().encode()
+    data = memoryview(buf).tobytes() + b"\n"
     try:
-        table = pajson.read_json(
-            io.BytesIO(memoryview(buf).tobytes() + b"\n"),
-            read_options=pajson.ReadOptions(block_size=max(1 << 20, min(len(buf) + 1, 1 << 26))),
-            parse_options=pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"),
-        )
+        table = _read_ndjson(data, schema)
         if table.num_rows != n:
             raise ValueError("row count mismatch")
         parsed = table.column("s").combine_chunks()
     except (pa.ArrowInvalid, ValueError):
         parsed = _parse_rows_individually(stats, parse_type)
     return _cast_from_parse(parsed, physical_type)
+
+
+def _read_ndjson(data: bytes, schema: pa.Schema) -> pa.Table:
+    """One pyarrow.json parse; blocks of ~256 KB-1 MB so that the parse runs on all cores
+    (a single block is parsed by one thread: 21k stats lines 76 ms -> 40 ms on 2 cores)."""
+    opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    block = max(1 << 18, min(1 << 24, len(data) // 8))
+    while True:
+        try:
+            return pajson.read_json(
+                io.BytesIO(data), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
+            )
+        except pa.ArrowInvalid as e:
+            # a line longer than a block: retry with bigger blocks
+            if "straddling" in str(e) and block <= len(data):
+                block = min(len(data) + 1, block * 8)
+                continue
+            raise
 
 
 def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Array:
@@ -136,10 +160,16 @@ def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.Stru
 
 
 def typed_stats(
-    md: Metadata, stats: pa.Array | None, stats_parsed: pa.Array | None, num_rows: int
+    md: Metadata,
+    stats: pa.Array | None,
+    stats_parsed: pa.Array | None,
+    num_rows: int,
+    columns: Collection[str] | None = None,
 ) -> pa.StructArray:
-    """Stats struct with logical names: from ``stats_parsed`` where present, else the JSON."""
-    physical, logical = stats_types(md)
+    """Stats struct with logical names: from ``stats_parsed`` where present, else the JSON.
+
+    ``columns``: type only these top-level columns' bounds (all when None)."""
+    physical, logical = stats_types(md, columns)
     if stats is None and stats_parsed is None:
         result = pa.nulls(num_rows, physical)
     elif stats_parsed is None:

@@ -932,6 +932,55 @@ def test_typed_stats_equal_written_values(tmp_path: Path, source: str):
     assert count_rows(files) == 9
 
 
+@pytest.mark.parametrize("source", ["commit", "checkpoint-struct"])
+def test_typed_stats_for_a_column_subset(tmp_path: Path, source: str):
+    """Planning types only the predicate's columns: the same values as the full stats."""
+    t = tmp_path / "t"
+    config = None
+    if source == "checkpoint-struct":
+        config = {"delta.checkpoint.writeStatsAsStruct": "true", "delta.checkpoint.writeStatsAsJson": "false"}
+    for k in (1, 2, 3):
+        deltalake.write_deltalake(
+            str(t), _stats_batch(k), mode="append", configuration=config if k == 1 else None
+        )
+    if source != "commit":
+        deltalake.DeltaTable(str(t)).create_checkpoint()
+    snap = DeltaTable(str(t)).snapshot()
+    sub = snap.to_scan_files(snap.raw_files, stats_columns={"ts", "dec"})
+    none = snap.to_scan_files(snap.raw_files, stats_columns=())
+    full = snap.files()
+    assert sub.column("stats").type.field("minValues").type.names == ["ts", "dec"]
+    assert none.column("stats").type.names == ["numRecords", "tightBounds"]
+    for s_row, n_row, f_row in zip(
+        sub.column("stats").to_pylist(),
+        none.column("stats").to_pylist(),
+        full.column("stats").to_pylist(),
+        strict=True,
+    ):
+        assert s_row["numRecords"] == n_row["numRecords"] == f_row["numRecords"]
+        for part in ("minValues", "maxValues", "nullCount"):
+            assert s_row[part] == {c: f_row[part][c] for c in ("ts", "dec")}, (source, part)
+
+
+def test_stats_lines_longer_than_a_parse_block(monkeypatch: pytest.MonkeyPatch):
+    """Stats are parsed in blocks of ~256 KB for multi-core parsing; lines longer than a block (a
+    long string bound) still parse exactly, without the per-row fallback."""
+    from delta_datafusion import stats as stats_mod
+
+    def no_slow_path(*_a, **_k):
+        raise AssertionError("fell back to per-row parsing")
+
+    monkeypatch.setattr(stats_mod, "_parse_rows_individually", no_slow_path)
+    typ = pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("s", pa.string())]))])
+    long = "x" * 300_000
+    values = [
+        json.dumps({"numRecords": i, "minValues": {"s": long if i % 3 == 0 else f"v{i}"}}) for i in range(12)
+    ]
+    out = stats_mod.parse_stats_json(pa.array(values), typ).to_pylist()
+    assert [o["numRecords"] for o in out] == list(range(12))
+    assert [o["minValues"]["s"] for o in out] == [long if i % 3 == 0 else f"v{i}" for i in range(12)]
+
+
 # ------------------------------------------------------------------------------------------------
 # URL-encoded and absolute paths
 

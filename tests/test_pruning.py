@@ -256,6 +256,27 @@ def test_pruning_counts_and_rows(
     assert files_with_rows <= after_stats, f"{where}: rows from pruned files {files_with_rows - after_stats}"
 
 
+@pytest.mark.parametrize("where", [c[0] for c in CASES])
+def test_planning_selection_equals_scan_metadata(session, table_path: Path, where: str) -> None:
+    """The provider's planning path (stats typed lazily, only for partition survivors and only the
+    predicate's columns) keeps exactly the files scan_metadata() keeps, before and after the
+    snapshot's full file table is built."""
+    ctx, ds = session
+    ctx.sql(f"SELECT id FROM t WHERE {where}").to_arrow_table()
+    pred = ds.last_plan.predicate
+    assert pred is not None, where
+    snap = dd.DeltaTable(str(table_path)).snapshot()
+    lazy, total, after_parts = snap.select_files(pred)
+    expected = snap.scan(predicate=pred).files()  # builds the full file table
+    built, total2, after_parts2 = snap.select_files(pred)
+    want = sorted(expected.column("path").to_pylist())
+    assert sorted(lazy.column("path").to_pylist()) == want, where
+    assert sorted(built.column("path").to_pylist()) == want, where
+    assert total == total2 == N_FILES and after_parts == after_parts2, where
+    assert lazy.column("stats").type.get_field_index("numRecords") >= 0
+    assert lazy.column("partition_values").to_pylist() == built.column("partition_values").to_pylist()
+
+
 def test_pruned_queries_return_rows(session) -> None:
     """The cases are not vacuous: all but the empty ones return rows."""
     ctx, _ = session

@@ -41,6 +41,8 @@ class ScanPlanInfo:
     files_after_stats_pruning: int
     fragments: int
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the pushed filter as the package's predicate tree (None: no filter)
+    predicate: Any = field(default=None, repr=False, compare=False)
 
     def describe(self) -> str:
         text = (
@@ -170,6 +172,7 @@ class DeltaDataset(ds.Dataset):
     def get_fragments(self, filter: Any = None) -> list[UnitGroupFragment]:  # noqa: A002
         pred = self._predicate(filter)
         units, info = self.planner(pred)
+        info.predicate = pred
         groups = balance(units, target_fragments())
         info.fragments = len(groups)
         with self._lock:

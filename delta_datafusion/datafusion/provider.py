@@ -28,18 +28,7 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     parts = snapshot.partition_columns
 
     def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
-        files = snapshot.files()
-        total = files.num_rows
-        after_parts = total
-        if pred is not None:
-            from ..predicate import split_by_columns
-            from ..skipping import file_keep_mask
-
-            part_pred = split_by_columns(pred, parts)[0] if parts else None
-            if part_pred is not None:
-                files = files.filter(file_keep_mask(part_pred, files, snapshot.schema, parts))
-                after_parts = files.num_rows
-            files = files.filter(file_keep_mask(pred, files, snapshot.schema, parts))
+        files, total, after_parts = snapshot.select_files(pred)
         info = ScanPlanInfo(
             label, snapshot.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
         )
