@@ -16,6 +16,7 @@ import pyarrow as pa  # noqa: E402
 from datafusion import SessionContext  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
+import delta_datafusion.datafusion  # noqa: E402,F401  (the SQL glue; the package imports it lazily)
 from delta_datafusion import DeltaTable  # noqa: E402
 
 
