@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
+from .log.actions import read_ndjson
 from .protocol import Metadata
 from .schema import relabel, stats_schemas
 
@@ -105,31 +106,13 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
     buf = joined[0].as_buffer() if hasattr(joined[0], "as_buffer") else joined[0].as_py().encode()
     data = memoryview(buf).tobytes() + b"\n"
     try:
-        table = _read_ndjson(data, schema)
+        table = read_ndjson(data, schema)
         if table.num_rows != n:
             raise ValueError("row count mismatch")
         parsed = table.column("s").combine_chunks()
     except (pa.ArrowInvalid, ValueError):
         parsed = _parse_rows_individually(stats, parse_type)
     return _cast_from_parse(parsed, physical_type)
-
-
-def _read_ndjson(data: bytes, schema: pa.Schema) -> pa.Table:
-    """One pyarrow.json parse; blocks of ~256 KB-1 MB so that the parse runs on all cores
-    (a single block is parsed by one thread: 21k stats lines 76 ms -> 40 ms on 2 cores)."""
-    opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    block = max(1 << 18, min(1 << 24, len(data) // 8))
-    while True:
-        try:
-            return pajson.read_json(
-                io.BytesIO(data), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
-            )
-        except pa.ArrowInvalid as e:
-            # a line longer than a block: retry with bigger blocks
-            if "straddling" in str(e) and block <= len(data):
-                block = min(len(data) + 1, block * 8)
-                continue
-            raise
 
 
 def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Array:

@@ -186,7 +186,7 @@ def parse_json_actions(
     if not buf:
         return schema.empty_table(), counts
     try:
-        table = _conform(_read_json(buf, _present_schema(buf, schema)), schema)
+        table = _conform(read_ndjson(buf, _present_schema(buf, schema)), schema)
     except pa.ArrowInvalid:
         table = None
     if table is not None and table.num_rows != int(counts.sum()):
@@ -197,11 +197,11 @@ def parse_json_actions(
             if _blank(b):
                 continue
             try:
-                tables.append(_read_json(b, schema))
+                tables.append(read_ndjson(b, schema))
             except pa.ArrowInvalid as e:
                 raise LogCorruptError(f"{w}: cannot parse commit JSON: {_short(e)}") from e
         table = pa.concat_tables(tables) if tables else schema.empty_table()
-        counts = np.array([0 if _blank(b) else len(_read_json(b, schema)) for b in norm], dtype=np.int64)
+        counts = np.array([0 if _blank(b) else len(read_ndjson(b, schema)) for b in norm], dtype=np.int64)
     return table, counts
 
 
@@ -263,17 +263,20 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _read_json(buf: bytes, schema: pa.Schema) -> pa.Table:
+def read_ndjson(buf: bytes, schema: pa.Schema) -> pa.Table:
+    """One pyarrow.json parse of NDJSON with an explicit schema (unknown fields ignored).
+
+    Blocks of 256 KB-16 MB (an eighth of the buffer) let pyarrow parse on all cores: a single
+    block is parsed by one thread (21k stats lines: 76 ms -> 40 ms on 2 cores)."""
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
-    # Blocks of ~1 MB let pyarrow parse on all cores; grow them only for very long lines.
-    block = max(1 << 20, min(1 << 24, len(buf) // 8))
+    block = max(1 << 18, min(1 << 24, len(buf) // 8))
     while True:
         try:
             return pajson.read_json(
                 io.BytesIO(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
             )
         except pa.ArrowInvalid as e:
-            if "straddling" in str(e) and block < len(buf) + 1:
+            if "straddling" in str(e) and block <= len(buf):  # a line longer than a block
                 block = min(len(buf) + 1, block * 8)
                 continue
             raise
