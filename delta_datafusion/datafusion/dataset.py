@@ -61,7 +61,11 @@ Planner = Callable[[Any], tuple[list[ScanUnit], ScanPlanInfo]]
 
 
 def target_fragments() -> int:
-    return max(2, 2 * (os.cpu_count() or 2))
+    """One fragment per core, DataFusion's default target_partitions. Each fragment's pyarrow scan
+    decodes on pyarrow's own threads, so more fragments only oversubscribe the cores (measured with
+    2 cores, 4 -> 2 fragments: change feed 493 -> 467 ms, TPC-H Q6 350 -> 331 ms, 2,050 small
+    files 652 -> 605 ms)."""
+    return max(1, os.cpu_count() or 1)
 
 
 def balance(units: Sequence[ScanUnit], groups: int) -> list[list[ScanUnit]]:
