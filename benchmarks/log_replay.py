@@ -208,11 +208,11 @@ def profile(paths: dict[str, str], top: int = 25) -> None:
         snap._commit_replay  # noqa: B018
         phases.append(("commit replay (flatten, keys, newest per key)", time.perf_counter() - t))
         t = time.perf_counter()
-        snap._checkpoint_leaf_tables  # noqa: B018
-        phases.append(("read checkpoint parquet (manifest + leaves)", time.perf_counter() - t))
+        snap.checkpoint_manifest  # noqa: B018
+        phases.append(("read checkpoint manifest", time.perf_counter() - t))
         t = time.perf_counter()
         raw = snap.raw_files
-        phases.append(("checkpoint adds: flatten, keys, anti-join", time.perf_counter() - t))
+        phases.append(("read leaves; checkpoint adds: flatten, keys, anti-join", time.perf_counter() - t))
         t = time.perf_counter()
         files = snap.files()
         phases.append(("typed partition values + stats (scan files)", time.perf_counter() - t))

@@ -310,6 +310,15 @@ def speedup_table(results: list[dict], worker_mem: dict[str, float]) -> str:
 # profile of the sequential path
 
 
+def _read_leaves(storage, leaves):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from delta_datafusion.log.checkpoint import read_leaf
+
+    with ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda leaf: read_leaf(storage, leaf), leaves))
+
+
 def profile_sequential(path: str, top: int = 25) -> None:
     """Stage timings (wall and CPU) of Snapshot.files() on ``path`` plus a cProfile summary."""
     import cProfile
@@ -342,7 +351,10 @@ def profile_sequential(path: str, top: int = 25) -> None:
     snap = stage("open snapshot (list, read commits, protocol/metaData)", lambda: DeltaTable(path).snapshot())
     live, keys = stage("commit replay (parse JSON, newest per key)", lambda: snap._commit_replay)
     manifest = stage("read checkpoint manifest", lambda: snap.checkpoint_manifest)
-    leaves = stage("read sidecars (8 threads)", lambda: snap._checkpoint_leaf_tables)
+    leaves = stage(
+        "read sidecars (8 threads)",
+        lambda: _read_leaves(snap.storage, manifest.leaves),
+    )
     phys = snap.metadata.physical_partition_columns()
     flat = stage(
         "flatten add structs (incl. partitionValues map -> struct)",

