@@ -9,7 +9,11 @@ stats-only re-adds). Log only: no data files (scan metadata never opens them).
 Cases (each in fresh processes, through ``harness.py``; pools and clusters are started untimed in
 the case's setup, as a long-running service would keep them):
 
-* ``sequential``      -- ``list(scan.scan_metadata())`` (``Snapshot.files()``), the baseline;
+* ``sequential``      -- ``list(scan.scan_metadata())`` (``Snapshot.files()``) with
+  ``delta_datafusion.snapshot.LEAF_THREADS = 1``: leaves read and reduced one after another, the
+  baseline;
+* ``scan_metadata() default`` -- the same with the package's default, which reads the leaves on
+  a thread pool automatically (the issue's "local thread pool for the parallel phase");
 * ``two-phase, 1 worker`` -- ``run_parallel(scan, workers=1)``: the same two-phase code inline,
   which separates the effect of per-leaf processing from the effect of parallelism;
 * ``threads, 2 workers`` -- ``run_parallel(scan, workers=2)`` (a private thread pool);
@@ -158,8 +162,13 @@ def _record_workers(mem_file: str | None, engine: str, peaks_mb: list[float]) ->
 
 
 @prepared
-def case_sequential(path: str):
+def case_sequential(path: str, leaf_threads: int = 1):
+    import delta_datafusion.snapshot
     from delta_datafusion import DeltaTable
+
+    # 1: the leaves are read and reduced one after another (sequential replay); the package's
+    # default (8) is the automatic thread pool over leaves.
+    delta_datafusion.snapshot.LEAF_THREADS = leaf_threads
 
     def run():
         scan = DeltaTable(path).snapshot().scan()
@@ -243,7 +252,8 @@ def case_dask(path: str, workers: int, mem_file: str | None = None):
 
 
 ENGINES = {
-    "sequential": "sequential scan_metadata()",
+    "sequential": "sequential scan_metadata() (leaves one at a time)",
+    "auto": "scan_metadata() default (leaves on a thread pool)",
     "inline": "two-phase, 1 worker (inline)",
     "threads": "threads, 2 workers",
     "processes": "processes, 2 workers",
@@ -259,6 +269,12 @@ def build_cases(path: str, mem_file: str, recipe: dict) -> list[Case]:
     common = dict(section="parallel scan metadata", group=group)
     return [
         Case("parallel_replay:case_sequential", dict(path=path), engine=ENGINES["sequential"], **common),
+        Case(
+            "parallel_replay:case_sequential",
+            dict(path=path, leaf_threads=8),
+            engine=ENGINES["auto"],
+            **common,
+        ),
         Case("parallel_replay:case_threads", dict(path=path, workers=1), engine=ENGINES["inline"], **common),
         Case("parallel_replay:case_threads", dict(path=path, workers=2), engine=ENGINES["threads"], **common),
         Case(

@@ -48,7 +48,9 @@ from .storage import Storage
 if TYPE_CHECKING:
     from .scan import Scan
 
-_LEAF_THREADS = 8
+#: How many checkpoint leaves (V2 sidecars, multi-part parts) a snapshot reads at once, on threads
+#: (pyarrow releases the GIL). 1 reads them one after another, i.e. fully sequential replay.
+LEAF_THREADS = 8
 
 #: Columns of the scan-metadata file table, in order.
 FILE_COLUMNS = [
@@ -270,12 +272,12 @@ class Snapshot(TableVersionView):
 
         parts = [reduce(manifest.inline)] if manifest.inline is not None else []
         leaves = manifest.leaves
-        if len(leaves) <= 1:
+        if len(leaves) <= 1 or LEAF_THREADS <= 1:
             parts += [reduce(read_leaf(self.storage, leaf)) for leaf in leaves]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(min(len(leaves), _LEAF_THREADS)) as pool:
+            with ThreadPoolExecutor(min(len(leaves), LEAF_THREADS)) as pool:
                 parts += list(pool.map(lambda leaf: reduce(read_leaf(self.storage, leaf)), leaves))
         for adds, txn, dom in parts:
             out.adds.append(adds)
