@@ -162,12 +162,12 @@ def _record_workers(mem_file: str | None, engine: str, peaks_mb: list[float]) ->
 
 
 @prepared
-def case_sequential(path: str, leaf_threads: int = 1):
+def case_sequential(path: str, leaf_threads: int | None = 1):
     import delta_datafusion.snapshot
     from delta_datafusion import DeltaTable
 
-    # 1: the leaves are read and reduced one after another (sequential replay); the package's
-    # default (8) is the automatic thread pool over leaves.
+    # 1: the leaves are read and reduced one after another (sequential replay); None, the
+    # package's default, is the automatic thread pool over leaves (one thread per core locally).
     delta_datafusion.snapshot.LEAF_THREADS = leaf_threads
 
     def run():

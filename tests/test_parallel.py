@@ -344,16 +344,17 @@ def test_generated_reference_is_right(generated, name):
         assert manifest.inline is not None
 
 
+@pytest.mark.parametrize("threads", [1, 8])
 @pytest.mark.parametrize("name", list(GENERATED))
-def test_leaves_read_one_at_a_time_give_the_same_snapshot(generated, name, monkeypatch):
-    """LEAF_THREADS = 1 (sequential replay) and the default thread pool give the same files, txns
-    and domain metadata, also when files() is built first (which drops the raw strings)."""
+def test_leaf_threads_give_the_same_snapshot(generated, name, threads, monkeypatch):
+    """LEAF_THREADS = 1 (sequential replay), 8 and the default (one per core) give the same files,
+    txns and domain metadata, also when files() is built first (which drops the raw strings)."""
     import delta_datafusion.snapshot as snapshot_mod
 
     g = generated[name]
     threaded = DeltaTable(g.path).snapshot()
     want = threaded.files()
-    monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", 1)
+    monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", threads)
     one = DeltaTable(g.path).snapshot()
     raw_first = one.raw_files
     got = one.files()
