@@ -19,6 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import settings
+
+# Property tests are reproducible by default (CI must not depend on a random seed);
+# HYPOTHESIS_PROFILE=explore draws new examples on every run.
+settings.register_profile("deterministic", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the package is used from the checkout (it is not installed in the venv)
