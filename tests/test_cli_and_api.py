@@ -80,3 +80,32 @@ def test_scan_api_prunes_and_reads():
     assert rows.column_names == ["trip_id", "fare"] and rows.num_rows == 40
     with pytest.raises(DeltaError, match="unknown column"):
         snap.scan(columns=["nope"])
+
+
+def test_registered_table_is_pinned_and_folder_catalog_follows_new_commits(tmp_path):
+    """README: register_table serves the snapshot loaded at registration; a folder catalog looks
+    for a newer version each time a query names the table."""
+    import pyarrow as pa
+    from datafusion import SessionContext
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+
+    lake = tmp_path / "lake"
+    path = lake / "t"
+    write_deltalake(str(path), pa.table({"id": [1, 2]}))
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(path))
+    dd.register_catalog(ctx, "lake", str(lake))
+
+    def count(table: str) -> int:
+        return ctx.sql(f"SELECT count(*) AS n FROM {table}").to_pydict()["n"][0]
+
+    assert (count("t"), count("lake.default.t")) == (2, 2)
+    write_deltalake(str(path), pa.table({"id": [3]}), mode="append")
+    assert count("t") == 2  # pinned at registration
+    assert count("lake.default.t") == 3  # the catalog sees version 1
+    ctx.deregister_table("t")
+    dd.register_table(ctx, "t", str(path))
+    assert count("t") == 3
