@@ -125,6 +125,14 @@ class UnitReader:
 
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
+        if not columns and predicate is None:
+            # Only row counts are asked for (count(*)): a file's count is its stats' numRecords
+            # minus its deletion vector's cardinality, so such files are not opened at all.
+            counted = [(u, _known_row_count(u)) for u in units]
+            total = sum(n for _, n in counted if n is not None)
+            if total:
+                yield pa.RecordBatch.from_arrays([pa.nulls(total)], names=["n"]).select([])
+            units = [u for u, n in counted if n is None]
         plain = [u for u in units if not u.needs_row_selection]
         selected = [u for u in units if u.needs_row_selection]
         if plain and predicate is not None:
@@ -315,6 +323,16 @@ class UnitReader:
                 f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
             )
         return DeltaError(f"{where}: cannot read data file(s): {str(e).splitlines()[0][:400]}")
+
+
+def _known_row_count(unit: ScanUnit) -> int | None:
+    """Live rows of a unit known from the log alone, or None when the file must be read."""
+    if unit.num_records is None or unit.only_rows is not None:
+        return None
+    if unit.drop_rows is None:
+        return unit.num_records
+    cardinality = unit.drop_rows.get("cardinality")
+    return None if cardinality is None else unit.num_records - int(cardinality)
 
 
 def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:

@@ -75,6 +75,8 @@ def test_corpus_cdf_sql(ctx, entry, expectation):
     else:
         assert str(expectation["commit_timestamp"]).startswith("included")
     assert_same_rows(got, expected, f"{entry['name']} cdf {start}..{expectation['end_version']}")
+    count = ctx.sql(f"SELECT count(*) AS n FROM table_changes({args})").to_pydict()["n"][0]
+    assert count == expected.num_rows, f"{entry['name']} cdf count(*)"
     # The data columns come in table-schema order, before the change columns.
     assert got.schema.names[: len(expected.column_names) - 2] == expected.column_names[:-2]
 
