@@ -125,10 +125,14 @@ class UnitReader:
 
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
-        if not columns and predicate is None:
-            # Only row counts are asked for (count(*)): a file's count is its stats' numRecords
-            # minus its deletion vector's cardinality, so such files are not opened at all.
-            counted = [(u, _known_row_count(u)) for u in units]
+        if not columns:
+            # Only row counts are asked for (count(*)): a file whose rows all match (no predicate,
+            # or one over its partition values / constants that is TRUE for it) counts its stats'
+            # numRecords minus its deletion vector's cardinality, without being opened.
+            matching = self._all_rows_match(units, predicate)
+            counted = [
+                (u, _known_row_count(u) if ok else None) for u, ok in zip(units, matching, strict=True)
+            ]
             total = sum(n for _, n in counted if n is not None)
             if total:
                 yield pa.RecordBatch.from_arrays([pa.nulls(total)], names=["n"]).select([])
@@ -155,6 +159,37 @@ class UnitReader:
             fcols = sorted(referenced_columns(predicate)) if predicate is not None else []
             for u in selected:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
+
+    def _all_rows_match(self, units: Sequence[ScanUnit], predicate: Any) -> list[bool]:
+        """Per unit: is ``predicate`` TRUE for every row, judged by the unit's partition values and
+        constants alone (SQL semantics: NULL is not TRUE)?"""
+        if predicate is None:
+            return [True] * len(units)
+        from .predicate import referenced_columns, to_pyarrow
+
+        cols = sorted(referenced_columns(predicate))
+        known = [
+            all(c in u.partition_values or c in u.constants for c in cols) and not u.has_change_type_column
+            for u in units
+        ]
+        if not cols or not any(known):
+            return [False] * len(units)
+        rows = [u for u, k in zip(units, known, strict=True) if k]
+        try:
+            values = pa.table(
+                {
+                    c: pa.array(
+                        [u.partition_values[c] if c in u.partition_values else u.constants[c] for u in rows],
+                        self.rs.logical.field(c).type,
+                    )
+                    for c in cols
+                }
+            )
+            mask = ds.dataset(values).to_table(columns={"k": to_pyarrow(predicate)}).column("k").to_pylist()
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
+            return [False] * len(units)
+        verdict = iter(mask)
+        return [next(verdict) is True if k else False for k in known]
 
     def _format(self, sample: ScanUnit) -> ds.ParquetFileFormat:
         """The parquet format for fast-path reads, chosen once per reader from one file's footer.

@@ -277,6 +277,29 @@ def test_planning_selection_equals_scan_metadata(session, table_path: Path, wher
     assert lazy.column("partition_values").to_pylist() == built.column("partition_values").to_pylist()
 
 
+PARTITION_ONLY = {c[0] for c in CASES if c[1] == c[2] and "id" not in c[0] and "opt" not in c[0]}
+
+
+@pytest.mark.parametrize("where", [c[0] for c in CASES])
+def test_count_star_from_the_log(session, where: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """count(*) equals count(id) for every case. Under a partition-only filter (or none) it is
+    answered from the log: no data file is opened."""
+    ctx, _ = session
+    want = ctx.sql(f"SELECT count(id) AS n FROM t WHERE {where}").to_pydict()["n"][0]
+    if where in PARTITION_ONLY:
+        from delta_datafusion.read import UnitReader
+
+        def no_reads(*_a, **_k):
+            raise AssertionError(f"{where}: a data file was opened for count(*)")
+
+        monkeypatch.setattr(UnitReader, "_read_plain", no_reads)
+        monkeypatch.setattr(UnitReader, "_read_selected", no_reads)
+    got = ctx.sql(f"SELECT count(*) AS n FROM t WHERE {where}").to_pydict()["n"][0]
+    assert got == want, where
+    if where in PARTITION_ONLY:
+        assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict()["n"][0] == N_FILES * ROWS_PER_FILE
+
+
 def test_pruned_queries_return_rows(session) -> None:
     """The cases are not vacuous: all but the empty ones return rows."""
     ctx, _ = session
