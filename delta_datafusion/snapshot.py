@@ -351,32 +351,31 @@ class Snapshot(TableVersionView):
 
         parts = self.partition_columns
         schema = self.schema
+        pred = TRUE if predicate is None else predicate
+        part_pred = split_by_columns(pred, parts)[0] if parts else TRUE
         with self._lock:
             built = self.__dict__.get("_files")
+        # stage 1: partition pruning, on the built file table or on the typed partition values
         if built is not None:
-            files = built
-            total = after_parts = files.num_rows
-            if predicate is not None and predicate != TRUE:
-                part_pred = split_by_columns(predicate, parts)[0] if parts else TRUE
-                if part_pred != TRUE:
-                    files = files.filter(file_keep_mask(part_pred, files, schema, parts))
-                    after_parts = files.num_rows
-                files = files.filter(file_keep_mask(predicate, files, schema, parts))
-            return files, total, after_parts
-        raw = self.raw_files
-        total = raw.num_rows
-        if predicate is None or predicate == TRUE:
-            return self.to_scan_files(raw, stats_columns=()), total, total
-        pv = self.typed_partitions(raw)
-        part_pred = split_by_columns(predicate, parts)[0] if parts else TRUE
+            candidates, pv, total = built, None, built.num_rows
+        else:
+            candidates = self.raw_files
+            total = candidates.num_rows
+            pv = self.typed_partitions(candidates) if pred != TRUE else None
         if part_pred != TRUE and total:
-            keep = file_keep_mask(part_pred, pa.table({"partition_values": pv}), schema, parts)
-            raw, pv = raw.filter(keep), pv.filter(keep)
-        after_parts = raw.num_rows
-        data_columns = referenced_columns(predicate) - set(parts)
-        files = self.to_scan_files(raw, stats_columns=data_columns, partition_values=pv)
-        if predicate != part_pred and files.num_rows:
-            files = files.filter(file_keep_mask(predicate, files, schema, parts))
+            table = built if built is not None else pa.table({"partition_values": pv})
+            keep = file_keep_mask(part_pred, table, schema, parts)
+            candidates = candidates.filter(keep)
+            pv = None if pv is None else pv.filter(keep)
+        after_parts = candidates.num_rows
+        # stage 2: statistics of the survivors (typed here for just the predicate's columns)
+        if built is not None:
+            files = candidates
+        else:
+            data_columns = referenced_columns(pred) - set(parts)
+            files = self.to_scan_files(candidates, stats_columns=data_columns, partition_values=pv)
+        if pred != part_pred and files.num_rows:
+            files = files.filter(file_keep_mask(pred, files, schema, parts))
         return files, total, after_parts
 
     def files(self) -> pa.Table:
