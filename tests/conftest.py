@@ -175,3 +175,30 @@ def folder_state(root: Path | str) -> dict[str, tuple[str, int, int]]:
     st = root.lstat()
     out["."] = ("dir", 0, st.st_mtime_ns)
     return out
+
+
+@pytest.fixture
+def fresh_change_feed_cache():
+    """Change feeds and footer statistics are cached per process: start and end each test empty."""
+    from delta_datafusion.changes import clear_cache
+
+    clear_cache()
+    yield
+    clear_cache()
+
+
+def predicate_trees(leaves, max_leaves: int):
+    """Hypothesis strategy: AND / OR / NOT trees (2-3 children) over the ``leaves`` strategy."""
+    from hypothesis import strategies as st
+
+    from delta_datafusion.predicate import And, Not, Or
+
+    return st.recursive(
+        leaves,
+        lambda kids: st.one_of(
+            st.lists(kids, min_size=2, max_size=3).map(lambda ks: And(tuple(ks))),
+            st.lists(kids, min_size=2, max_size=3).map(lambda ks: Or(tuple(ks))),
+            kids.map(Not),
+        ),
+        max_leaves=max_leaves,
+    )

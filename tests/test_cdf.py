@@ -31,7 +31,7 @@ from deltalake import write_deltalake  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
 from delta_datafusion import DeltaTable  # noqa: E402
-from delta_datafusion.changes import clear_cache, load_change_feed  # noqa: E402
+from delta_datafusion.changes import load_change_feed  # noqa: E402
 from delta_datafusion.errors import (  # noqa: E402
     CdfNotEnabledError,
     ChangeDataFeedError,
@@ -119,11 +119,7 @@ def set_commit_times(path, times_ms: dict[int, int]) -> None:
         os.utime(p, ns=(ms * 1_000_000, ms * 1_000_000))
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_cache()
-    yield
-    clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_change_feed_cache")
 
 
 # --------------------------------------------------------------------------------------------

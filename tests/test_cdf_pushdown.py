@@ -45,11 +45,7 @@ def chunk(k: int, ver: int = 0) -> pa.Table:
     )
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_cache()
-    yield
-    clear_cache()
+pytestmark = pytest.mark.usefixtures("fresh_change_feed_cache")
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from conftest import predicate_trees
 from datafusion import SessionContext, Table
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -65,6 +66,23 @@ def _table() -> pa.Table:
         vals = [1, 2, 3, None, 5, 6, 7, 0, 4, 2, None, 9, 8, 3]
         return pa.array(vals, typ)
 
+    strings = [
+        "apple",
+        "banana",
+        "cherry",
+        None,
+        "Apple",
+        "date",
+        "",
+        "é",
+        "x" * 40,
+        "NaN",
+        "b",
+        None,
+        "zz",
+        "b",
+    ]
+
     return pa.table(
         {
             "id": pa.array(range(n), pa.int64()),
@@ -82,43 +100,8 @@ def _table() -> pa.Table:
                 [1.5, NAN, 3.5, None, 5.5, 6.5, -1.0, -0.0, math.inf, 2.0, NAN, None, -math.inf, 0.0],
                 pa.float64(),
             ),
-            "s": pa.array(
-                [
-                    "apple",
-                    "banana",
-                    "cherry",
-                    None,
-                    "Apple",
-                    "date",
-                    "",
-                    "é",
-                    "x" * 40,
-                    "NaN",
-                    "b",
-                    None,
-                    "zz",
-                    "b",
-                ]
-            ),
-            "ls": pa.array(
-                [
-                    "apple",
-                    "banana",
-                    "cherry",
-                    None,
-                    "Apple",
-                    "date",
-                    "",
-                    "é",
-                    "x" * 40,
-                    "NaN",
-                    "b",
-                    None,
-                    "zz",
-                    "b",
-                ],
-                pa.large_string(),
-            ),
+            "s": pa.array(strings),
+            "ls": pa.array(strings, pa.large_string()),
             "b": pa.array(
                 [True, False, None, True, False, True, None, True, False, False, True, None, True, False]
             ),
@@ -782,15 +765,7 @@ def _leaf(draw):
     return In(c, tuple(values), kind == "notin")
 
 
-_PRED = st.recursive(
-    _leaf(),
-    lambda kids: st.one_of(
-        st.lists(kids, min_size=2, max_size=3).map(lambda ks: And(tuple(ks))),
-        st.lists(kids, min_size=2, max_size=3).map(lambda ks: Or(tuple(ks))),
-        kids.map(Not),
-    ),
-    max_leaves=6,
-)
+_PRED = predicate_trees(_leaf(), max_leaves=6)
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,12 @@ import math
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from conftest import predicate_trees
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from delta_datafusion import predicate as P
 from delta_datafusion.predicate import (
-    And,
     BoolLiteral,
     Comparison,
     In,
@@ -23,7 +23,6 @@ from delta_datafusion.predicate import (
     IsNull,
     Literal,
     Not,
-    Or,
     col,
     lit,
     to_pyarrow,
@@ -589,15 +588,7 @@ def _hleaf(draw):
     return In(c, tuple(values), kind == "notin")
 
 
-_HPRED = st.recursive(
-    _hleaf(),
-    lambda kids: st.one_of(
-        st.lists(kids, min_size=2, max_size=3).map(lambda ks: And(tuple(ks))),
-        st.lists(kids, min_size=2, max_size=3).map(lambda ks: Or(tuple(ks))),
-        kids.map(Not),
-    ),
-    max_leaves=5,
-)
+_HPRED = predicate_trees(_hleaf(), max_leaves=5)
 
 
 def _rows_table(rows: list[dict], part) -> pa.Table:
