@@ -880,7 +880,7 @@ def select(cases: list[Case], args) -> list[Case]:
     return cases
 
 
-def _compile_package() -> None:
+def compile_package() -> None:
     """Write the package's bytecode once, as ``pip install`` does.
 
     Benchmarks import the package from the source tree; with PYTHONDONTWRITEBYTECODE set (as on
@@ -910,7 +910,7 @@ def bench_main(
         for c in cases:
             print(f"{c.id}  ->  {c.fn}({json.dumps(c.kwargs)[:150]})")
         return []
-    _compile_package()
+    compile_package()
     t0 = time.time()
     results = run_cases(
         cases,

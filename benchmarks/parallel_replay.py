@@ -53,7 +53,16 @@ for _p in (str(BENCH_DIR), str(ROOT)):
     if _p not in sys.path:
         sys.path.insert(0, _p)
 
-from harness import Case, add_common_args, format_report, prepared, run_cases, save_json, select  # noqa: E402
+from harness import (  # noqa: E402
+    Case,
+    add_common_args,
+    compile_package,
+    format_report,
+    prepared,
+    run_cases,
+    save_json,
+    select,
+)
 
 RECIPE = {
     "recipe": 1,
@@ -447,6 +456,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in cases:
             print(f"{c.id}  ->  {c.fn}({json.dumps(c.kwargs)[:150]})")
         return 0
+    compile_package()
     t0 = time.time()
     results = run_cases(
         cases,
