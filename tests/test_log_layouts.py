@@ -981,6 +981,40 @@ def test_stats_lines_longer_than_a_parse_block(monkeypatch: pytest.MonkeyPatch):
     assert [o["minValues"]["s"] for o in out] == [long if i % 3 == 0 else f"v{i}" for i in range(12)]
 
 
+def test_key_presence_pass_agrees_with_byte_search(monkeypatch: pytest.MonkeyPatch):
+    """The one-pass (chunked regex) presence check of action keys finds a key wherever it sits:
+    in the head, across a chunk boundary, at the very end, several keys in one chunk."""
+    from delta_datafusion.log import actions
+
+    monkeypatch.setattr(actions, "_SMALL", 0)
+    monkeypatch.setattr(actions, "_HEAD", 64)
+    keys = ["add", "remove", "txn", "domainMetadata", "deletionVector", "stats"]
+    filler = b'{"add":{"path":"p","size":1}}\n' * 400  # 12,000 bytes: chunks of 1,500
+    step = -(-len(filler) // 8)
+    positions = [0, 10, 63, 64, 200, len(filler) - 1, len(filler)]
+    positions += [k * step + d for k in range(1, 8) for d in (-20, -9, -5, -1, 0, 1)]
+    for pos in positions:
+        for extra in ([b'"remove"'], [b'"txn"', b'"deletionVector"'], [b'"domainMetadata"']):
+            buf = filler[:pos] + b"".join(extra) + filler[pos:]
+            expected = {k for k in keys if b'"' + k.encode() + b'"' in buf}
+            assert actions.present_keys(buf, keys) == expected, (pos, extra)
+    assert actions.present_keys(filler, keys) == {"add"}
+
+
+def test_remove_at_the_end_of_a_large_log_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A remove (with a deletion vector key) only in the last line of a large commit buffer."""
+    from delta_datafusion.log import actions
+
+    monkeypatch.setattr(actions, "_SMALL", 0)
+    monkeypatch.setattr(actions, "_HEAD", 256)
+    t = tmp_path / "t"
+    _plain_table(t, [_add(f"f{i:05d}.parquet") for i in range(2000)])
+    write_commit(t, 1, [_remove("f01999.parquet"), _remove("f00000.parquet")])
+    files = DeltaTable(str(t)).snapshot().files()
+    names = {p.rsplit("/", 1)[-1] for p in files.column("location").to_pylist()}
+    assert len(names) == 1998 and "f01999.parquet" not in names and "f00000.parquet" not in names
+
+
 # ------------------------------------------------------------------------------------------------
 # URL-encoded and absolute paths
 
