@@ -125,17 +125,17 @@ class UnitReader:
 
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
-        if not columns:
-            # Only row counts are asked for (count(*)): a file whose rows all match (no predicate,
-            # or one over its partition values / constants that is TRUE for it) counts its stats'
-            # numRecords minus its deletion vector's cardinality, without being opened.
+        if not any(c in self.rs.file_columns for c in columns):
+            # Only row counts, partition values or constants are asked for (count(*), GROUP BY a
+            # partition column, count by _change_type): a file whose rows all match (no predicate,
+            # or one over its partition values / constants that is TRUE for it) gives its stats'
+            # numRecords minus its deletion vector's cardinality rows of its own values, unopened.
             matching = self._all_rows_match(units, predicate)
             counted = [
-                (u, _known_row_count(u) if ok else None) for u, ok in zip(units, matching, strict=True)
+                (u, _known_row_count(u) if ok and _constant_columns(u, columns) else None)
+                for u, ok in zip(units, matching, strict=True)
             ]
-            total = sum(n for _, n in counted if n is not None)
-            if total:
-                yield pa.RecordBatch.from_arrays([pa.nulls(total)], names=["n"]).select([])
+            yield from _constant_batches([(u, n) for u, n in counted if n], columns, out_schema, bs)
             units = [u for u, n in counted if n is None]
         plain = [u for u in units if not u.needs_row_selection]
         selected = [u for u in units if u.needs_row_selection]
@@ -358,6 +358,43 @@ class UnitReader:
                 f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
             )
         return DeltaError(f"{where}: cannot read data file(s): {str(e).splitlines()[0][:400]}")
+
+
+def _constant_columns(unit: ScanUnit, columns: Sequence[str]) -> bool:
+    """Are all ``columns`` partition values or constants of the unit (not stored in its file)?"""
+    return all(
+        c in unit.partition_values or (c in unit.constants and not unit.has_change_type_column)
+        for c in columns
+    )
+
+
+def _constant_batches(
+    counted: Sequence[tuple[ScanUnit, int]], columns: Sequence[str], schema: pa.Schema, batch_size: int
+) -> Iterator[pa.RecordBatch]:
+    """Batches of ``n`` rows of each unit's partition values / constants (rows known from the log);
+    units with the same values share their batches, and a full batch is built once and repeated."""
+    if not columns:
+        total = sum(n for _, n in counted)
+        if total:
+            yield pa.RecordBatch.from_arrays([pa.nulls(total)], names=["n"]).select([])
+        return
+    rows: dict[tuple, int] = {}
+    for u, n in counted:
+        key = tuple(u.partition_values[c] if c in u.partition_values else u.constants[c] for c in columns)
+        rows[key] = rows.get(key, 0) + n
+    for values, total in rows.items():
+        scalars = [pa.array([v], f.type)[0] for v, f in zip(values, schema, strict=True)]
+        full = None
+        while total > 0:
+            n = min(total, batch_size)
+            if n == batch_size and full is not None:
+                batch = full
+            else:
+                batch = pa.RecordBatch.from_arrays([pa.repeat(sc, n) for sc in scalars], schema=schema)
+                if n == batch_size:
+                    full = batch
+            yield batch
+            total -= n
 
 
 def _known_row_count(unit: ScanUnit) -> int | None:

@@ -421,6 +421,40 @@ def test_projection_reads_only_needed_columns(table, monkeypatch):
     assert seen and all(cols == ["id", "_change_type"] for cols in seen)
 
 
+@pytest.mark.parametrize("where", ["TRUE", *FILTERS])
+def test_count_by_change_type_reads_only_cdc_files(table, where, monkeypatch):
+    """count(*) by _change_type, _commit_version, part: add/remove sources whose constants decide
+    the filter give their rows from the log (numRecords copies of their constants); only cdc files,
+    deletion-vector diffs, sources without numRecords and sources the filter must look into are
+    read. Same groups as the materialized feed."""
+    from delta_datafusion import read
+
+    ctx = new_ctx()
+    ctx.register_record_batches("full", [DeltaTable(str(table)).changes(0).to_table().to_batches()])
+    q = "SELECT _change_type, _commit_version, part, count(*) AS n FROM {} WHERE {} GROUP BY 1, 2, 3"
+    want = sorted(ctx.sql(q.format("full", where)).to_pylist(), key=str)
+    opened = []
+    orig_plain, orig_selected = read.UnitReader._read_plain, read.UnitReader._read_selected
+
+    def spy_plain(self, units, *a, **k):
+        opened.extend(units)
+        return orig_plain(self, units, *a, **k)
+
+    def spy_selected(self, unit, *a, **k):
+        opened.append(unit)
+        return orig_selected(self, unit, *a, **k)
+
+    monkeypatch.setattr(read.UnitReader, "_read_plain", spy_plain)
+    monkeypatch.setattr(read.UnitReader, "_read_selected", spy_selected)
+    got = sorted(ctx.sql(q.format(f"table_changes('{table}', 0)", where)).to_pylist(), key=str)
+    assert got == want, where
+    if where in ("TRUE", "_commit_version = 7", "part = 'p1'", "_change_type = 'delete'"):
+        kinds = [(u.has_change_type_column, u.needs_row_selection, u.num_records) for u in opened]
+        # removes written without stats (v6's partition delete) have no numRecords: read
+        assert all(cdc or selection or n is None for cdc, selection, n in kinds), (where, kinds)
+        assert sum(1 for cdc, selection, n in kinds if not cdc) <= 1, (where, kinds)
+
+
 def test_everything_pruned(table):
     ctx = new_ctx()
     q = f"SELECT id, _change_type FROM table_changes('{table}', 0) WHERE _commit_version > 100 ORDER BY id"
