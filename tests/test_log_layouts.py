@@ -1001,6 +1001,34 @@ def test_key_presence_pass_agrees_with_byte_search(monkeypatch: pytest.MonkeyPat
     assert actions.present_keys(filler, keys) == {"add"}
 
 
+def _present_keys_in_child(buf: bytes, keys: list[str], out) -> None:
+    from delta_datafusion.log import actions
+
+    out.put(sorted(actions.present_keys(buf, keys)))
+
+
+def test_key_presence_pool_works_in_a_forked_child(monkeypatch: pytest.MonkeyPatch):
+    """The search pool is per process: a child forked after the parent used it makes its own
+    (the parent's threads do not exist in the child, and reusing the pool would hang)."""
+    import multiprocessing
+
+    from delta_datafusion.log import actions
+
+    monkeypatch.setattr(actions, "_SMALL", 0)
+    monkeypatch.setattr(actions, "_HEAD", 64)
+    buf = b'{"add":{"path":"p"}}\n' * 500 + b'{"remove":{"path":"p"}}\n'
+    assert actions.present_keys(buf, ["add", "remove", "txn"]) == {"add", "remove"}
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_present_keys_in_child, args=(buf, ["add", "remove", "txn"], out))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("present_keys hung in a forked child")
+    assert out.get(timeout=5) == ["add", "remove"]
+
+
 def test_remove_at_the_end_of_a_large_log_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """A remove (with a deletion vector key) only in the last line of a large commit buffer."""
     from delta_datafusion.log import actions

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -241,14 +242,18 @@ def present_keys(buf: bytes, keys: Sequence[str]) -> set[str]:
     return found
 
 
-_POOL: ThreadPoolExecutor | None = None
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
 
 
 def _search_pool() -> ThreadPoolExecutor:
+    """A process-wide pool, made anew in a forked child (the parent's threads do not exist there)."""
     global _POOL
-    if _POOL is None:
-        _POOL = ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="delta-keys")
-    return _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (
+            os.getpid(),
+            ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="delta-keys"),
+        )
+    return _POOL[1]
 
 
 def _binary_slices(data: pa.Buffer, bounds: Sequence[tuple[int, int]]) -> list[pa.Array]:
@@ -262,7 +267,8 @@ def _binary_slices(data: pa.Buffer, bounds: Sequence[tuple[int, int]]) -> list[p
 
 def _first_key_from(buf: bytes, start: int, keys: Sequence[str]) -> tuple[str, int] | None:
     """(a key occurring at or after ``start``, the start of the chunk holding it), or None."""
-    pattern = '"(' + "|".join(keys) + ')"'
+    alternation = "|".join(re.escape(k) for k in keys)
+    pattern = f'"({alternation})"'
     overlap = max(len(k) for k in keys) + 2
     step = max(_HEAD, -(-(len(buf) - start) // 8))
     bounds = [(lo, min(len(buf), lo + step + overlap)) for lo in range(start, len(buf), step)]
@@ -270,7 +276,7 @@ def _first_key_from(buf: bytes, start: int, keys: Sequence[str]) -> tuple[str, i
     hits = list(_search_pool().map(lambda a: bool(pc.match_substring_regex(a, pattern)[0].as_py()), chunks))
     for (lo, _), chunk, hit in zip(bounds, chunks, hits, strict=True):
         if hit:
-            got = pc.extract_regex(chunk, f'"(?P<key>{"|".join(keys)})"')[0]["key"].as_py()
+            got = pc.extract_regex(chunk, f'"(?P<key>{alternation})"')[0]["key"].as_py()
             return got.decode(), lo
     return None
 
