@@ -1,6 +1,10 @@
 """Reading scan units into Arrow batches with the table's logical schema.
 
-Two paths, both yielding batches cast exactly to the requested output schema:
+Rows known from the log come first: when no data column is asked for (count(*), partition
+columns, change-feed constants) and a unit's partition values / constants decide the filter, the
+unit yields numRecords minus its deletion vector's cardinality rows of those values, unopened.
+Everything else is read by one of two paths, both yielding batches cast exactly to the requested
+output schema:
 
 - fast path (files without row selection): one pyarrow dataset scan over a group of files, with
   partition values and constant columns given as fragment guarantees (pyarrow fills them) and
