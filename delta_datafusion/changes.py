@@ -664,7 +664,8 @@ class ChangeFeed:
             if part_pred != change_pred:
                 rows = rows[self._keep(part_pred, rows)]
             after_part = len(rows)
-            rows = rows[self._keep(pred, rows)]
+            if pred != part_pred:  # the filter reads data columns too: their stats prune further
+                rows = rows[self._keep(pred, rows)]
             data_cols = (
                 referenced_columns(pred) - set(self.partition_columns) - {COMMIT_VERSION, COMMIT_TIMESTAMP}
             )
