@@ -891,6 +891,25 @@ def compile_package() -> None:
     compileall.compile_dir(pkg, quiet=1)
 
 
+def run_selected(cases: list[Case], args: argparse.Namespace) -> list[dict] | None:
+    """Run the selected cases with the common arguments (compiling the package first, as pip
+    does); with ``--list`` print them instead and return None."""
+    if args.list:
+        for c in cases:
+            print(f"{c.id}  ->  {c.fn}({json.dumps(c.kwargs)[:150]})")
+        return None
+    compile_package()
+    return run_cases(
+        cases,
+        procs=args.procs,
+        reps=args.reps,
+        timeout=args.timeout,
+        wait_quiet_s=args.wait_quiet,
+        rerun_disturbed=args.rerun_disturbed,
+        digits=args.digits,
+    )
+
+
 def bench_main(
     build_cases: Callable[[argparse.Namespace], list[Case]],
     *,
@@ -906,21 +925,10 @@ def bench_main(
         extra_args(ap)
     args = ap.parse_args(argv)
     cases = select(build_cases(args), args)
-    if args.list:
-        for c in cases:
-            print(f"{c.id}  ->  {c.fn}({json.dumps(c.kwargs)[:150]})")
-        return []
-    compile_package()
     t0 = time.time()
-    results = run_cases(
-        cases,
-        procs=args.procs,
-        reps=args.reps,
-        timeout=args.timeout,
-        wait_quiet_s=args.wait_quiet,
-        rerun_disturbed=args.rerun_disturbed,
-        digits=args.digits,
-    )
+    results = run_selected(cases, args)
+    if results is None:
+        return []
     base = args.baseline or baseline
     print(format_report(results, base))
     print(f"{len(results)} cases in {time.time() - t0:.0f} s (procs={args.procs}, reps={args.reps})")

@@ -56,10 +56,9 @@ for _p in (str(BENCH_DIR), str(ROOT)):
 from harness import (  # noqa: E402
     Case,
     add_common_args,
-    compile_package,
     format_report,
     prepared,
-    run_cases,
+    run_selected,
     save_json,
     select,
 )
@@ -451,22 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     fd, mem_file = tempfile.mkstemp(prefix="parallel-replay-mem-", suffix=".jsonl")
     os.close(fd)
     cases = select(build_cases(path, mem_file, QUICK if args.quick else RECIPE), args)
-    if args.list:
-        os.unlink(mem_file)
-        for c in cases:
-            print(f"{c.id}  ->  {c.fn}({json.dumps(c.kwargs)[:150]})")
-        return 0
-    compile_package()
     t0 = time.time()
-    results = run_cases(
-        cases,
-        procs=args.procs,
-        reps=args.reps,
-        timeout=args.timeout,
-        wait_quiet_s=args.wait_quiet,
-        rerun_disturbed=args.rerun_disturbed,
-        digits=args.digits,
-    )
+    results = run_selected(cases, args)
+    if results is None:  # --list
+        os.unlink(mem_file)
+        return 0
     worker_mem: dict[str, float] = {}
     with open(mem_file) as fh:
         for line in fh:
