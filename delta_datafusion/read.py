@@ -165,9 +165,10 @@ class UnitReader:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
 
     def _all_rows_match(self, units: Sequence[ScanUnit], predicate: Any) -> list[bool]:
-        """Per unit: is ``predicate`` TRUE for every row, judged by the unit's partition values and
-        constants alone (SQL semantics: NULL is not TRUE)?"""
-        if predicate is None:
+        """Per unit: is ``predicate`` TRUE for every row (SQL semantics: NULL is not TRUE), as
+        planning proved from statistics (``all_rows_match``) or as the unit's partition values and
+        constants decide?"""
+        if predicate is None or all(u.all_rows_match for u in units):
             return [True] * len(units)
         from .predicate import referenced_columns, to_pyarrow
 
@@ -177,7 +178,7 @@ class UnitReader:
             for u in units
         ]
         if not cols or not any(known):
-            return [False] * len(units)
+            return [u.all_rows_match for u in units]
         rows = [u for u, k in zip(units, known, strict=True) if k]
         try:
             values = pa.table(
@@ -191,9 +192,10 @@ class UnitReader:
             )
             mask = ds.dataset(values).to_table(columns={"k": to_pyarrow(predicate)}).column("k").to_pylist()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
-            return [False] * len(units)
+            return [u.all_rows_match for u in units]
         verdict = iter(mask)
-        return [next(verdict) is True if k else False for k in known]
+        by_constants = [next(verdict) is True if k else False for k in known]
+        return [u.all_rows_match or c for u, c in zip(units, by_constants, strict=True)]
 
     def _format(self, sample: ScanUnit) -> ds.ParquetFileFormat:
         """The parquet format for fast-path reads, chosen once per reader from one file's footer.

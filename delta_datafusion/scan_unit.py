@@ -29,14 +29,19 @@ class ScanUnit:
     num_records: int | None = None
     #: the file stores ``_change_type`` itself (cdc files)
     has_change_type_column: bool = False
+    #: planning proved from statistics that the filter is TRUE for every row of the file
+    all_rows_match: bool = False
 
     @property
     def needs_row_selection(self) -> bool:
         return self.drop_rows is not None or self.only_rows is not None
 
 
-def units_from_files(files: pa.Table, partition_columns: list[str]) -> list[ScanUnit]:
-    """Scan-metadata rows -> scan units (one Python object per selected file)."""
+def units_from_files(
+    files: pa.Table, partition_columns: list[str], all_rows_match: pa.Array | None = None
+) -> list[ScanUnit]:
+    """Scan-metadata rows -> scan units (one Python object per selected file); ``all_rows_match``
+    marks the files whose every row satisfies the query's filter (see skipping.file_all_match_mask)."""
     if files.num_rows == 0:
         return []
     locations = files.column("location").to_pylist()
@@ -51,7 +56,18 @@ def units_from_files(files: pa.Table, partition_columns: list[str]) -> list[Scan
         if stats.type.get_field_index("numRecords") >= 0
         else [None] * len(locations)
     )
+    matches = all_rows_match.to_pylist() if all_rows_match is not None else [False] * len(locations)
     return [
-        ScanUnit(loc, size or 0, pv or {}, dv if dv and dv.get("storageType") else None, None, {}, num)
-        for loc, size, pv, dv, num in zip(locations, sizes, pvs, dvs, nums, strict=True)
+        ScanUnit(
+            loc,
+            size or 0,
+            pv or {},
+            dv if dv and dv.get("storageType") else None,
+            None,
+            {},
+            num,
+            False,
+            bool(ok),
+        )
+        for loc, size, pv, dv, num, ok in zip(locations, sizes, pvs, dvs, nums, matches, strict=True)
     ]

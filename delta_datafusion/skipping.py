@@ -190,6 +190,21 @@ class _Files:
             keep = pc.or_(keep, self._part_missing)
         return keep
 
+    def partition_truth(self, pred: Predicate) -> pa.Array:
+        """``pred`` evaluated on each file's partition values: TRUE only where it is surely TRUE
+        (a NULL result, an unknown column or a file without partition values give False)."""
+        names = set(self._part_table.column_names)
+        if any(c.name not in names for c in iter_columns(pred)):
+            return _const(self.n, False)
+        try:
+            out = ds.dataset(self._part_table).to_table(columns={"k": to_pyarrow(pred)})
+            truth = pc.fill_null(_as_array(out.column("k")), False)
+        except Exception:
+            return _const(self.n, False)
+        if self._part_missing is not None:
+            truth = pc.and_(truth, pc.invert(self._part_missing))
+        return truth
+
     # ---- statistics --------------------------------------------------------------------------
 
     def _leaf(self, struct: pa.Array | None, path: tuple[str, ...]) -> pa.Array | None:
@@ -419,6 +434,118 @@ class _Evaluator:
             return pc.and_(possible, any_inside)
         except Exception:
             return possible
+
+
+def _exact_bounds(t: pa.DataType | None) -> bool:
+    """Types whose min/max statistics bound every value exactly as stored: no truncation (strings,
+    timestamps to milliseconds), no NaN (floats)."""
+    return t is not None and (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_decimal(t))
+
+
+class _AllMatchEvaluator:
+    """The dual of :class:`_Evaluator`: is ``pred`` TRUE for *every* row of each file? Answers
+    True only when sure; everything uncertain is False (the file is then read and filtered)."""
+
+    def __init__(self, files: _Files) -> None:
+        self.f = files
+        self.n = files.n
+
+    def all(self, pred: Predicate) -> pa.Array:
+        if isinstance(pred, BoolLiteral):
+            return _const(self.n, pred.value is True)
+        if self.f.is_partition_only(pred):
+            return self.f.partition_truth(pred)
+        if isinstance(pred, (And, Or)):
+            combine = pc.and_ if isinstance(pred, And) else pc.or_
+            out = self.all(pred.children[0])
+            for c in pred.children[1:]:
+                out = combine(out, self.all(c))
+            return out
+        try:
+            if isinstance(pred, Comparison):
+                return self.comparison(pred)
+            if isinstance(pred, In):
+                return self.in_list(pred)
+            if isinstance(pred, IsNull) and isinstance(pred.operand, Column):
+                return self.f.all_null(pred.operand)
+            if isinstance(pred, IsNotNull) and isinstance(pred.operand, Column):
+                return self.f.no_null(pred.operand)
+        except Exception:
+            return _const(self.n, False)
+        return _const(self.n, False)
+
+    def _bounds(self, c: Column) -> tuple[pa.Array, pa.Array] | None:
+        if not _exact_bounds(self.f.column_type(c)):
+            return None
+        mn, mx = self.f.bounds(c)
+        return None if mn is None or mx is None else (mn, mx)
+
+    def comparison(self, pred: Comparison) -> pa.Array:
+        shape = pred.column_literal()
+        if shape is None:
+            return _const(self.n, False)
+        column, op, literal = shape
+        bounds = self._bounds(column)
+        if literal.is_null or bounds is None or not _exact_bounds(literal.type):
+            return _const(self.n, False)
+        mn, mx = bounds
+        v = literal.value
+        if op == "=":
+            holds = pc.and_(pc.equal(mn, v), pc.equal(mx, v))
+        elif op == "!=":
+            holds = pc.or_(pc.less(mx, v), pc.greater(mn, v))
+        elif op in ("<", "<="):
+            holds = _cmp(op, mx, v)
+        else:  # > >=
+            holds = _cmp(op, mn, v)
+        return pc.and_(pc.fill_null(holds, False), self.f.no_null(column))
+
+    def in_list(self, pred: In) -> pa.Array:
+        x = pred.operand
+        if not isinstance(x, Column):
+            return _const(self.n, False)
+        bounds = self._bounds(x)
+        values = [v for v in pred.values if not v.is_null]
+        if bounds is None or not values or not all(_exact_bounds(v.type) for v in values):
+            return _const(self.n, False)
+        mn, mx = bounds
+        if pred.negated:
+            if len(values) != len(pred.values):
+                return _const(self.n, False)  # NOT IN (..., NULL) is never TRUE
+            holds = _const(self.n, True)
+            for v in values:
+                outside = pc.or_(pc.less(mx, v.value), pc.greater(mn, v.value))
+                holds = pc.and_(holds, pc.fill_null(outside, False))
+        else:
+            single = pc.fill_null(pc.equal(mn, mx), False)
+            listed = _const(self.n, False)
+            for v in values:
+                listed = pc.or_(listed, pc.fill_null(pc.equal(mn, v.value), False))
+            holds = pc.and_(single, listed)
+        return pc.and_(holds, self.f.no_null(x))
+
+
+def file_all_match_mask(
+    pred: Predicate,
+    files: pa.Table | pa.RecordBatch,
+    schema: pa.Schema,
+    partition_columns: Sequence[str],
+) -> pa.BooleanArray:
+    """True for every file all of whose rows make ``pred`` TRUE, judged by partition values and
+    exact statistics (integer, date and decimal bounds, null counts); False when unsure.
+
+    The dual of :func:`file_keep_mask`. Bounds stay valid for files with deletion vectors
+    (``tightBounds = false``: the live rows are a subset), and a zero null count stays zero.
+    """
+    n = files.num_rows
+    if n == 0:
+        return pa.array([], pa.bool_())
+    f = _Files(n, _column(files, "partition_values"), _column(files, "stats"), schema, partition_columns)
+    try:
+        out = pc.fill_null(_as_array(_AllMatchEvaluator(f).all(push_not_down(pred))), False)
+    except Exception:
+        return _const(n, False)
+    return out if len(out) == n else _const(n, False)
 
 
 def _column(table: pa.Table | pa.RecordBatch, name: str) -> pa.Array | None:

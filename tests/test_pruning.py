@@ -331,6 +331,52 @@ def test_partition_columns_with_a_data_column_are_read(session) -> None:
     assert got == sorted(ctx.sql(q.format("ref")).to_pylist(), key=str)
 
 
+def _opened_files(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """File numbers (id // ROWS_PER_FILE of their first row) of the units the reader opens."""
+    from delta_datafusion.read import UnitReader
+
+    opened: list[str] = []
+    plain, selected = UnitReader._read_plain, UnitReader._read_selected
+
+    def spy_plain(self, units, *a, **k):
+        opened.extend(u.location for u in units)
+        return plain(self, units, *a, **k)
+
+    def spy_selected(self, unit, *a, **k):
+        opened.append(unit.location)
+        return selected(self, unit, *a, **k)
+
+    monkeypatch.setattr(UnitReader, "_read_plain", spy_plain)
+    monkeypatch.setattr(UnitReader, "_read_selected", spy_selected)
+    return opened
+
+
+@pytest.mark.parametrize(
+    ("where", "n", "opened"),
+    [
+        ("id >= 1000 AND id < 2500", 1500, 0),  # files 10..24 lie inside the range
+        ("id >= 1050 AND id < 2500", 1450, 1),  # file 10 straddles the lower bound
+        ("id BETWEEN 950 AND 1049", 100, 2),  # two straddling files
+        ("region = 'us' AND id < 2000", 500, 0),
+        ("d >= DATE '2024-01-05' AND id <> 5", 3600, 0),  # dates and a value outside every file
+        ("opt IS NOT NULL", 2400, 16),  # the 16 files with some nulls in opt are read
+        ("x > 100", 3799, 40),  # float bounds never decide (NaN)
+        ("s >= 'k00000'", 4000, 40),  # string bounds never decide (truncation)
+    ],
+)
+def test_count_star_with_filter_proven_by_stats(
+    session, where: str, n: int, opened: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """count(*) under a filter on data columns: files whose statistics prove the filter TRUE for
+    every row (integer/date bounds inside the range, no nulls) count numRecords unopened; the
+    rest are read. The count equals count(id), which reads every selected file."""
+    ctx, _ = session
+    assert ctx.sql(f"SELECT count(id) AS n FROM t WHERE {where}").to_pydict()["n"][0] == n
+    seen = _opened_files(monkeypatch)
+    assert ctx.sql(f"SELECT count(*) AS n FROM t WHERE {where}").to_pydict()["n"][0] == n
+    assert len(seen) == opened, (where, seen)
+
+
 def test_pruned_queries_return_rows(session) -> None:
     """The cases are not vacuous: all but the empty ones return rows."""
     ctx, _ = session

@@ -27,7 +27,12 @@ from delta_datafusion.predicate import (
     lit,
     to_pyarrow,
 )
-from delta_datafusion.skipping import STRING_MAX_TRUSTED_BYTES, file_keep_mask, partition_keep_mask
+from delta_datafusion.skipping import (
+    STRING_MAX_TRUSTED_BYTES,
+    file_all_match_mask,
+    file_keep_mask,
+    partition_keep_mask,
+)
 
 NAN = float("nan")
 UTC = dt.timezone.utc
@@ -510,8 +515,14 @@ def _trunc_ms(us: int) -> int:  # toward zero, as a careless writer might
 
 
 @st.composite
-def _file(draw):
-    rows = draw(st.lists(_row(), min_size=0, max_size=6))
+def _dense_row(draw):
+    """A row without nulls (so a file's null counts are zero and its bounds decide)."""
+    return {k: (v if v is not None else H_POOLS[k][1]) for k, v in draw(_row()).items()}
+
+
+@st.composite
+def _file(draw, row=None):
+    rows = draw(st.lists(row if row is not None else _row(), min_size=0, max_size=6))
     part = draw(st.sampled_from(["a", "b", None]))
     tight = draw(st.sampled_from([True, True, False, None]))
     valid = list(range(len(rows)))
@@ -612,6 +623,82 @@ def test_never_drops_a_file_with_a_matching_row(fs, pred):
         matches = _rows_table(x["rows"], x["p"]).filter(row_filter).num_rows
         if matches:
             assert mask[k], f"file {k} has {matches} matching rows but was dropped: {pred}\n{x}"
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fs=st.lists(_file(), min_size=1, max_size=5), pred=st.one_of(_hleaf(), _HPRED))
+def test_all_match_files_hold_only_matching_rows(fs, pred):
+    """The dual property: a file judged all-matching (count(*) then comes from numRecords) has
+    no live row for which the predicate is FALSE or NULL, whatever its stats quirks (wide bounds
+    with deleted rows, truncated strings and timestamps, NaN, missing stats)."""
+    _check_all_match(fs, pred)
+
+
+def _check_all_match(fs: list[dict], pred) -> None:
+    table = pa.table(
+        {
+            "partition_values": pa.array([{"p": x["p"]} for x in fs], pa.struct([("p", pa.string())])),
+            "stats": pa.array([x["stats"] for x in fs], H_STATS),
+        }
+    )
+    mask = file_all_match_mask(pred, table, H_SCHEMA, ["p"]).to_pylist()
+    row_filter = to_pyarrow(pred)
+    for k, x in enumerate(fs):
+        if mask[k]:
+            rows = _rows_table(x["rows"], x["p"])
+            assert rows.filter(row_filter).num_rows == rows.num_rows, f"file {k}: {pred}\n{x}"
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fs=st.lists(_file(_dense_row()), min_size=1, max_size=4), pred=_hleaf())
+def test_all_match_single_leaves_on_files_without_nulls(fs, pred):
+    """The same property where the bounds matter most: files without nulls, one leaf."""
+    _check_all_match(fs, pred)
+
+
+def test_all_match_decides_exact_types_only():
+    """Integer and date bounds prove a filter for the whole file; float, string and timestamp
+    bounds never do (NaN, truncation); nulls, missing stats and NULL literals never do."""
+    rows = [{"i": 1, "f": 1.0, "s": "a", "ts": 0, "d": 0}, {"i": 2, "f": 2.0, "s": "b", "ts": 1500, "d": 1}]
+    stats_ = {
+        "numRecords": 2,
+        "minValues": {"i": 1, "f": 1.0, "s": "a", "ts": _py("ts", 0), "d": _py("d", 0)},
+        "maxValues": {"i": 2, "f": 2.0, "s": "b", "ts": _py("ts", 1000), "d": _py("d", 1)},
+        "nullCount": {"i": 0, "f": 0, "s": 0, "ts": 0, "d": 1},
+    }
+    table = pa.table(
+        {
+            "partition_values": pa.array([{"p": "a"}], pa.struct([("p", pa.string())])),
+            "stats": pa.array([stats_], H_STATS),
+        }
+    )
+    assert _rows_table(rows, "a").num_rows == 2
+    i, d = col("i"), col("d")
+    cases = {
+        P.ge(i, 1): True,
+        P.lt(i, 3): True,
+        P.ne(i, 0): True,
+        P.and_(P.gt(i, 0), P.eq(col("p"), "a")): True,
+        P.or_(P.gt(i, 5), P.le(i, 2)): True,
+        P.is_in(i, [0, 1, 2]): False,  # two distinct values: IN needs min == max
+        P.not_in(i, [0, 7]): True,
+        P.not_in(i, [0, 2]): False,
+        P.is_in(i, [1]): False,
+        P.is_not_null(i): True,
+        P.not_(P.lt(i, 1)): True,
+        P.gt(i, 1): False,
+        P.ne(i, 2): False,
+        P.eq(col("p"), "b"): False,
+        P.le(d, _hlit("d", 5)): False,  # nullCount 1: a NULL row is not TRUE
+        P.gt(col("f"), 0.5): False,
+        P.gt(col("s"), ""): False,
+        P.ge(col("ts"), _hlit("ts", -5000)): False,
+        P.gt(i, _hlit("i", None)): False,
+    }
+    for pred, expected in cases.items():
+        assert file_all_match_mask(pred, table, H_SCHEMA, ["p"]).to_pylist() == [expected], str(pred)
+    no_stats = table.set_column(1, "stats", pa.nulls(1, H_STATS))
+    assert file_all_match_mask(P.ge(i, 1), no_stats, H_SCHEMA, ["p"]).to_pylist() == [False]
 
 
 def test_property_setup_prunes_something():
