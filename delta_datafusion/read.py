@@ -1,8 +1,9 @@
 """Reading scan units into Arrow batches with the table's logical schema.
 
 Rows known from the log come first: when no data column is asked for (count(*), partition
-columns, change-feed constants) and a unit's partition values / constants decide the filter, the
-unit yields numRecords minus its deletion vector's cardinality rows of those values, unopened.
+columns, change-feed constants) and the filter is TRUE for every row of a unit (decided by its
+partition values / constants, or proved by planning from its statistics), the unit yields
+numRecords minus its deletion vector's cardinality rows of those values, unopened.
 Everything else is read by one of two paths, both yielding batches cast exactly to the requested
 output schema:
 
@@ -131,9 +132,9 @@ class UnitReader:
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
         if not any(c in self.rs.file_columns for c in columns):
             # Only row counts, partition values or constants are asked for (count(*), GROUP BY a
-            # partition column, count by _change_type): a file whose rows all match (no predicate,
-            # or one over its partition values / constants that is TRUE for it) gives its stats'
-            # numRecords minus its deletion vector's cardinality rows of its own values, unopened.
+            # partition column, count by _change_type): a file whose rows all match (see
+            # _all_rows_match) gives its stats' numRecords minus its deletion vector's cardinality
+            # rows of its own values, unopened.
             matching = self._all_rows_match(units, predicate)
             counted = [
                 (u, _known_row_count(u) if ok and _constant_columns(u, columns) else None)
