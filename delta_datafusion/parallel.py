@@ -61,9 +61,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import DeltaError, LogCorruptError, MissingLogFileError, ParallelStateError
-from .log.actions import file_action_types, partition_values_type
-from .log.checkpoint import LeafFile, open_leaf, read_leaf
+from .errors import DeltaError, ParallelStateError
+from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
+from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
 from .protocol import Metadata, Protocol
 from .replay import flatten_file_actions, with_keys
 from .scan import Scan, ScanMetadata
@@ -732,15 +732,8 @@ def _local_storage() -> Storage:
 
 def _row_group_weights(leaf: LeafFile, storage: Storage) -> list[tuple[int, int]]:
     """(row-group index, uncompressed bytes) of the row groups a leaf covers."""
-    try:
-        with open_leaf(storage, leaf.path) as pf:
-            md = pf.metadata
-    except FileNotFoundError as e:
-        raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
-    except (pa.ArrowInvalid, OSError) as e:
-        if "No such file" in str(e) or "not found" in str(e).lower():
-            raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
-        raise LogCorruptError(f"{leaf.path}: cannot read checkpoint parquet footer: {e}") from e
+    with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
+        md = pf.metadata
     groups = range(md.num_row_groups) if leaf.row_groups is None else leaf.row_groups
     return [(i, max(1, md.row_group(i).total_byte_size)) for i in groups]
 

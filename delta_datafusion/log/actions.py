@@ -8,11 +8,12 @@ parquet files read with column projection.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -373,19 +374,32 @@ def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
     return pf
 
 
+@contextlib.contextmanager
+def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator[None]:
+    """Turn a failed read of checkpoint parquet ``path`` into the package's errors, naming it:
+    MissingLogFileError when the file is gone, LogCorruptError when it cannot be parsed."""
+    try:
+        yield
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"{what} {path} is missing") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file
+            raise MissingLogFileError(f"{what} {path} is missing") from e
+        raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+
+
+def present_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
+    """The requested top-level columns that the parquet file has (old checkpoints lack some)."""
+    names = set(pf.schema_arrow.names)
+    return [c for c in columns if c in names]
+
+
 def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequence[str]) -> pa.Table:
     """Read the top-level action columns that exist in a checkpoint parquet file."""
     path = info.path if isinstance(info, FileInfo) else info
-    try:
+    with checkpoint_read_errors(path):
         pf = open_parquet(storage, path)
-        present = [c for c in columns if c in pf.schema_arrow.names]
-        return pf.read(columns=present)
-    except FileNotFoundError as e:
-        raise MissingLogFileError(f"checkpoint file {path} is missing") from e
-    except (pa.ArrowInvalid, OSError) as e:
-        if "No such file" in str(e):
-            raise MissingLogFileError(f"checkpoint file {path} is missing") from e
-        raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+        return pf.read(columns=present_columns(pf, columns))
 
 
 def protocol_from_checkpoint_row(table: pa.Table) -> tuple[dict | None, dict | None]:

@@ -20,16 +20,20 @@ import pyarrow.parquet as pq
 from ..errors import LogCorruptError, MissingLogFileError
 from ..storage import Storage
 from .actions import (
+    checkpoint_read_errors,
     commit_schema,
     find_protocol_and_metadata,
     parse_json_actions,
     partition_values_type,
+    present_columns,
     protocol_from_checkpoint_row,
     read_parquet_actions,
 )
 from .segment import Checkpoint
 
 LEAF_COLUMNS = ["add", "txn", "domainMetadata"]
+#: How errors name a checkpoint leaf file.
+LEAF_WHAT = "checkpoint sidecar or part"
 
 
 @dataclass(frozen=True)
@@ -156,18 +160,8 @@ def open_leaf(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
 
 def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:
     """Read a leaf's action columns (whole file or the given row groups)."""
-    cols = list(columns or LEAF_COLUMNS)
-    try:
-        with open_leaf(storage, leaf.path) as pf:
-            present = [c for c in cols if c in pf.schema_arrow.names]
-            if leaf.row_groups is None:
-                return pf.read(columns=present)
-            return pf.read_row_groups(list(leaf.row_groups), columns=present)
-    except FileNotFoundError as e:
-        raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
-    except (pa.ArrowInvalid, OSError) as e:
-        if "No such file" in str(e) or "not found" in str(e).lower():
-            raise MissingLogFileError(f"checkpoint sidecar or part {leaf.path} is missing") from e
-        raise LogCorruptError(
-            f"{leaf.path}: cannot read checkpoint parquet: {str(e).splitlines()[0][:300]}"
-        ) from e
+    with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
+        present = present_columns(pf, columns or LEAF_COLUMNS)
+        if leaf.row_groups is None:
+            return pf.read(columns=present)
+        return pf.read_row_groups(list(leaf.row_groups), columns=present)
