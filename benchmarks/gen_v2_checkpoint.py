@@ -367,6 +367,12 @@ def _chunks(n: int, k: int) -> list[tuple[int, int]]:
 # the table
 
 
+def _dv_descriptor(dv: tuple) -> dict:
+    """The log's deletionVector descriptor from (storageType, pathOrInlineDv, offset, size, cardinality)."""
+    st, p, off, sz, card = dv
+    return {"storageType": st, "pathOrInlineDv": p, "offset": off, "sizeInBytes": sz, "cardinality": card}
+
+
 def _add_action(live: Live, size: int, data_change: bool, version: int, stats_idx: int) -> dict:
     add: dict[str, Any] = {
         "path": live.log_path,
@@ -377,14 +383,7 @@ def _add_action(live: Live, size: int, data_change: bool, version: int, stats_id
         "stats": _stats_json(stats_idx, live.num_records),
     }
     if live.dv is not None:
-        st, p, off, sz, card = live.dv
-        add["deletionVector"] = {
-            "storageType": st,
-            "pathOrInlineDv": p,
-            "offset": off,
-            "sizeInBytes": sz,
-            "cardinality": card,
-        }
+        add["deletionVector"] = _dv_descriptor(live.dv)
     return {"add": add}
 
 
@@ -397,14 +396,7 @@ def _remove_action(live: Live, version: int) -> dict:
         "size": 1000,
     }
     if live.dv is not None:
-        st, p, off, sz, card = live.dv
-        rm["deletionVector"] = {
-            "storageType": st,
-            "pathOrInlineDv": p,
-            "offset": off,
-            "sizeInBytes": sz,
-            "cardinality": card,
-        }
+        rm["deletionVector"] = _dv_descriptor(live.dv)
     return {"remove": rm}
 
 

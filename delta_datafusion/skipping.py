@@ -299,6 +299,15 @@ def _cmp(op: str, arr: pa.Array, value: pa.Scalar) -> pa.Array:
     return fn(arr, value)
 
 
+def _combine(pred: And | Or, evaluate: Any) -> pa.Array:
+    """AND / OR of the per-file answers for the children of ``pred``."""
+    op = pc.and_ if isinstance(pred, And) else pc.or_
+    out = evaluate(pred.children[0])
+    for c in pred.children[1:]:
+        out = op(out, evaluate(c))
+    return out
+
+
 class _Evaluator:
     def __init__(self, files: _Files) -> None:
         self.f = files
@@ -310,16 +319,8 @@ class _Evaluator:
             return _const(self.n, pred.value is True)
         if self.f.is_partition_only(pred):
             return self.f.exact_partition(pred)
-        if isinstance(pred, And):
-            out = self.keep(pred.children[0])
-            for c in pred.children[1:]:
-                out = pc.and_(out, self.keep(c))
-            return out
-        if isinstance(pred, Or):
-            out = self.keep(pred.children[0])
-            for c in pred.children[1:]:
-                out = pc.or_(out, self.keep(c))
-            return out
+        if isinstance(pred, (And, Or)):
+            return _combine(pred, self.keep)
         try:
             if isinstance(pred, Comparison):
                 return self.comparison(pred)
@@ -456,11 +457,7 @@ class _AllMatchEvaluator:
         if self.f.is_partition_only(pred):
             return self.f.partition_truth(pred)
         if isinstance(pred, (And, Or)):
-            combine = pc.and_ if isinstance(pred, And) else pc.or_
-            out = self.all(pred.children[0])
-            for c in pred.children[1:]:
-                out = combine(out, self.all(c))
-            return out
+            return _combine(pred, self.all)
         try:
             if isinstance(pred, Comparison):
                 return self.comparison(pred)

@@ -602,6 +602,16 @@ def _hleaf(draw):
 _HPRED = predicate_trees(_hleaf(), max_leaves=5)
 
 
+def _files_table(fs: list[dict]) -> pa.Table:
+    """The files table skipping reads (partition values, stats) for generated files."""
+    return pa.table(
+        {
+            "partition_values": pa.array([{"p": x["p"]} for x in fs], pa.struct([("p", pa.string())])),
+            "stats": pa.array([x["stats"] for x in fs], H_STATS),
+        }
+    )
+
+
 def _rows_table(rows: list[dict], part) -> pa.Table:
     cols = {name: pa.array([_py(name, r[name]) for r in rows], typ) for name, typ in H_DATA}
     cols["p"] = pa.array([part] * len(rows), pa.string())
@@ -611,12 +621,7 @@ def _rows_table(rows: list[dict], part) -> pa.Table:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(fs=st.lists(_file(), min_size=1, max_size=5), pred=_HPRED)
 def test_never_drops_a_file_with_a_matching_row(fs, pred):
-    table = pa.table(
-        {
-            "partition_values": pa.array([{"p": x["p"]} for x in fs], pa.struct([("p", pa.string())])),
-            "stats": pa.array([x["stats"] for x in fs], H_STATS),
-        }
-    )
+    table = _files_table(fs)
     mask = file_keep_mask(pred, table, H_SCHEMA, ["p"]).to_pylist()
     row_filter = to_pyarrow(pred)
     for k, x in enumerate(fs):
@@ -635,12 +640,7 @@ def test_all_match_files_hold_only_matching_rows(fs, pred):
 
 
 def _check_all_match(fs: list[dict], pred) -> None:
-    table = pa.table(
-        {
-            "partition_values": pa.array([{"p": x["p"]} for x in fs], pa.struct([("p", pa.string())])),
-            "stats": pa.array([x["stats"] for x in fs], H_STATS),
-        }
-    )
+    table = _files_table(fs)
     mask = file_all_match_mask(pred, table, H_SCHEMA, ["p"]).to_pylist()
     row_filter = to_pyarrow(pred)
     for k, x in enumerate(fs):
@@ -656,23 +656,26 @@ def test_all_match_single_leaves_on_files_without_nulls(fs, pred):
     _check_all_match(fs, pred)
 
 
-def test_all_match_decides_exact_types_only():
-    """Integer and date bounds prove a filter for the whole file; float, string and timestamp
-    bounds never do (NaN, truncation); nulls, missing stats and NULL literals never do."""
-    rows = [{"i": 1, "f": 1.0, "s": "a", "ts": 0, "d": 0}, {"i": 2, "f": 2.0, "s": "b", "ts": 1500, "d": 1}]
+def _two_row_file(null_d: bool) -> dict:
+    """A file of two rows with exact statistics (timestamps truncated to ms as writers do)."""
+    rows = [
+        {"i": 1, "f": 1.0, "s": "a", "ts": 0, "d": 0},
+        {"i": 2, "f": 2.0, "s": "b", "ts": 1500, "d": None if null_d else 1},
+    ]
     stats_ = {
         "numRecords": 2,
         "minValues": {"i": 1, "f": 1.0, "s": "a", "ts": _py("ts", 0), "d": _py("d", 0)},
-        "maxValues": {"i": 2, "f": 2.0, "s": "b", "ts": _py("ts", 1000), "d": _py("d", 1)},
-        "nullCount": {"i": 0, "f": 0, "s": 0, "ts": 0, "d": 1},
+        "maxValues": {"i": 2, "f": 2.0, "s": "b", "ts": _py("ts", 1000), "d": _py("d", 0 if null_d else 1)},
+        "nullCount": {"i": 0, "f": 0, "s": 0, "ts": 0, "d": 1 if null_d else 0},
     }
-    table = pa.table(
-        {
-            "partition_values": pa.array([{"p": "a"}], pa.struct([("p", pa.string())])),
-            "stats": pa.array([stats_], H_STATS),
-        }
-    )
-    assert _rows_table(rows, "a").num_rows == 2
+    return {"rows": rows, "p": "a", "stats": stats_}
+
+
+def test_all_match_decides_exact_types_only():
+    """Integer and date bounds prove a filter for the whole file; float, string and timestamp
+    bounds never do (NaN, truncation); nulls, missing stats and NULL literals never do."""
+    fs = [_two_row_file(null_d=True)]
+    table = _files_table(fs)
     i, d = col("i"), col("d")
     cases = {
         P.ge(i, 1): True,
@@ -697,26 +700,14 @@ def test_all_match_decides_exact_types_only():
     }
     for pred, expected in cases.items():
         assert file_all_match_mask(pred, table, H_SCHEMA, ["p"]).to_pylist() == [expected], str(pred)
+        _check_all_match(fs, pred)  # the file's rows agree with every True verdict
     no_stats = table.set_column(1, "stats", pa.nulls(1, H_STATS))
     assert file_all_match_mask(P.ge(i, 1), no_stats, H_SCHEMA, ["p"]).to_pylist() == [False]
 
 
 def test_property_setup_prunes_something():
     """The generator's stats are good enough for pruning to happen (the property is not vacuous)."""
-    rows = [{"i": 1, "f": 1.0, "s": "a", "ts": 0, "d": 0}, {"i": 2, "f": 2.0, "s": "b", "ts": 1500, "d": 1}]
-    stats_ = {
-        "numRecords": 2,
-        "minValues": {"i": 1, "f": 1.0, "s": "a", "ts": _py("ts", 0), "d": _py("d", 0)},
-        "maxValues": {"i": 2, "f": 2.0, "s": "b", "ts": _py("ts", 1000), "d": _py("d", 1)},
-        "nullCount": {"i": 0, "f": 0, "s": 0, "ts": 0, "d": 0},
-    }
-    table = pa.table(
-        {
-            "partition_values": pa.array([{"p": "a"}], pa.struct([("p", pa.string())])),
-            "stats": pa.array([stats_], H_STATS),
-        }
-    )
-    assert _rows_table(rows, "a").num_rows == 2
+    table = _files_table([_two_row_file(null_d=False)])
     for pred in [
         P.gt(col("i"), 5),
         P.lt(col("f"), 0.5),
