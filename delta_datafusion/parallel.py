@@ -67,7 +67,7 @@ from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
 from .protocol import Metadata, Protocol
 from .replay import flatten_file_actions, with_keys
 from .scan import Scan, ScanMetadata
-from .snapshot import Snapshot, TableVersionView, _project_raw
+from .snapshot import TableVersionView, _project_raw
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -330,30 +330,24 @@ def _storage_from_root(table_root: str, options: dict[str, Any]) -> Storage:
     return Storage(table_root, options)
 
 
-class _Segment:
-    """The only part of a LogSegment the leaf replay uses."""
-
-    def __init__(self, checkpoint_version: int):
-        self.checkpoint_version = checkpoint_version
-
-
 class _StateTable(TableVersionView):
-    """A Snapshot stand-in built from a :class:`ParallelState`: what leaf replay, typing and pruning read."""
+    """A Snapshot stand-in built from a :class:`ParallelState`. Leaf replay and typing are the
+    shared TableVersionView code, so the two phases can never disagree with ``scan_metadata()``
+    on how an add becomes a scan-metadata row."""
 
     def __init__(self, state: ParallelState):
         self.storage = state.storage
         self.metadata = state.metadata
         self.protocol = state.protocol
         self.version = state.version
-        self.segment = _Segment(state.checkpoint_version)
+        self._checkpoint_version = state.checkpoint_version
+
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self._checkpoint_version
 
     def __repr__(self) -> str:
         return f"ParallelState table {self.table_root!r} at version {self.version}"
-
-
-# Leaf replay and typing are Snapshot's own code, run on the stand-in, so the two phases can never
-# disagree with ``scan_metadata()`` on how an add becomes a scan-metadata row.
-_leaf_adds = Snapshot.leaf_adds
 
 
 # ==============================================================================================
@@ -411,7 +405,7 @@ class ParallelState:
     @classmethod
     def from_scan(cls, scan: Scan, seen_keys: pa.Array) -> ParallelState:
         snap = scan.snapshot
-        checkpoint_version = snap.segment.checkpoint_version
+        checkpoint_version = snap.checkpoint_version
         if checkpoint_version is None:
             raise ParallelStateError(f"{snap!r} has no checkpoint: there is no parallel phase to run")
         return cls(
@@ -433,7 +427,7 @@ class ParallelState:
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
         table = read_leaf(self.storage, leaf, ["add"])
-        raw = _project_raw(_leaf_adds(self._table, table, self.seen_keys))
+        raw = _project_raw(self._table.leaf_adds(table, self.seen_keys))
         files = self._typed(raw)
         return ScanMetadata(
             self.scan.prune(files), files_before_pruning=files.num_rows, extra={"leaf": leaf.describe()}

@@ -128,6 +128,25 @@ class TableVersionView:
     def table_root(self) -> str:
         return self.storage.root_uri
 
+    @property
+    def checkpoint_version(self) -> int | None:
+        """Version of the checkpoint the table version is replayed from (None: commits only)."""
+        raise NotImplementedError
+
+    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
+        """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
+        commit after the checkpoint touched."""
+        if "add" not in table.column_names:
+            return _empty_raw()
+        flat = with_keys(
+            self.storage,
+            flatten_file_actions(table.column("add"), self.metadata.physical_partition_columns()),
+        )
+        flat = flat.append_column(
+            "version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.checkpoint_version)
+        )
+        return surviving_checkpoint_adds(flat, commit_keys)
+
     def to_scan_files(
         self,
         raw: pa.Table,
@@ -218,6 +237,10 @@ class Snapshot(TableVersionView):
         )
         return proto, md
 
+    @property
+    def checkpoint_version(self) -> int | None:
+        return self.segment.checkpoint_version
+
     # -- commits ---------------------------------------------------------------------------
     @cached_property
     def commit_log(self) -> CommitLog:
@@ -298,19 +321,6 @@ class Snapshot(TableVersionView):
             if dom is not None:
                 out.domains.append(dom)
         return out
-
-    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
-        """Surviving flat adds of one checkpoint leaf (or manifest) table."""
-        if "add" not in table.column_names:
-            return _empty_raw()
-        flat = with_keys(
-            self.storage,
-            flatten_file_actions(table.column("add"), self.metadata.physical_partition_columns()),
-        )
-        flat = flat.append_column(
-            "version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.segment.checkpoint_version)
-        )
-        return surviving_checkpoint_adds(flat, commit_keys)
 
     def _raw_sources(self) -> list[pa.Table]:
         """Raw adds of the live files: from the commits, then from each checkpoint source."""
