@@ -102,7 +102,7 @@ class Case:
     group   -- column label (e.g. "Q1 li_part").
     section -- table title; one table is printed per section.
     check   -- fingerprint class: results in the same section+group are compared only between
-               cases with the same ``check`` value; None = not compared.
+               cases with the same ``check`` value; None = not compared (nor between worker processes).
     procs/reps -- override the run's defaults for this case.
     """
 
@@ -309,7 +309,9 @@ def canonical_table(table, digits: int = 6, numbers: str = "code"):
             arr = pc.cast(pc.cast(arr, pa.timestamp("us", tz=t.tz)), pa.int64())
         elif pa.types.is_date64(t):
             arr = pc.cast(pc.cast(arr, pa.date32()), pa.int64())
-        elif pa.types.is_date32(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        elif pa.types.is_date32(t) or pa.types.is_time32(t):
+            arr = pc.cast(pc.cast(arr, pa.int32()), pa.int64())
+        elif pa.types.is_time64(t) or pa.types.is_duration(t):
             arr = pc.cast(arr, pa.int64())
         elif pa.types.is_null(t):
             arr = pa.nulls(len(arr), pa.int64())
@@ -565,7 +567,10 @@ def aggregate(case: Case, runs: list[dict]) -> dict:
         bg_cores=max((r["bg_cores"] for r in ok if r.get("bg_cores") is not None), default=None),
         fingerprint=ok[0]["fingerprint"],
     )
-    rec["fingerprint_stable"] = all(fingerprints_match(r["fingerprint"], ok[0]["fingerprint"]) for r in ok)
+    if case.check is not None:  # check=None: any rows will do (LIMIT without ORDER BY)
+        rec["fingerprint_stable"] = all(
+            fingerprints_match(r["fingerprint"], ok[0]["fingerprint"]) for r in ok
+        )
     return rec
 
 

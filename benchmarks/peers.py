@@ -394,7 +394,17 @@ SELECTIVE_GROUPS = [
 ]
 
 
-def _sql_cases(args, section: str, groups, engine_list: list[Engine] | None) -> list[Case]:
+FIRST_ROWS_GROUPS = [
+    ("li_part SELECT * LIMIT 10", "li_part", "first_rows"),
+    ("li_flat SELECT * LIMIT 10", "li_flat", "first_rows"),
+]
+
+
+def _sql_cases(
+    args, section: str, groups, engine_list: list[Engine] | None, compare: bool = True
+) -> list[Case]:
+    """``compare=False``: the engines may return different rows (LIMIT without ORDER BY), so
+    results are not fingerprinted against each other."""
     out = []
     for group, name, q in groups:
         avail = _available(name, args.quick)
@@ -405,7 +415,10 @@ def _sql_cases(args, section: str, groups, engine_list: list[Engine] | None) -> 
         for e in engine_list or engines("sql", not args.no_ours, args.all_ceilings):
             if e.tables and table not in e.tables:
                 continue
-            out.append(_engine_case(e, table, {"path": path, "sql": queries.SQL[q]}, section, label))
+            case = _engine_case(e, table, {"path": path, "sql": queries.SQL[q]}, section, label)
+            if not compare:
+                case.check = None
+            out.append(case)
     return out
 
 
@@ -419,6 +432,11 @@ def selective_cases(args: argparse.Namespace, engine_list: list[Engine] | None =
     return _sql_cases(
         args, "(c) selective scans: count(*), sum(l_extendedprice) WHERE ...", SELECTIVE_GROUPS, engine_list
     )
+
+
+def first_rows_cases(args: argparse.Namespace, engine_list: list[Engine] | None = None) -> list[Case]:
+    """(d) time to the first rows: ``SELECT * ... LIMIT 10`` (any 10 rows; not compared)."""
+    return _sql_cases(args, "(d) first rows: SELECT * FROM t LIMIT 10", FIRST_ROWS_GROUPS, engine_list, False)
 
 
 def cdf_cases(args: argparse.Namespace, engine_list: list[Engine] | None = None) -> list[Case]:

@@ -49,7 +49,17 @@ SEL_KEYRANGE = (
 MANY_COUNT_SUM = "SELECT count(*) AS n, sum(v) AS s FROM t"
 
 # name -> SQL, for scan benchmarks
-SQL = {"q1": Q1, "q6": Q6, "sel_air": SEL_AIR, "sel_keyrange": SEL_KEYRANGE, "many_count_sum": MANY_COUNT_SUM}
+# Time to the first rows: any 10 rows of every column.
+FIRST_ROWS = "SELECT * FROM t LIMIT 10"
+
+SQL = {
+    "first_rows": FIRST_ROWS,
+    "q1": Q1,
+    "q6": Q6,
+    "sel_air": SEL_AIR,
+    "sel_keyrange": SEL_KEYRANGE,
+    "many_count_sum": MANY_COUNT_SUM,
+}
 
 # Predicates that prune every file of a table (snapshot-load cases: the engine must replay the log
 # but reads no data). From peers.md: partition_col='nope' (k300), part='nope', l_shipmode='nope',

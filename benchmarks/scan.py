@@ -4,8 +4,8 @@ Runs, in one run and in fresh processes per case: TPC-H Q1 and Q6 on ``li_part``
 l_shipmode, 112 files) and ``li_flat`` (96 files), a partition-pruned and a stats-pruned query, for
 this project's provider ("ours"), deltalake's QueryBuilder, the datafusion FFI route, DuckDB
 ``delta_scan``, Polars ``scan_delta`` and DataFusion reading the same parquet files directly (the
-decode ceiling). Prints warm and first-query times, ratios against deltalake QueryBuilder and
-against the ceiling, and peak memory.
+decode ceiling), and the time to the first rows (``SELECT * ... LIMIT 10``). Prints warm and
+first-query times, ratios against deltalake QueryBuilder and against the ceiling, and peak memory.
 
 Build the data first: ``python benchmarks/datagen.py li_part li_flat`` (see benchmarks/README.md).
 Usage: ``python benchmarks/scan.py [--procs 2 --reps 3] [--wait-quiet 30]``.
@@ -25,7 +25,7 @@ CEILING = "CEILING datafusion register_parquet(dir) per run"
 
 
 def build(args):
-    return peers.scan_cases(args) + peers.selective_cases(args)
+    return peers.scan_cases(args) + peers.selective_cases(args) + peers.first_rows_cases(args)
 
 
 def main(argv=None):

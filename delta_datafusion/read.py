@@ -286,12 +286,17 @@ class UnitReader:
             )
             for u in units
         ]
-        dataset = ds.FileSystemDataset(frags, self.rs.physical, fmt, fs)
         phys_cols = [phys_names[c] for c in columns]
+        # The first file is scanned on its own: pyarrow's scanner reads several files ahead before
+        # its first batch, which a LIMIT query would pay in full (TPC-H lineitem, SELECT * LIMIT
+        # 10: 190 -> 40 ms); full scans measured the same either way.
+        parts = [frags[:1], frags[1:]] if len(frags) > 1 else [frags]
         try:
-            scanner = dataset.scanner(columns=phys_cols, filter=pfilter, batch_size=bs, use_threads=True)
-            for batch in scanner.to_batches():
-                yield _conform(batch, out_schema)
+            for part in parts:
+                dataset = ds.FileSystemDataset(part, self.rs.physical, fmt, fs)
+                scanner = dataset.scanner(columns=phys_cols, filter=pfilter, batch_size=bs, use_threads=True)
+                for batch in scanner.to_batches():
+                    yield _conform(batch, out_schema)
         except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise self._file_error(units, e) from e
 

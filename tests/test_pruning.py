@@ -377,6 +377,31 @@ def test_count_star_with_filter_proven_by_stats(
     assert len(seen) == opened, (where, seen)
 
 
+def test_limit_reads_one_file_per_fragment(session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``SELECT * ... LIMIT``: each fragment scans its first file on its own, so DataFusion's early
+    stop leaves the other files unread (pyarrow's scanner would read several ahead)."""
+    import pyarrow.dataset as pads
+
+    ctx, ds = session
+    real = pads.FileSystemDataset
+    scanned: list[int] = []
+
+    def spy(fragments, *args, **kwargs):
+        scanned.append(len(fragments))
+        return real(fragments, *args, **kwargs)
+
+    monkeypatch.setattr(pads, "FileSystemDataset", spy)
+    got = ctx.sql("SELECT * FROM t LIMIT 3").to_arrow_table()
+    assert got.num_rows == 3
+    assert ds.last_plan.fragments >= 1 and ds.last_plan.files_after_stats_pruning == N_FILES
+    assert scanned and all(n == 1 for n in scanned), scanned
+    assert len(scanned) <= ds.last_plan.fragments
+    scanned.clear()
+    full = ctx.sql("SELECT * FROM t").to_arrow_table()  # without a limit every file is read
+    assert full.num_rows == N_FILES * ROWS_PER_FILE
+    assert sum(scanned) == N_FILES
+
+
 def test_pruned_queries_return_rows(session) -> None:
     """The cases are not vacuous: all but the empty ones return rows."""
     ctx, _ = session

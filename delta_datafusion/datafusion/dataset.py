@@ -10,9 +10,11 @@ builds the SQL-exact row filter. (See ../shared/docs/datafusion-python-integrati
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +84,60 @@ def balance(units: Sequence[ScanUnit], groups: int) -> list[list[ScanUnit]]:
     return [g for g in out if g]
 
 
+class _ScanThreads:
+    """Batches being produced for DataFusion, and an exit guard.
+
+    DataFusion runs scans on its tokio threads, and after a LIMIT is satisfied a task may still pull
+    a batch after the query has returned. If the interpreter exits meanwhile, that thread is
+    killed inside Python or pyarrow code and the process aborts ("FATAL: exception not
+    rethrown", exit code 134; a plain pyarrow dataset does the same). So at exit no new batch is
+    started (a scan asking for one fails), and the exit waits until no batch has been in progress for ``QUIET`` seconds (the
+    thread still hands the last batch to DataFusion after it leaves Python).
+    """
+
+    QUIET = 0.05
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = 0
+        self._last = 0.0
+        self._closing = False
+
+    def guard(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        it = iter(batches)
+        while True:
+            with self._cond:
+                if self._closing:
+                    # never a silently short result: a query still running at exit fails
+                    raise DeltaError("the Python interpreter is exiting: Delta scans are stopped")
+                self._running += 1
+            try:
+                batch = next(it, None)
+            finally:
+                with self._cond:
+                    self._running -= 1
+                    self._last = time.monotonic()
+                    self._cond.notify_all()
+            if batch is None:
+                return
+            yield batch
+
+    def drain(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self._closing = True
+            while True:
+                now = time.monotonic()
+                quiet_for = now - self._last
+                if (self._running == 0 and quiet_for >= self.QUIET) or now >= deadline:
+                    return
+                self._cond.wait(min(deadline - now, max(self.QUIET - quiet_for, 0.005)))
+
+
+SCAN_THREADS = _ScanThreads()
+atexit.register(SCAN_THREADS.drain)
+
+
 class _Scanner:
     """What DataFusion needs from a scanner: ``projected_schema`` and ``to_batches()``."""
 
@@ -90,7 +146,7 @@ class _Scanner:
         self._batches = batches
 
     def to_batches(self) -> Iterator[pa.RecordBatch]:
-        return self._batches()
+        return SCAN_THREADS.guard(self._batches())
 
     def to_table(self) -> pa.Table:
         return pa.Table.from_batches(list(self._batches()), schema=self.projected_schema)

@@ -1,0 +1,75 @@
+"""A process that exits right after a LIMIT query exits cleanly.
+
+DataFusion may still pull a batch from a scan after a LIMIT query has returned; without the exit
+guard in ``delta_datafusion.datafusion.dataset`` (``SCAN_THREADS``) the interpreter's exit kills
+that thread inside Python/pyarrow code and the process aborts with exit code 134 ("FATAL:
+exception not rethrown"). Each run is a fresh interpreter on a table written by deltalake that is
+large enough for the leftover read to be in progress at exit.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("deltalake")
+from deltalake import write_deltalake  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = 6
+ROWS = 200_000
+
+
+@pytest.fixture(scope="module")
+def big_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("exit") / "events"
+    for i in range(FILES):
+        ids = pa.array(range(i * ROWS, (i + 1) * ROWS), pa.int64())
+        batch = pa.table(
+            {
+                "id": ids,
+                "x": pa.compute.multiply(ids.cast(pa.float64()), 0.5),
+                "s": pa.compute.cast(ids, pa.string()),
+            }
+        )
+        write_deltalake(str(path), batch, mode="append", configuration={"delta.enableChangeDataFeed": "true"})
+    return path
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from datafusion import SessionContext
+    import delta_datafusion as dd
+
+    path = sys.argv[1]
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", path)
+    rows = ctx.sql(sys.argv[2].replace("PATH", path)).to_arrow_table().num_rows
+    print(rows)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["SELECT * FROM t LIMIT 5", "SELECT * FROM table_changes('PATH', 0) LIMIT 5"],
+    ids=["table", "table_changes"],
+)
+def test_exit_right_after_a_limit_query(big_table: Path, sql: str) -> None:
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(big_table), sql],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+        assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+        assert done.stdout.strip() == "5"
