@@ -1,4 +1,4 @@
-"""A process that exits right after a LIMIT query exits cleanly.
+"""A process that exits right after a LIMIT query (or with a result stream still open) exits cleanly.
 
 DataFusion may still pull a batch from a scan after a LIMIT query has returned; without the exit
 guard in ``delta_datafusion.datafusion.dataset`` (``SCAN_THREADS``) the interpreter's exit kills
@@ -51,25 +51,34 @@ SCRIPT = textwrap.dedent(
     ctx = SessionContext()
     dd.register(ctx)
     dd.register_table(ctx, "t", path)
-    rows = ctx.sql(sys.argv[2].replace("PATH", path)).to_arrow_table().num_rows
-    print(rows)
+    df = ctx.sql(sys.argv[2].replace("PATH", path))
+    if sys.argv[3] == "collect":
+        print(df.to_arrow_table().num_rows)
+    else:  # the first batch of a stream, then exit with the stream still open
+        for batch in df.execute_stream():
+            print(batch.to_pyarrow().num_rows > 0)
+            break
     """
 )
 
 
 @pytest.mark.parametrize(
-    "sql",
-    ["SELECT * FROM t LIMIT 5", "SELECT * FROM table_changes('PATH', 0) LIMIT 5"],
-    ids=["table", "table_changes"],
+    ("sql", "how", "printed"),
+    [
+        ("SELECT * FROM t LIMIT 5", "collect", "5"),
+        ("SELECT * FROM table_changes('PATH', 0) LIMIT 5", "collect", "5"),
+        ("SELECT * FROM t", "stream", "True"),
+    ],
+    ids=["table", "table_changes", "open_stream"],
 )
-def test_exit_right_after_a_limit_query(big_table: Path, sql: str) -> None:
+def test_exit_right_after_a_partial_read(big_table: Path, sql: str, how: str, printed: str) -> None:
     for _ in range(3):
         done = subprocess.run(
-            [sys.executable, "-c", SCRIPT, str(big_table), sql],
+            [sys.executable, "-c", SCRIPT, str(big_table), sql, how],
             capture_output=True,
             text=True,
             timeout=120,
             cwd=ROOT,
         )
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
-        assert done.stdout.strip() == "5"
+        assert done.stdout.strip() == printed
