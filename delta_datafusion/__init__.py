@@ -14,7 +14,7 @@ import numpy.ma as _numpy_ma  # noqa: F401
 if "dateutil.relativedelta" not in _sys.modules and _importlib_util.find_spec("dateutil") is None:
     _sys.modules["dateutil.relativedelta"] = None  # type: ignore[assignment]
 
-from .errors import DeltaError
+from .errors import DeltaError, from_datafusion
 from .scan import Scan, ScanMetadata
 from .snapshot import Snapshot
 from .table import DeltaTable
@@ -37,6 +37,7 @@ __all__ = [
     "Scan",
     "ScanMetadata",
     "DeltaError",
+    "from_datafusion",
     "register",
     "register_table",
     "register_catalog",

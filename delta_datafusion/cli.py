@@ -11,7 +11,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
-from .errors import DeltaError
+from .errors import DeltaError, describe
 
 
 def example_table() -> Path:
@@ -137,11 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sql":
             return sql(args)
         return info(args)
-    except DeltaError as e:
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 2
-    except Exception as e:  # DataFusion wraps our errors into its own
-        print(f"error: {e}", file=sys.stderr)
+    except Exception as e:  # noqa: BLE001 - DataFusion wraps the package's errors into its own
+        print(f"error: {describe(e)}", file=sys.stderr)
         return 2
 
 

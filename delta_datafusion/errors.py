@@ -6,6 +6,9 @@ raised as a subclass of :class:`DeltaError`, with a message naming the file, ver
 
 from __future__ import annotations
 
+import ast
+import re
+
 
 class DeltaError(Exception):
     """Base class of every error raised by delta_datafusion."""
@@ -77,3 +80,58 @@ class PredicateError(DeltaError):
 
 class ParallelStateError(DeltaError):
     """Serialized parallel-replay state is corrupt or from another package version."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Package errors that crossed DataFusion
+# ----------------------------------------------------------------------------------------------
+
+# ``table_changes()`` errors arrive as "PyErr { type: <class 'delta_datafusion.errors.X'>, value:
+# X('message'), traceback: ... }", scan errors as "... External error: X: message".
+_PYERR = re.compile(
+    r"PyErr \{ type: <class '(?:[\w.]+\.)?(\w+)'>, value: \w+\((?P<msg>(?:'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"))\)"
+)
+_EXTERNAL = re.compile(r"External error: (\w+): (.*)", re.DOTALL)
+
+
+def from_datafusion(exc: BaseException) -> DeltaError | None:
+    """The package error behind an exception raised by DataFusion (``ctx.sql(...)``, ``collect``),
+    rebuilt with its own type and message, or None when the error is not one of the package's.
+
+    DataFusion turns the errors of a Python table function or scan into its own exception with the
+    original class name in the text, so ``except CdfNotEnabledError`` cannot catch them directly::
+
+        try:
+            ctx.sql("SELECT * FROM table_changes('t', 0)").collect()
+        except Exception as e:
+            err = from_datafusion(e)
+            if isinstance(err, CdfNotEnabledError): ...
+    """
+    if isinstance(exc, DeltaError):
+        return exc
+    text = str(exc)
+    found = _PYERR.search(text)
+    if found:
+        name = found.group(1)
+        try:
+            message = ast.literal_eval(found.group("msg"))
+        except (SyntaxError, ValueError):
+            return None
+    else:
+        found = _EXTERNAL.search(text)
+        if not found:
+            return None
+        name, message = found.group(1), found.group(2).strip()
+    cls = globals().get(name)
+    if not (isinstance(cls, type) and issubclass(cls, DeltaError)):
+        return None
+    return cls(message)
+
+
+def describe(exc: BaseException) -> str:
+    """``"ClassName: message"`` of a package error (also one wrapped by DataFusion), else the
+    exception's own text."""
+    err = from_datafusion(exc)
+    if err is not None:
+        return f"{type(err).__name__}: {err}"
+    return str(exc)

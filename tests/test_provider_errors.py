@@ -27,6 +27,9 @@ from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
 from delta_datafusion.errors import (  # noqa: E402
+    CdfNotEnabledError,
+    DataFileNotFoundError,
+    DeletionVectorError,
     DeltaError,
     TableNotFoundError,
     UnsupportedFeatureError,
@@ -164,6 +167,55 @@ def test_missing_data_file(partitioned: Path) -> None:
     # a query that prunes the missing file away does not need it
     assert sorted(_run(ctx, "SELECT id FROM t WHERE p = 'a'").column("id").to_pylist()) == list(range(10))
     assert _run(ctx, "SELECT count(*) AS n FROM t WHERE id >= 20").to_pydict() == {"n": [10]}
+
+
+def _caught(ctx: SessionContext, sql: str) -> Exception:
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        _run(ctx, sql)
+    return info.value
+
+
+def test_typed_errors_rebuilt_from_datafusion(partitioned: Path, tmp_path: Path) -> None:
+    """``dd.from_datafusion`` gives back the package's exception type and message for errors of a
+    scan (missing data file) and of ``table_changes()`` (planning); DataFusion's own errors give
+    None."""
+    victim = next(p for p in _data_files(partitioned) if "p=b" in str(p))
+    victim.unlink()
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(partitioned))
+    err = dd.from_datafusion(_caught(ctx, "SELECT * FROM t"))
+    assert type(err) is DataFileNotFoundError, err
+    assert str(err).startswith(f"table {partitioned.as_uri()} version 2: data file ")
+    assert victim.name in str(err) and "PyErr" not in str(err)
+
+    # table_changes() errors are raised during planning and carry a Python repr of the message
+    err = dd.from_datafusion(_caught(ctx, "SELECT * FROM table_changes('t', 0)"))
+    assert type(err) is CdfNotEnabledError, err
+    with pytest.raises(CdfNotEnabledError) as direct:
+        dd.DeltaTable(str(partitioned)).changes(0).to_table()
+    assert str(err) == str(direct.value)
+    # quotes and backslashes inside the message survive
+    odd = tmp_path / "it's a \\ path"
+    err = dd.from_datafusion(
+        _caught(ctx, f"SELECT * FROM table_changes('{str(odd).replace(chr(39), chr(39) * 2)}', 0)")
+    )
+    assert type(err) is TableNotFoundError and repr(str(odd)) in str(err), err
+
+    # not the package's: the unknown table is DataFusion's own planning error
+    assert dd.from_datafusion(_caught(ctx, "SELECT * FROM no_such_table")) is None
+    assert dd.from_datafusion(ValueError("External error: KeyError: 'x'")) is None  # not a package class
+    plain = DeletionVectorError("bad magic")
+    assert dd.from_datafusion(plain) is plain
+
+
+def test_cli_prints_the_package_error(partitioned: Path, capsys) -> None:
+    from delta_datafusion import cli
+
+    code = cli.main(["sql", "SELECT * FROM table_changes('t', 0)", "--table", f"t={partitioned}"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("error: CdfNotEnabledError: change data feed is not enabled at version 0 of "), err
+    assert "PyErr" not in err and "Traceback" not in err
 
 
 def test_missing_data_file_at_older_version(partitioned: Path) -> None:
