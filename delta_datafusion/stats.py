@@ -12,6 +12,7 @@ import io
 import json
 from collections.abc import Collection
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -97,22 +98,33 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
         take_idx = pc.if_else(valid, positions, pa.scalar(None, pa.int64()))
         return parsed.take(take_idx)
     parse_type = _json_parse_type(physical_type)
-    schema = pa.schema([pa.field("s", parse_type)])
-    # One JSON object per line; absent stats become an empty object so lines stay aligned.
-    lines = pc.binary_join_element_wise(
-        '{"s":', pc.fill_null(pc.replace_substring(stats, "\n", " "), "null"), "}", ""
-    )
-    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array([0, n], pa.int32()), lines), "\n")
-    buf = joined[0].as_buffer() if hasattr(joined[0], "as_buffer") else joined[0].as_py().encode()
-    data = memoryview(buf).tobytes() + b"\n"
     try:
-        table = read_ndjson(data, schema)
-        if table.num_rows != n:
+        # each stats object is one NDJSON line whose fields are the stats struct's fields
+        table = read_ndjson(_ndjson_lines(stats), pa.schema(list(parse_type)))
+        if table.num_rows != n:  # empty strings make no line
             raise ValueError("row count mismatch")
-        parsed = table.column("s").combine_chunks()
+        parsed = pa.StructArray.from_arrays(
+            [table.column(f.name).combine_chunks() for f in parse_type], fields=list(parse_type)
+        )
     except (pa.ArrowInvalid, ValueError):
         parsed = _parse_rows_individually(stats, parse_type)
     return _cast_from_parse(parsed, physical_type)
+
+
+def _ndjson_lines(strings: pa.Array) -> pa.Buffer:
+    """The strings as one NDJSON buffer, a line each (newlines inside them become spaces), built
+    with one copy: each string plus "\n" is contiguous in the joined array's data buffer."""
+    data = strings.buffers()[2]
+    if data is not None and len(data) and (np.frombuffer(data, np.uint8) == 10).any():
+        strings = pc.replace_substring(strings, "\n", " ")
+    newline, empty = pa.scalar("\n", strings.type), pa.scalar("", strings.type)
+    lines = pc.binary_join_element_wise(strings, newline, empty)
+    width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
+    offsets = np.frombuffer(
+        lines.buffers()[1], width, count=len(lines) + 1, offset=lines.offset * np.dtype(width).itemsize
+    )
+    start, end = int(offsets[0]), int(offsets[-1])
+    return lines.buffers()[2].slice(start, end - start)
 
 
 def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Array:

@@ -981,6 +981,70 @@ def test_stats_lines_longer_than_a_parse_block(monkeypatch: pytest.MonkeyPatch):
     assert [o["minValues"]["s"] for o in out] == [long if i % 3 == 0 else f"v{i}" for i in range(12)]
 
 
+STATS_TYPE = pa.struct(
+    [
+        ("numRecords", pa.int64()),
+        ("minValues", pa.struct([("id", pa.int64()), ("s", pa.string()), ("d", pa.date32())])),
+        ("nullCount", pa.struct([("id", pa.int64())])),
+    ]
+)
+
+
+def _expected_stats(text: str | None) -> dict | None:
+    """What one stats string must parse to: the JSON object's fields, None when absent/garbage."""
+    if text is None:
+        return None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict):
+        return None
+    mins = obj.get("minValues") or {}
+    d = mins.get("d")
+    return {
+        "numRecords": obj.get("numRecords"),
+        "minValues": None
+        if "minValues" not in obj
+        else {"id": mins.get("id"), "s": mins.get("s"), "d": dt.date.fromisoformat(d) if d else None},
+        "nullCount": None if "nullCount" not in obj else {"id": obj["nullCount"].get("id")},
+    }
+
+
+@pytest.mark.parametrize("string_type", [pa.string(), pa.large_string()])
+def test_stats_json_rows_parse_independently(string_type: pa.DataType, monkeypatch: pytest.MonkeyPatch):
+    """Every stats string parses to its own row: pretty-printed JSON (newlines inside), absent
+    stats, empty strings, garbage and non-object JSON (null, never a shifted row), in slices of a
+    larger array too."""
+    from delta_datafusion import stats as stats_mod
+
+    good = [
+        json.dumps(
+            {
+                "numRecords": i,
+                "minValues": {"id": i * 10, "s": f"k\n{i}", "d": "2024-01-02"},
+                "nullCount": {"id": 0},
+            }
+        )
+        for i in range(20)
+    ]
+    pretty = json.dumps({"numRecords": 7, "minValues": {"id": -1, "s": "a b"}}, indent=2)
+    odd = [pretty, None, "", "{not json", "[1, 2]", "5", '{"numRecords": 3}', "{}"]
+    values = good[:5] + odd + good[5:]
+    arr = pa.array(values, string_type)
+    for lo, hi in [(0, len(values)), (3, 17), (5, 6), (6, len(values)), (len(values) - 4, len(values))]:
+        got = stats_mod.parse_stats_json(arr.slice(lo, hi - lo), STATS_TYPE).to_pylist()
+        assert got == [_expected_stats(v) for v in values[lo:hi]], (lo, hi)
+    # the common case (no newline, nothing odd) parses as one buffer, without the per-row path
+    clean = pa.array(good, string_type).slice(2)
+
+    def no_slow_path(*_a, **_k):
+        raise AssertionError("fell back to per-row parsing")
+
+    monkeypatch.setattr(stats_mod, "_parse_rows_individually", no_slow_path)
+    assert stats_mod.parse_stats_json(clean, STATS_TYPE).to_pylist() == [_expected_stats(v) for v in good[2:]]
+
+
 def test_key_presence_pass_agrees_with_byte_search(monkeypatch: pytest.MonkeyPatch):
     """The one-pass (chunked regex) presence check of action keys finds a key wherever it sits:
     in the head, across a chunk boundary, at the very end, several keys in one chunk."""

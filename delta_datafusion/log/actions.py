@@ -9,7 +9,6 @@ parquet files read with column projection.
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
@@ -330,7 +329,7 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def read_ndjson(buf: bytes, schema: pa.Schema) -> pa.Table:
+def read_ndjson(buf: bytes | pa.Buffer, schema: pa.Schema) -> pa.Table:
     """One pyarrow.json parse of NDJSON with an explicit schema (unknown fields ignored).
 
     Blocks of 256 KB-16 MB (an eighth of the buffer) let pyarrow parse on all cores: a single
@@ -340,7 +339,7 @@ def read_ndjson(buf: bytes, schema: pa.Schema) -> pa.Table:
     while True:
         try:
             return pajson.read_json(
-                io.BytesIO(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
+                pa.BufferReader(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
             )
         except pa.ArrowInvalid as e:
             if "straddling" in str(e) and block <= len(buf):  # a line longer than a block
