@@ -990,7 +990,7 @@ STATS_TYPE = pa.struct(
 )
 
 
-def _expected_stats(text: str | None) -> dict | None:
+def _stats_of_json(text: str | None) -> dict | None:
     """What one stats string must parse to: the JSON object's fields, None when absent/garbage."""
     if text is None:
         return None
@@ -1034,7 +1034,7 @@ def test_stats_json_rows_parse_independently(string_type: pa.DataType, monkeypat
     arr = pa.array(values, string_type)
     for lo, hi in [(0, len(values)), (3, 17), (5, 6), (6, len(values)), (len(values) - 4, len(values))]:
         got = stats_mod.parse_stats_json(arr.slice(lo, hi - lo), STATS_TYPE).to_pylist()
-        assert got == [_expected_stats(v) for v in values[lo:hi]], (lo, hi)
+        assert got == [_stats_of_json(v) for v in values[lo:hi]], (lo, hi)
     # the common case (no newline, nothing odd) parses as one buffer, without the per-row path
     clean = pa.array(good, string_type).slice(2)
 
@@ -1042,7 +1042,7 @@ def test_stats_json_rows_parse_independently(string_type: pa.DataType, monkeypat
         raise AssertionError("fell back to per-row parsing")
 
     monkeypatch.setattr(stats_mod, "_parse_rows_individually", no_slow_path)
-    assert stats_mod.parse_stats_json(clean, STATS_TYPE).to_pylist() == [_expected_stats(v) for v in good[2:]]
+    assert stats_mod.parse_stats_json(clean, STATS_TYPE).to_pylist() == [_stats_of_json(v) for v in good[2:]]
 
 
 def test_key_presence_pass_agrees_with_byte_search(monkeypatch: pytest.MonkeyPatch):
