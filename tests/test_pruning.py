@@ -740,3 +740,33 @@ def test_corpus_stats_pruning_never_drops_rows(name: str) -> None:
     assert not failures, f"{name} ({CORPUS}):\n" + "\n".join(failures)
     if ds.last_plan is not None and ds.last_plan.files_total > 1:
         assert pruned_some, f"{name}: no predicate pruned any file"
+
+
+def test_small_batches_are_merged_for_datafusion() -> None:
+    """Small batches (small files) reach DataFusion merged, in order and with every row; the first
+    batch passes alone (LIMIT) and large batches pass as they are; zero-column batches (count(*))
+    keep their row counts."""
+    from delta_datafusion.datafusion.dataset import COALESCE_ROWS, SMALL_BATCH, coalesce_small
+
+    def batch(start: int, n: int) -> pa.RecordBatch:
+        return pa.record_batch({"id": pa.array(range(start, start + n), pa.int64())})
+
+    sizes = [100] * 3 + [SMALL_BATCH] + [100] * (COALESCE_ROWS // 100 + 5) + [7, SMALL_BATCH + 1, 3]
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    batches = [batch(s, n) for s, n in zip(starts, sizes, strict=True)]
+    out = list(coalesce_small(iter(batches), {b"k": b"v"}))
+    merged = -(-COALESCE_ROWS // 100)  # small batches in the first merged one (reaching COALESCE_ROWS)
+    rest = COALESCE_ROWS // 100 + 5 - merged
+    assert [b.num_rows for b in out] == [
+        100,
+        200,
+        SMALL_BATCH,
+        merged * 100,
+        rest * 100 + 7,
+        SMALL_BATCH + 1,
+        3,
+    ]
+    assert pa.Table.from_batches(out).column("id").to_pylist() == list(range(sum(sizes)))
+    assert all(b.schema.metadata == {b"k": b"v"} for b in out)
+    empty = [pa.record_batch({"n": pa.nulls(n)}).select([]) for n in (5, 6, 7)]
+    assert [b.num_rows for b in coalesce_small(iter(empty), None)] == [5, 13]

@@ -152,6 +152,37 @@ class _Scanner:
         return pa.Table.from_batches(list(self._batches()), schema=self.projected_schema)
 
 
+#: Batches under SMALL_BATCH rows (small files) are merged up to COALESCE_ROWS before DataFusion
+#: sees them: every batch costs a fixed hand-over and aggregation step there (2,050 files of 100
+#: rows: 1.3 -> 0.9-1.1 CPU-s, 690 -> 490-590 ms; full change feed with 204 cdc files 479 ->
+#: 442 ms). Large batches pass as they are.
+SMALL_BATCH = 16384
+COALESCE_ROWS = 65536
+
+
+def coalesce_small(batches: Iterator[pa.RecordBatch], metadata: Any) -> Iterator[pa.RecordBatch]:
+    """The batches with small ones merged (in order); the first passes at once, so a LIMIT query
+    still gets its rows from the first file."""
+    pending: list[pa.RecordBatch] = []
+    rows = 0
+    first = True
+    for b in batches:
+        if first or b.num_rows >= SMALL_BATCH:
+            first = False
+            if pending:
+                yield pa.concat_batches(pending).replace_schema_metadata(metadata)
+                pending, rows = [], 0
+            yield b.replace_schema_metadata(metadata)
+            continue
+        pending.append(b)
+        rows += b.num_rows
+        if rows >= COALESCE_ROWS:
+            yield pa.concat_batches(pending).replace_schema_metadata(metadata)
+            pending, rows = [], 0
+    if pending:
+        yield pa.concat_batches(pending).replace_schema_metadata(metadata)
+
+
 class UnitGroupFragment:
     """One DataFusion partition: a group of scan units read by one pyarrow scan."""
 
@@ -174,8 +205,7 @@ class UnitGroupFragment:
         md = out.metadata
 
         def batches() -> Iterator[pa.RecordBatch]:
-            for b in reader.read(units, cols, pred, batch_size):
-                yield b.replace_schema_metadata(md)
+            return coalesce_small(reader.read(units, cols, pred, batch_size), md)
 
         return _Scanner(out, batches)
 
