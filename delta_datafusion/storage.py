@@ -91,8 +91,8 @@ class Storage:
 
         try:
             return fsspec.filesystem(self.protocol, **self.storage_options)
-        except (ImportError, ValueError, TypeError) as e:
-            raise DeltaError(f"cannot open filesystem for {self.uri!r}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
+            raise DeltaError(f"cannot open filesystem for {self.uri!r}: {type(e).__name__}: {e}") from e
 
     # -- naming -------------------------------------------------------------------------
     @property
@@ -108,6 +108,12 @@ class Storage:
 
     def join(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
+
+    def child_location(self, *parts: str) -> str:
+        """A location below the root that opens on the same filesystem: a plain path for local
+        folders, ``protocol://path`` otherwise (``join`` drops the protocol)."""
+        path = self.join(*parts)
+        return path if self.is_local else f"{self.protocol}://{path}"
 
     def resolve(self, path: str) -> str:
         """Resolve a log path (already URL-decoded) against the table root.

@@ -22,6 +22,7 @@ from conftest import corpus_table
 
 fsspec = pytest.importorskip("fsspec")
 from datafusion import SessionContext  # noqa: E402
+from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
 
@@ -149,3 +150,68 @@ def test_memory_store_missing_data_file_is_named(store) -> None:
     err = dd.from_datafusion(info.value)
     assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
     assert victim.rsplit("/", 1)[1] in str(err)
+
+
+def test_memory_store_folder_catalog(store) -> None:
+    """``register_catalog`` on a ``memory://`` folder serves its tables from that store (their
+    locations keep the protocol), in SQL and in ``table_changes()`` by qualified name."""
+    fs, root = store
+    for name in ("cdf-table", "table-with-dv-small"):
+        _upload(fs, corpus_table(name), f"{root}/{name.replace('-', '_')}")
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_catalog(ctx, "lake", f"memory://{root}")
+    assert ctx.sql("SHOW TABLES").to_pydict()["table_name"].count("cdf_table") == 1
+    got = ctx.sql("SELECT * FROM lake.default.table_with_dv_small").to_arrow_table()
+    dd.register_table(ctx, "dv_local", str(corpus_table("table-with-dv-small")))
+    want = ctx.sql("SELECT * FROM dv_local").to_arrow_table()
+    assert got.num_rows and _rows(got) == _rows(want)
+    sql = "SELECT _change_type, count(*) AS n FROM table_changes('{}', 0) GROUP BY 1 ORDER BY 1"
+    by_name = ctx.sql(sql.format("lake.default.cdf_table")).to_pydict()
+    by_path = ctx.sql(sql.format(corpus_table("cdf-table"))).to_pydict()
+    assert by_name == by_path and sum(by_name["n"]) > 0
+
+
+class _TokenMemoryFS(MemoryFileSystem):
+    """The in-memory store behind a required credential (like an object store's key)."""
+
+    protocol = "ddtoken"
+
+    def __init__(self, token: str | None = None, **kwargs):
+        if token != "s3cret":
+            raise PermissionError("ddtoken: bad or missing token")
+        super().__init__(**kwargs)
+
+
+def test_storage_options_reach_every_route(store) -> None:
+    """A store that needs a credential: the storage options given at registration are used for
+    the table's reads and for ``table_changes()`` on it, by registered name, by catalog name and
+    after CREATE EXTERNAL TABLE ... OPTIONS; without them the error is the package's own."""
+    fsspec.register_implementation("ddtoken", _TokenMemoryFS, clobber=True)
+    fs, root = store
+    _upload(fs, corpus_table("cdf-table"), f"{root}/cdf_table")
+    uri = f"ddtoken://{root}/cdf_table"
+    opts = {"token": "s3cret"}
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "local_cdf", str(corpus_table("cdf-table")))
+    by_type = "SELECT _change_type, count(*) AS n FROM table_changes('{}', 0) GROUP BY 1 ORDER BY 1"
+    want = ctx.sql(by_type.format("local_cdf")).to_pydict()
+    rows = ctx.sql("SELECT count(*) AS n FROM local_cdf").to_pydict()
+
+    with pytest.raises(dd.DeltaError, match="cannot open filesystem for 'ddtoken://.*PermissionError"):
+        dd.register_table(ctx, "nope", uri)
+
+    dd.register_table(ctx, "t", uri, storage_options=opts)
+    assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict() == rows
+    assert ctx.sql(by_type.format("t")).to_pydict() == want
+
+    dd.register_catalog(ctx, "lake", f"ddtoken://{root}", storage_options=opts)
+    assert ctx.sql("SELECT count(*) AS n FROM lake.default.cdf_table").to_pydict() == rows
+    assert ctx.sql(by_type.format("lake.default.cdf_table")).to_pydict() == want
+
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE ext STORED AS DELTA LOCATION '{uri}' OPTIONS ('token' 's3cret')"
+    ).collect()
+    assert ctx.sql("SELECT count(*) AS n FROM ext").to_pydict() == rows
+    assert ctx.sql(by_type.format("ext")).to_pydict() == want

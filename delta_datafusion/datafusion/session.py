@@ -137,6 +137,18 @@ class DeltaTableFactory(TableProviderFactory):
 _VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
+# Storage options of the folder catalogs, by root URI: ``table_changes()`` finds a catalog table
+# by the location its provider carries and needs the catalog's options to open it.
+_CATALOG_OPTIONS: dict[str, dict[str, Any]] = {}
+
+
+def catalog_storage_options(uri: str) -> dict[str, Any] | None:
+    """The storage options of the folder catalog whose root holds ``uri`` (None: no catalog)."""
+    with _REGISTRY_LOCK:
+        roots = [r for r in _CATALOG_OPTIONS if uri.startswith(r.rstrip("/") + "/")]
+        return dict(_CATALOG_OPTIONS[max(roots, key=len)]) if roots else None
+
+
 class DeltaSchemaProvider(SchemaProvider):
     """Every Delta table directly under ``root`` (a folder holding ``_delta_log``), by folder name."""
 
@@ -145,6 +157,8 @@ class DeltaSchemaProvider(SchemaProvider):
 
         self.storage = Storage(root, storage_options)
         self.storage_options = dict(storage_options or {})
+        with _REGISTRY_LOCK:
+            _CATALOG_OPTIONS[self.storage.root_uri] = self.storage_options
         self._cache: dict[str, tuple[int, Table]] = {}
         self._lock = threading.Lock()
 
@@ -174,7 +188,7 @@ class DeltaSchemaProvider(SchemaProvider):
     def table(self, name: str) -> Table | None:
         if name not in self._names():
             return None
-        table = DeltaTable(self.storage.join(name), self.storage_options)
+        table = DeltaTable(self.storage.child_location(name), self.storage_options)
         latest = table.latest_version()
         with self._lock:
             cached = self._cache.get(name)

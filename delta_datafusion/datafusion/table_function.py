@@ -251,7 +251,7 @@ def _catalog_location(session: SessionContext, name: str) -> str | None:
 
 
 def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
-    from .session import lookup, registered_tables
+    from .session import catalog_storage_options, lookup, registered_tables
 
     session_id = session.session_id()
     entry = lookup(session_id, name)
@@ -259,7 +259,7 @@ def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tupl
         return DeltaTable(entry.uri, entry.storage_options or None), entry.name
     uri = _catalog_location(session, name)
     if uri is not None:
-        return DeltaTable(uri), name
+        return DeltaTable(uri, catalog_storage_options(uri)), name
     registered = sorted(e.name for e in registered_tables(session_id).values())
     listed = ", ".join(registered) if registered else "none"
     try:
