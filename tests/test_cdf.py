@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -594,6 +595,11 @@ def test_name_resolution(flat_table, part_table, tmp_path):
     assert sql(ctx, "SELECT count(*) FROM table_changes('lake.default.flat', 3)").column(0).to_pylist() == [
         n_flat
     ]
+    # a catalog folder name that is not a plain SQL identifier, in every spelling
+    shutil.copytree(flat_table, tmp_path / "flat-copy")
+    for spelling in ("'lake.default.flat-copy'", 'lake.default."flat-copy"', '"lake"."default"."flat-copy"'):
+        got = sql(ctx, f"SELECT count(*) FROM table_changes({spelling}, 3)").column(0).to_pylist()
+        assert got == [n_flat], spelling
     with pytest.raises(Exception) as info:
         sql(ctx, "SELECT * FROM table_changes(nope, 0)")
     text = str(info.value)

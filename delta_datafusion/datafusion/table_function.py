@@ -230,13 +230,28 @@ def _bound_argument(arg: Any, which: str) -> int | Instant | None:
     )
 
 
+def _session_table_name(session: SessionContext, name: str) -> str | None:
+    """``name`` as the session resolves it: as given, else with each dotted part quoted (catalog
+    folder names may hold characters SQL identifiers do not, like ``lake.default.cdf-table``)."""
+    candidates = [name]
+    parts = name.split(".")
+    if len(parts) <= 3 and all(parts):
+        candidates.append(".".join('"' + p.replace('"', '""') + '"' for p in parts))
+    for candidate in candidates:
+        try:
+            if session.table_exist(candidate):
+                return candidate
+        except Exception:  # noqa: BLE001, S112 - not a name the session can parse: try the next form
+            continue
+    return None
+
+
 def _catalog_location(session: SessionContext, name: str) -> str | None:
     """The ``delta.table_uri`` of a session table registered some other way (None if none)."""
-    try:
-        if not session.table_exist(name):
-            return None
-    except Exception:  # noqa: BLE001 - qualified or odd names: not a session table
+    found = _session_table_name(session, name)
+    if found is None:
         return None
+    name = found
 
     def read() -> bytes | None:
         md = session.table(name).schema().metadata or {}
