@@ -16,7 +16,7 @@ materialized result. Imports in the engine's module run outside the timer; for p
 declared with ``@needs`` (this module imports nothing heavy at top level) or done in a
 ``@prepared`` factory (DuckDB's connection with ``LOAD delta``).
 
-Run the peer suites: ``python benchmarks/peers.py [snapshot] [scan] [selective] [cdf] [--procs 2 --reps 3]``.
+Run the peer suites: ``python benchmarks/peers.py [snapshot] [scan] [selective] [cdf] [first_rows] [--procs 2 --reps 3]``.
 """
 
 from __future__ import annotations
@@ -435,8 +435,8 @@ def selective_cases(args: argparse.Namespace, engine_list: list[Engine] | None =
 
 
 def first_rows_cases(args: argparse.Namespace, engine_list: list[Engine] | None = None) -> list[Case]:
-    """(d) time to the first rows: ``SELECT * ... LIMIT 10`` (any 10 rows; not compared)."""
-    return _sql_cases(args, "(d) first rows: SELECT * FROM t LIMIT 10", FIRST_ROWS_GROUPS, engine_list, False)
+    """(e) time to the first rows: ``SELECT * ... LIMIT 10`` (any 10 rows; not compared)."""
+    return _sql_cases(args, "(e) first rows: SELECT * FROM t LIMIT 10", FIRST_ROWS_GROUPS, engine_list, False)
 
 
 def cdf_cases(args: argparse.Namespace, engine_list: list[Engine] | None = None) -> list[Case]:
@@ -455,7 +455,13 @@ def cdf_cases(args: argparse.Namespace, engine_list: list[Engine] | None = None)
     return out
 
 
-SUITES = {"snapshot": snapshot_cases, "scan": scan_cases, "selective": selective_cases, "cdf": cdf_cases}
+SUITES = {
+    "snapshot": snapshot_cases,
+    "scan": scan_cases,
+    "selective": selective_cases,
+    "cdf": cdf_cases,
+    "first_rows": first_rows_cases,
+}
 SUITE_KIND = {"snapshot": "snapshot", "scan": "sql", "selective": "sql", "cdf": "cdf"}
 
 
