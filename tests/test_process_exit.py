@@ -82,3 +82,26 @@ def test_exit_right_after_a_partial_read(big_table: Path, sql: str, how: str, pr
         )
         assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
         assert done.stdout.strip() == printed
+
+
+def test_forked_child_does_not_wait_for_the_parents_scans() -> None:
+    """A child forked while the parent is producing a batch exits at once: the exit guard's state
+    is reset in the child (else its exit would wait for a scan that does not exist there)."""
+    import os
+    import time
+
+    from delta_datafusion.datafusion.dataset import SCAN_THREADS
+
+    with SCAN_THREADS._cond:
+        SCAN_THREADS._running += 1  # as while a batch is being produced
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: its drain must not wait for the parent's batch
+            start = time.monotonic()
+            SCAN_THREADS.drain(timeout=5.0)
+            os._exit(0 if time.monotonic() - start < 1.0 else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        with SCAN_THREADS._cond:
+            SCAN_THREADS._running -= 1

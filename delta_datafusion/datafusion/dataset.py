@@ -99,6 +99,10 @@ class _ScanThreads:
     QUIET = 0.05
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        # also in a forked child: the parent's scans in progress are not the child's to wait for
         self._cond = threading.Condition()
         self._running = 0
         self._last = 0.0
@@ -137,6 +141,7 @@ class _ScanThreads:
 
 SCAN_THREADS = _ScanThreads()
 atexit.register(SCAN_THREADS.drain)
+os.register_at_fork(after_in_child=SCAN_THREADS._reset)
 
 
 class _Scanner:
