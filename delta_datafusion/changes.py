@@ -593,7 +593,6 @@ class ChangeFeed:
 
         if pred is None or pred == TRUE or len(rows) == 0:
             return np.ones(len(rows), dtype=bool)
-        src = self.sources
         is_cdc = self._kinds[rows] == KIND_CDC
         ct_rows = self._change_types[rows]
         literals, safe = _change_type_literals(pred)
@@ -618,27 +617,52 @@ class ChangeFeed:
                 pos.extend([i] * len(values))
                 types.extend(values)
             pos_arr = np.asarray(pos, dtype=np.int64)
-            take = pa.array(rows[pos_arr])
-            pv = src.column("partition_values").combine_chunks().take(take)
-            kids = list(pv.flatten()) if pv.type.num_fields else []
-            names = [pv.type.field(i).name for i in range(pv.type.num_fields)]
-            kids += [
-                pa.array(types, pa.string()),
-                src.column("version").combine_chunks().take(take),
-                src.column("timestamp").combine_chunks().take(take),
-            ]
-            names += list(CHANGE_COLUMNS)
-            st = (
-                stats.take(pa.array(pos_arr))
-                if stats is not None
-                else src.column("stats").combine_chunks().take(take)
+            files = self._judged_files(
+                rows[pos_arr], types, stats.take(pa.array(pos_arr)) if stats is not None else None
             )
-            files = pa.table({"partition_values": pa.StructArray.from_arrays(kids, names=names), "stats": st})
             mask = file_keep_mask(
                 group_pred, files, self.schema, self.partition_columns + list(CHANGE_COLUMNS)
             )
             hit = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
             out[pos_arr[hit]] = True
+        return out
+
+    def _judged_files(
+        self, sources: np.ndarray, change_types: Sequence[str | None], stats: pa.Array | None
+    ) -> pa.Table:
+        """The ``partition_values`` / ``stats`` table the skipping evaluators judge: the change
+        columns of each source join its partition values as constants."""
+        src = self.sources
+        take = pa.array(sources)
+        pv = src.column("partition_values").combine_chunks().take(take)
+        kids = list(pv.flatten()) if pv.type.num_fields else []
+        names = [pv.type.field(i).name for i in range(pv.type.num_fields)]
+        kids += [
+            pa.array(list(change_types), pa.string()),
+            src.column("version").combine_chunks().take(take),
+            src.column("timestamp").combine_chunks().take(take),
+        ]
+        names += list(CHANGE_COLUMNS)
+        st = stats if stats is not None else src.column("stats").combine_chunks().take(take)
+        return pa.table({"partition_values": pa.StructArray.from_arrays(kids, names=names), "stats": st})
+
+    def _all_match(self, pred: Any, rows: np.ndarray) -> np.ndarray:
+        """For each source index in ``rows``: is ``pred`` TRUE for every change row it yields?
+
+        Proved for add, remove and deletion-vector-diff sources from their constants, partition
+        values and statistics (a diff yields a subset of its file's rows, which the file's bounds
+        still cover); never for cdc files, whose ``_change_type`` is per row. Such sources answer
+        ``count(*)`` and change-column-only queries from ``numRecords`` (see read.py).
+        """
+        from .skipping import file_all_match_mask
+
+        out = np.zeros(len(rows), dtype=bool)
+        members = np.flatnonzero(self._kinds[rows] != KIND_CDC)
+        if len(members) == 0:
+            return out
+        files = self._judged_files(rows[members], list(self._change_types[rows[members]]), None)
+        mask = file_all_match_mask(pred, files, self.schema, self.partition_columns + list(CHANGE_COLUMNS))
+        out[members] = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
         return out
 
     def plan(self, pred: Any = None, footers: bool = True) -> PlanResult:
@@ -673,8 +697,9 @@ class ChangeFeed:
                 rows, read = self._footer_prune(pred, rows, data_cols)
                 extra["footers_read"] = read
         selected = src.take(pa.array(rows, pa.int64())) if len(rows) != total else src
+        matching = self._all_match(pred, rows) if pred is not None and pred != TRUE and len(rows) else None
         return PlanResult(
-            self.units(selected),
+            self.units(selected, matching),
             selected,
             total,
             after_change,
@@ -745,8 +770,9 @@ class ChangeFeed:
                     ranges[k] = (lo, hi)
         return stats, ranges
 
-    def units(self, sources: pa.Table) -> list[ScanUnit]:
-        """Change sources -> scan units with the change columns as constants."""
+    def units(self, sources: pa.Table, all_rows_match: np.ndarray | None = None) -> list[ScanUnit]:
+        """Change sources -> scan units with the change columns as constants (``all_rows_match``:
+        per source, the query's filter is proved TRUE for all its rows)."""
         n = sources.num_rows
         if n == 0:
             return []
@@ -774,6 +800,7 @@ class ChangeFeed:
                     constants,
                     nums[i],
                     is_cdc,
+                    bool(all_rows_match[i]) if all_rows_match is not None else False,
                 )
             )
         return out
