@@ -37,7 +37,6 @@ the change constants and applies row selection, projection and the row filter.
 
 from __future__ import annotations
 
-import datetime as dt
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -48,13 +47,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .change_range import clear_timelines, options_key, resolve_range
 from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
     DeltaError,
-    InvalidRangeError,
     VersionNotFoundError,
 )
+from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
 from .log.actions import (
     commit_schema,
     find_protocol_and_metadata,
@@ -117,159 +117,6 @@ SOURCE_COLUMNS = [
     "only_rows",
     "drop_rows",
 ]
-
-
-# --------------------------------------------------------------------------------------------
-# Range arguments
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Instant:
-    """A point in time in microseconds since the epoch (UTC); a change-range bound by time."""
-
-    micros: int
-
-    @classmethod
-    def from_nanos(cls, ns: int, round_up: bool) -> Instant:
-        return cls(-((-ns) // 1000) if round_up else ns // 1000)
-
-    def __str__(self) -> str:
-        return _fmt_us(self.micros)
-
-
-def _fmt_us(us: int) -> str:
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)).isoformat()
-
-
-def as_bound(value: Any, argument: str) -> int | Instant | None:
-    """A version (int) or an :class:`Instant` from what a user passes (int, datetime, date, str)."""
-    if value is None:
-        return None
-    if isinstance(value, Instant):
-        return value
-    if isinstance(value, bool):
-        raise DeltaError(f"table_changes: {argument} must be a version or a timestamp, got {value!r}")
-    if isinstance(value, (int, np.integer)):
-        v = int(value)
-        if v < 0:
-            raise InvalidRangeError(f"table_changes: {argument} version must not be negative, got {v}")
-        return v
-    if isinstance(value, str):
-        text = value.strip()
-        if text.isdigit():
-            return int(text)
-        norm = text.replace("Z", "+00:00")
-        if len(norm) > 10 and norm[10] == " ":
-            norm = norm[:10] + "T" + norm[11:]
-        try:
-            parsed = dt.datetime.fromisoformat(norm)
-        except ValueError:
-            try:
-                parsed = dt.datetime.combine(dt.date.fromisoformat(norm), dt.time())
-            except ValueError as e:
-                raise DeltaError(
-                    f"table_changes: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
-                ) from e
-        value = parsed
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-        return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
-    if isinstance(value, dt.date):
-        return as_bound(dt.datetime(value.year, value.month, value.day), argument)
-    if hasattr(value, "value") and hasattr(value, "to_pydatetime"):  # pandas.Timestamp
-        return Instant.from_nanos(int(value.value), round_up=argument == "start")
-    raise DeltaError(
-        f"table_changes: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
-        f"string), got {value!r}"
-    )
-
-
-def resolve_range(
-    table: DeltaTable, start: Any, end: Any, listing: LogListing | None = None
-) -> tuple[int, int]:
-    """(start version, end version) of a change range; ``end`` None means the latest version."""
-    listing = listing or table._listing()
-    s = as_bound(start, "start")
-    e = as_bound(end, "end")
-    if s is None:
-        raise InvalidRangeError("table_changes: a start version or timestamp is required")
-    latest = listing.latest_version()
-    timeline = None
-    if isinstance(s, Instant) or isinstance(e, Instant):
-        timeline = _timeline(table, listing)
-    if isinstance(s, Instant):
-        ms = -((-s.micros) // 1000)  # commits are in ms: first commit at or after the instant
-        try:
-            s_v = timeline.version_at_or_after(ms)
-        except VersionNotFoundError as err:
-            raise VersionNotFoundError(f"table_changes start: {err}") from err
-    else:
-        s_v = s
-    if e is None:
-        e_v = latest
-    elif isinstance(e, Instant):
-        try:
-            e_v = timeline.version_at_or_before(e.micros // 1000)
-        except VersionNotFoundError as err:
-            raise VersionNotFoundError(f"table_changes end: {err}") from err
-    else:
-        e_v = e
-    where = table.storage.root_uri
-    if s_v > latest:
-        raise VersionNotFoundError(
-            f"table_changes: start version {s_v} is after the latest version {latest} of {where}"
-        )
-    if s_v > e_v:
-        if isinstance(s, Instant) or isinstance(e, Instant):
-            raise InvalidRangeError(
-                f"table_changes: the range {_bound_text(s)} .. {_bound_text(e)} selects no commit of {where} "
-                f"(start resolves to version {s_v}, end to version {e_v})"
-            )
-        raise InvalidRangeError(f"table_changes: start version {s_v} is after end version {e_v}")
-    if e_v > latest:
-        raise VersionNotFoundError(
-            f"table_changes: end version {e_v} is after the latest version {latest} of {where}"
-        )
-    return s_v, e_v
-
-
-def _bound_text(b: int | Instant | None) -> str:
-    if b is None:
-        return "latest"
-    return f"version {b}" if isinstance(b, int) else f"timestamp {b}"
-
-
-_TIMELINES: OrderedDict[tuple, CommitTimeline] = OrderedDict()
-_TIMELINE_LOCK = threading.Lock()
-
-
-def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
-    """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
-    key = (table.storage.root_uri, _options_key(table.storage.storage_options), _listing_key(listing))
-    with _TIMELINE_LOCK:
-        hit = _TIMELINES.get(key)
-        if hit is not None:
-            _TIMELINES.move_to_end(key)
-            return hit
-    timeline = table.timeline(listing)
-    with _TIMELINE_LOCK:
-        _TIMELINES[key] = timeline
-        while len(_TIMELINES) > 8:
-            _TIMELINES.popitem(last=False)
-    return timeline
-
-
-def _options_key(options: dict[str, Any]) -> tuple:
-    return tuple(sorted((str(k), repr(v)) for k, v in (options or {}).items()))
-
-
-def _listing_key(listing: LogListing) -> tuple:
-    versions = listing.commit_versions
-    info = tuple((v, listing.commits[v].size, listing.commits[v].mtime_ms) for v in versions[-1:])
-    return (len(versions), versions[0] if versions else None, info, tuple(sorted(listing.checkpoints)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -737,21 +584,23 @@ class ChangeFeed:
         mins, maxs, nulls = [], [], []
         for f in mm_type:
             phys = self._physical_names.get(f.name, f.name)
-            if phys not in wanted or pa.types.is_nested(f.type) or not _footer_type_ok(f.type):
+            if phys not in wanted or pa.types.is_nested(f.type) or not footer_type_ok(f.type):
                 mins.append(pa.nulls(n, f.type))
                 maxs.append(pa.nulls(n, f.type))
                 continue
             lo = [(i.columns.get(phys) or (None, None, None))[0] if i else None for i in infos]
             hi = [(i.columns.get(phys) or (None, None, None))[1] if i else None for i in infos]
-            mins.append(_typed(lo, f.type))
-            maxs.append(_typed(hi, f.type))
+            mins.append(typed_values(lo, f.type))
+            maxs.append(typed_values(hi, f.type))
         for f in nc_type:
             phys = self._physical_names.get(f.name, f.name)
             if phys not in wanted or pa.types.is_struct(f.type):
                 nulls.append(pa.nulls(n, f.type))
                 continue
             nulls.append(
-                _typed([(i.columns.get(phys) or (None, None, None))[2] if i else None for i in infos], f.type)
+                typed_values(
+                    [(i.columns.get(phys) or (None, None, None))[2] if i else None for i in infos], f.type
+                )
             )
         num = pa.array([i.num_rows if i else None for i in infos], pa.int64())
         children = [
@@ -940,142 +789,6 @@ def _without_column(pred: Any, column: str) -> Any:
     return conjunction(c for c in conjuncts(pred) if column not in referenced_columns(c))
 
 
-@dataclass(frozen=True)
-class FooterStats:
-    """Min, max and null count per top-level column (physical names) of one parquet file.
-
-    ``covered`` lists the columns looked at (a column in ``covered`` but not in ``columns`` has no
-    usable statistics)."""
-
-    num_rows: int
-    columns: dict[str, tuple[Any, Any, int | None]]
-    covered: frozenset[str] = frozenset()
-
-
-_FOOTERS: OrderedDict[tuple[str, int], FooterStats | None] = OrderedDict()
-_FOOTERS_LOCK = threading.Lock()
-FOOTER_CACHE_SIZE = 65536
-_FOOTER_PHYSICAL = {"INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"}
-
-
-def _read_footer(storage: Any, location: str, wanted: frozenset[str]) -> FooterStats | None:
-    """Statistics of the ``wanted`` top-level columns, merged over the file's row groups."""
-    import pyarrow.parquet as pq
-
-    try:
-        # the reader under pq.read_metadata, without its Python wrapper: 0.19 -> 0.11 ms per file
-        reader = pq.ParquetReader()
-        with storage.arrow_fs.open_input_file(location) as f:
-            reader.open(f)
-            md = reader.metadata
-    except Exception:  # noqa: BLE001 - unreadable footer: no statistics (the read reports errors)
-        return None
-    cols: dict[str, tuple[Any, Any, int | None]] = {}
-    schema = md.schema
-    leaves = [j for j, name in enumerate(schema.names) if name in wanted and schema.column(j).path == name]
-    for j in leaves:
-        name = schema.names[j]
-        merged = None
-        for g in range(md.num_row_groups):
-            c = md.row_group(g).column(j)
-            st = c.statistics
-            if c.physical_type not in _FOOTER_PHYSICAL or st is None or not st.has_min_max:
-                merged = None
-                break
-            if c.physical_type == "BYTE_ARRAY" and str(st.logical_type) != "String":
-                merged = None
-                break
-            lo, hi = st.min, st.max
-            nulls = st.null_count if st.has_null_count else None
-            if merged is not None:
-                try:
-                    lo, hi = min(merged[0], lo), max(merged[1], hi)
-                except TypeError:
-                    merged = None
-                    break
-                nulls = None if merged[2] is None or nulls is None else merged[2] + nulls
-            merged = (lo, hi, nulls)
-        if merged is not None:
-            cols[name] = merged
-    return FooterStats(md.num_rows, cols, wanted)
-
-
-def footer_stats(
-    storage: Any, files: Sequence[tuple[str, int]], wanted: set[str]
-) -> list[FooterStats | None]:
-    """Footer statistics of the ``wanted`` columns of ``(location, size)`` files (cached per file;
-    data files never change). On remote stores, footers not cached yet are read on threads."""
-    out: list[FooterStats | None] = [None] * len(files)
-    want = frozenset(wanted)
-    todo: list[tuple[int, frozenset[str]]] = []
-    with _FOOTERS_LOCK:
-        for k, key in enumerate(files):
-            if key in _FOOTERS:
-                _FOOTERS.move_to_end(key)
-                hit = _FOOTERS[key]
-                if hit is None or want <= hit.covered:
-                    out[k] = hit
-                    continue
-                todo.append((k, want | hit.covered))
-            else:
-                todo.append((k, want))
-    if not todo:
-        return out
-
-    def one(item: tuple[int, frozenset[str]]) -> FooterStats | None:
-        return _read_footer(storage, files[item[0]][0], item[1])
-
-    if len(todo) > 4 and not storage.is_local:  # remote stores: overlap the round trips
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(8, len(todo))) as pool:
-            got = list(pool.map(one, todo))
-    else:
-        got = [one(t) for t in todo]
-    with _FOOTERS_LOCK:
-        for (k, _), info in zip(todo, got, strict=True):
-            out[k] = info
-            _FOOTERS[files[k]] = info
-        while len(_FOOTERS) > FOOTER_CACHE_SIZE:
-            _FOOTERS.popitem(last=False)
-    return out
-
-
-def _footer_type_ok(t: pa.DataType) -> bool:
-    return (
-        pa.types.is_integer(t)
-        or pa.types.is_floating(t)
-        or pa.types.is_string(t)
-        or pa.types.is_large_string(t)
-        or pa.types.is_date32(t)
-        or pa.types.is_timestamp(t)
-    )
-
-
-def _typed(values: list[Any], typ: pa.DataType) -> pa.Array:
-    """Python footer values -> an array of ``typ`` (nulls where they do not convert)."""
-    try:
-        return pa.array(values, typ)
-    except (
-        pa.ArrowInvalid,
-        pa.ArrowTypeError,
-        pa.ArrowNotImplementedError,
-        TypeError,
-        ValueError,
-        OverflowError,
-    ):
-        out = []
-        for v in values:
-            try:
-                out.append(pa.scalar(v, typ).as_py())
-            except Exception:  # noqa: BLE001
-                out.append(None)
-        try:
-            return pa.array(out, typ)
-        except Exception:  # noqa: BLE001
-            return pa.nulls(len(values), typ)
-
-
 def _changes_commit_schema(pv: pa.DataType) -> pa.Schema:
     """The commit schema with ``remove.stats`` (removes may carry stats; used for skipping)."""
     base = commit_schema(pv)
@@ -1188,7 +901,7 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
         (v, listing.commits[v].size, listing.commits[v].mtime_ms) if v in listing.commits else (v, None, None)
         for v in range(s, e + 1)
     )
-    key = (table.storage.root_uri, _options_key(table.storage.storage_options), s, e, commit_state)
+    key = (table.storage.root_uri, options_key(table.storage.storage_options), s, e, commit_state)
     with _FEEDS_LOCK:
         hit = _FEEDS.get(key)
         if hit is not None:
@@ -1203,12 +916,11 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
 
 
 def clear_cache() -> None:
+    """Forget cached change feeds, commit timelines and footer statistics."""
     with _FEEDS_LOCK:
         _FEEDS.clear()
-    with _TIMELINE_LOCK:
-        _TIMELINES.clear()
-    with _FOOTERS_LOCK:
-        _FOOTERS.clear()
+    clear_timelines()
+    clear_footer_cache()
 
 
 # --------------------------------------------------------------------------------------------
@@ -1326,11 +1038,9 @@ __all__ = [
     "CHANGE_FIELDS",
     "ChangeFeed",
     "ChangeScan",
-    "Instant",
     "PlanResult",
     "SOURCE_COLUMNS",
     "changes",
     "clear_cache",
     "load_change_feed",
-    "resolve_range",
 ]

@@ -181,16 +181,16 @@ def test_non_standard_change_types(copy_corpus_table):
 
 
 def test_footer_cache(table, monkeypatch):
-    from delta_datafusion import changes
+    from delta_datafusion import footers
 
     calls = []
-    orig = changes._read_footer
+    orig = footers.read_footer
 
     def spy(storage, location, wanted):
         calls.append((location, wanted))
         return orig(storage, location, wanted)
 
-    monkeypatch.setattr(changes, "_read_footer", spy)
+    monkeypatch.setattr(footers, "read_footer", spy)
     plan(table, pc.field("id") < 5)
     first = len(calls)
     assert first == 3  # the two cdc files and the remove without stats

@@ -37,7 +37,8 @@ from typing import Any
 import pyarrow as pa
 from datafusion import SessionContext, Table, udtf
 
-from ..changes import ChangeFeed, Instant, as_bound, load_change_feed
+from ..change_range import Instant, as_bound
+from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo

@@ -1,0 +1,173 @@
+"""The version range of a change feed: bounds given as versions or timestamps, resolved to
+commit versions the way time travel resolves them (a start instant selects the first commit at or
+after it, an end instant the last commit at or before it; ``end`` is inclusive)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import DeltaError, InvalidRangeError, VersionNotFoundError
+from .log.segment import LogListing
+from .timestamps import CommitTimeline
+
+if TYPE_CHECKING:
+    from .table import DeltaTable
+
+
+@dataclass(frozen=True)
+class Instant:
+    """A point in time in microseconds since the epoch (UTC); a change-range bound by time."""
+
+    micros: int
+
+    @classmethod
+    def from_nanos(cls, ns: int, round_up: bool) -> Instant:
+        return cls(-((-ns) // 1000) if round_up else ns // 1000)
+
+    def __str__(self) -> str:
+        return _fmt_us(self.micros)
+
+
+def _fmt_us(us: int) -> str:
+    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)).isoformat()
+
+
+def as_bound(value: Any, argument: str) -> int | Instant | None:
+    """A version (int) or an :class:`Instant` from what a user passes (int, datetime, date, str)."""
+    if value is None:
+        return None
+    if isinstance(value, Instant):
+        return value
+    if isinstance(value, bool):
+        raise DeltaError(f"table_changes: {argument} must be a version or a timestamp, got {value!r}")
+    if isinstance(value, (int, np.integer)):
+        v = int(value)
+        if v < 0:
+            raise InvalidRangeError(f"table_changes: {argument} version must not be negative, got {v}")
+        return v
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        norm = text.replace("Z", "+00:00")
+        if len(norm) > 10 and norm[10] == " ":
+            norm = norm[:10] + "T" + norm[11:]
+        try:
+            parsed = dt.datetime.fromisoformat(norm)
+        except ValueError:
+            try:
+                parsed = dt.datetime.combine(dt.date.fromisoformat(norm), dt.time())
+            except ValueError as e:
+                raise DeltaError(
+                    f"table_changes: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
+                ) from e
+        value = parsed
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
+        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+        return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+    if isinstance(value, dt.date):
+        return as_bound(dt.datetime(value.year, value.month, value.day), argument)
+    if hasattr(value, "value") and hasattr(value, "to_pydatetime"):  # pandas.Timestamp
+        return Instant.from_nanos(int(value.value), round_up=argument == "start")
+    raise DeltaError(
+        f"table_changes: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
+        f"string), got {value!r}"
+    )
+
+
+def resolve_range(
+    table: DeltaTable, start: Any, end: Any, listing: LogListing | None = None
+) -> tuple[int, int]:
+    """(start version, end version) of a change range; ``end`` None means the latest version."""
+    listing = listing or table._listing()
+    s = as_bound(start, "start")
+    e = as_bound(end, "end")
+    if s is None:
+        raise InvalidRangeError("table_changes: a start version or timestamp is required")
+    latest = listing.latest_version()
+    timeline = None
+    if isinstance(s, Instant) or isinstance(e, Instant):
+        timeline = _timeline(table, listing)
+    if isinstance(s, Instant):
+        ms = -((-s.micros) // 1000)  # commits are in ms: first commit at or after the instant
+        try:
+            s_v = timeline.version_at_or_after(ms)
+        except VersionNotFoundError as err:
+            raise VersionNotFoundError(f"table_changes start: {err}") from err
+    else:
+        s_v = s
+    if e is None:
+        e_v = latest
+    elif isinstance(e, Instant):
+        try:
+            e_v = timeline.version_at_or_before(e.micros // 1000)
+        except VersionNotFoundError as err:
+            raise VersionNotFoundError(f"table_changes end: {err}") from err
+    else:
+        e_v = e
+    where = table.storage.root_uri
+    if s_v > latest:
+        raise VersionNotFoundError(
+            f"table_changes: start version {s_v} is after the latest version {latest} of {where}"
+        )
+    if s_v > e_v:
+        if isinstance(s, Instant) or isinstance(e, Instant):
+            raise InvalidRangeError(
+                f"table_changes: the range {_bound_text(s)} .. {_bound_text(e)} selects no commit of {where} "
+                f"(start resolves to version {s_v}, end to version {e_v})"
+            )
+        raise InvalidRangeError(f"table_changes: start version {s_v} is after end version {e_v}")
+    if e_v > latest:
+        raise VersionNotFoundError(
+            f"table_changes: end version {e_v} is after the latest version {latest} of {where}"
+        )
+    return s_v, e_v
+
+
+def _bound_text(b: int | Instant | None) -> str:
+    if b is None:
+        return "latest"
+    return f"version {b}" if isinstance(b, int) else f"timestamp {b}"
+
+
+_TIMELINES: OrderedDict[tuple, CommitTimeline] = OrderedDict()
+_TIMELINE_LOCK = threading.Lock()
+
+
+def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
+    """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
+    key = (table.storage.root_uri, options_key(table.storage.storage_options), _listing_key(listing))
+    with _TIMELINE_LOCK:
+        hit = _TIMELINES.get(key)
+        if hit is not None:
+            _TIMELINES.move_to_end(key)
+            return hit
+    timeline = table.timeline(listing)
+    with _TIMELINE_LOCK:
+        _TIMELINES[key] = timeline
+        while len(_TIMELINES) > 8:
+            _TIMELINES.popitem(last=False)
+    return timeline
+
+
+def options_key(options: dict[str, Any]) -> tuple:
+    return tuple(sorted((str(k), repr(v)) for k, v in (options or {}).items()))
+
+
+def _listing_key(listing: LogListing) -> tuple:
+    versions = listing.commit_versions
+    info = tuple((v, listing.commits[v].size, listing.commits[v].mtime_ms) for v in versions[-1:])
+    return (len(versions), versions[0] if versions else None, info, tuple(sorted(listing.checkpoints)))
+
+
+def clear_timelines() -> None:
+    with _TIMELINE_LOCK:
+        _TIMELINES.clear()

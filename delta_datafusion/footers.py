@@ -1,0 +1,154 @@
+"""Parquet footer statistics of data files the log gives no statistics for (change data files,
+removes without stats): min, max and null count per top-level column, cached per file (data files
+never change), read on threads for remote stores. Change-feed planning prunes with them."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+
+@dataclass(frozen=True)
+class FooterStats:
+    """Min, max and null count per top-level column (physical names) of one parquet file.
+
+    ``covered`` lists the columns looked at (a column in ``covered`` but not in ``columns`` has no
+    usable statistics)."""
+
+    num_rows: int
+    columns: dict[str, tuple[Any, Any, int | None]]
+    covered: frozenset[str] = frozenset()
+
+
+_FOOTERS: OrderedDict[tuple[str, int], FooterStats | None] = OrderedDict()
+_FOOTERS_LOCK = threading.Lock()
+FOOTER_CACHE_SIZE = 65536
+_FOOTER_PHYSICAL = {"INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"}
+
+
+def read_footer(storage: Any, location: str, wanted: frozenset[str]) -> FooterStats | None:
+    """Statistics of the ``wanted`` top-level columns, merged over the file's row groups."""
+    import pyarrow.parquet as pq
+
+    try:
+        # the reader under pq.read_metadata, without its Python wrapper: 0.19 -> 0.11 ms per file
+        reader = pq.ParquetReader()
+        with storage.arrow_fs.open_input_file(location) as f:
+            reader.open(f)
+            md = reader.metadata
+    except Exception:  # noqa: BLE001 - unreadable footer: no statistics (the read reports errors)
+        return None
+    cols: dict[str, tuple[Any, Any, int | None]] = {}
+    schema = md.schema
+    leaves = [j for j, name in enumerate(schema.names) if name in wanted and schema.column(j).path == name]
+    for j in leaves:
+        name = schema.names[j]
+        merged = None
+        for g in range(md.num_row_groups):
+            c = md.row_group(g).column(j)
+            st = c.statistics
+            if c.physical_type not in _FOOTER_PHYSICAL or st is None or not st.has_min_max:
+                merged = None
+                break
+            if c.physical_type == "BYTE_ARRAY" and str(st.logical_type) != "String":
+                merged = None
+                break
+            lo, hi = st.min, st.max
+            nulls = st.null_count if st.has_null_count else None
+            if merged is not None:
+                try:
+                    lo, hi = min(merged[0], lo), max(merged[1], hi)
+                except TypeError:
+                    merged = None
+                    break
+                nulls = None if merged[2] is None or nulls is None else merged[2] + nulls
+            merged = (lo, hi, nulls)
+        if merged is not None:
+            cols[name] = merged
+    return FooterStats(md.num_rows, cols, wanted)
+
+
+def footer_stats(
+    storage: Any, files: Sequence[tuple[str, int]], wanted: set[str]
+) -> list[FooterStats | None]:
+    """Footer statistics of the ``wanted`` columns of ``(location, size)`` files (cached per file;
+    data files never change). On remote stores, footers not cached yet are read on threads."""
+    out: list[FooterStats | None] = [None] * len(files)
+    want = frozenset(wanted)
+    todo: list[tuple[int, frozenset[str]]] = []
+    with _FOOTERS_LOCK:
+        for k, key in enumerate(files):
+            if key in _FOOTERS:
+                _FOOTERS.move_to_end(key)
+                hit = _FOOTERS[key]
+                if hit is None or want <= hit.covered:
+                    out[k] = hit
+                    continue
+                todo.append((k, want | hit.covered))
+            else:
+                todo.append((k, want))
+    if not todo:
+        return out
+
+    def one(item: tuple[int, frozenset[str]]) -> FooterStats | None:
+        return read_footer(storage, files[item[0]][0], item[1])
+
+    if len(todo) > 4 and not storage.is_local:  # remote stores: overlap the round trips
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(8, len(todo))) as pool:
+            got = list(pool.map(one, todo))
+    else:
+        got = [one(t) for t in todo]
+    with _FOOTERS_LOCK:
+        for (k, _), info in zip(todo, got, strict=True):
+            out[k] = info
+            _FOOTERS[files[k]] = info
+        while len(_FOOTERS) > FOOTER_CACHE_SIZE:
+            _FOOTERS.popitem(last=False)
+    return out
+
+
+def footer_type_ok(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_date32(t)
+        or pa.types.is_timestamp(t)
+    )
+
+
+def typed_values(values: list[Any], typ: pa.DataType) -> pa.Array:
+    """Python footer values -> an array of ``typ`` (nulls where they do not convert)."""
+    try:
+        return pa.array(values, typ)
+    except (
+        pa.ArrowInvalid,
+        pa.ArrowTypeError,
+        pa.ArrowNotImplementedError,
+        TypeError,
+        ValueError,
+        OverflowError,
+    ):
+        out = []
+        for v in values:
+            try:
+                out.append(pa.scalar(v, typ).as_py())
+            except Exception:  # noqa: BLE001
+                out.append(None)
+        try:
+            return pa.array(out, typ)
+        except Exception:  # noqa: BLE001
+            return pa.nulls(len(values), typ)
+
+
+def clear_footer_cache() -> None:
+    with _FOOTERS_LOCK:
+        _FOOTERS.clear()
