@@ -421,19 +421,11 @@ def test_projection_reads_only_needed_columns(table, monkeypatch):
     assert seen and all(cols == ["id", "_change_type"] for cols in seen)
 
 
-@pytest.mark.parametrize("where", ["TRUE", *FILTERS])
-def test_count_by_change_type_reads_only_cdc_files(table, where, monkeypatch):
-    """count(*) by _change_type, _commit_version, part: add/remove sources whose constants decide
-    the filter give their rows from the log (numRecords copies of their constants); only cdc files,
-    deletion-vector diffs, sources without numRecords and sources the filter must look into are
-    read. Same groups as the materialized feed."""
+def _opened_units(monkeypatch) -> list:
+    """The scan units the reader opens from now on (both read paths), in order."""
     from delta_datafusion import read
 
-    ctx = new_ctx()
-    ctx.register_record_batches("full", [DeltaTable(str(table)).changes(0).to_table().to_batches()])
-    q = "SELECT _change_type, _commit_version, part, count(*) AS n FROM {} WHERE {} GROUP BY 1, 2, 3"
-    want = sorted(ctx.sql(q.format("full", where)).to_pylist(), key=str)
-    opened = []
+    opened: list = []
     orig_plain, orig_selected = read.UnitReader._read_plain, read.UnitReader._read_selected
 
     def spy_plain(self, units, *a, **k):
@@ -446,7 +438,28 @@ def test_count_by_change_type_reads_only_cdc_files(table, where, monkeypatch):
 
     monkeypatch.setattr(read.UnitReader, "_read_plain", spy_plain)
     monkeypatch.setattr(read.UnitReader, "_read_selected", spy_selected)
+    return opened
+
+
+def _feed_and_materialized(table, q: str, where: str, monkeypatch) -> tuple[list, list, list]:
+    """``q`` (``{}`` = the source, ``{}`` = the filter) over ``table_changes()`` and over the
+    materialized feed, rows sorted; and the units the change scan opened."""
+    ctx = new_ctx()
+    ctx.register_record_batches("full", [DeltaTable(str(table)).changes(0).to_table().to_batches()])
+    want = sorted(ctx.sql(q.format("full", where)).to_pylist(), key=str)
+    opened = _opened_units(monkeypatch)
     got = sorted(ctx.sql(q.format(f"table_changes('{table}', 0)", where)).to_pylist(), key=str)
+    return got, want, opened
+
+
+@pytest.mark.parametrize("where", ["TRUE", *FILTERS])
+def test_count_by_change_type_reads_only_cdc_files(table, where, monkeypatch):
+    """count(*) by _change_type, _commit_version, part: add/remove sources whose constants decide
+    the filter give their rows from the log (numRecords copies of their constants); only cdc files,
+    deletion-vector diffs, sources without numRecords and sources the filter must look into are
+    read. Same groups as the materialized feed."""
+    q = "SELECT _change_type, _commit_version, part, count(*) AS n FROM {} WHERE {} GROUP BY 1, 2, 3"
+    got, want, opened = _feed_and_materialized(table, q, where, monkeypatch)
     assert got == want, where
     if where in ("TRUE", "_commit_version = 7", "part = 'p1'", "_change_type = 'delete'"):
         kinds = [(u.has_change_type_column, u.needs_row_selection, u.num_records) for u in opened]
@@ -570,26 +583,8 @@ def test_count_with_data_filter_proved_by_stats(table, where, monkeypatch):
     """count(*) under a filter on data columns: add and remove sources whose statistics prove the
     filter for every row give numRecords from the log, unopened; the counts by change type and
     version equal the materialized feed's."""
-    from delta_datafusion import read
-
-    ctx = new_ctx()
-    ctx.register_record_batches("full", [DeltaTable(str(table)).changes(0).to_table().to_batches()])
     q = "SELECT _change_type, _commit_version, count(*) AS n FROM {} WHERE {} GROUP BY 1, 2"
-    want = sorted(ctx.sql(q.format("full", where)).to_pylist(), key=str)
-    opened = []
-    orig_plain, orig_selected = read.UnitReader._read_plain, read.UnitReader._read_selected
-
-    def spy_plain(self, units, *a, **k):
-        opened.extend(units)
-        return orig_plain(self, units, *a, **k)
-
-    def spy_selected(self, unit, *a, **k):
-        opened.append(unit)
-        return orig_selected(self, unit, *a, **k)
-
-    monkeypatch.setattr(read.UnitReader, "_read_plain", spy_plain)
-    monkeypatch.setattr(read.UnitReader, "_read_selected", spy_selected)
-    got = sorted(ctx.sql(q.format(f"table_changes('{table}', 0)", where)).to_pylist(), key=str)
+    got, want, opened = _feed_and_materialized(table, q, where, monkeypatch)
     assert got == want and sum(r["n"] for r in got) > 0, where
     non_cdc = {u.constants["_commit_version"] for u in opened if not u.has_change_type_column}
     stats_less = {u.constants["_commit_version"] for u in opened if u.num_records is None}
