@@ -40,7 +40,8 @@ class ScanMetadata:
 
 
 def as_predicate(predicate: Any, schema: pa.Schema):
-    """Accept None, a package Predicate, or a pyarrow compute Expression (what DataFusion passes)."""
+    """Accept None, a package Predicate, a pyarrow compute Expression (what DataFusion passes), or
+    SQL text (planned by DataFusion exactly as in a query's WHERE clause)."""
     if predicate is None:
         return None
     from . import predicate as P
@@ -49,8 +50,13 @@ def as_predicate(predicate: Any, schema: pa.Schema):
         return P.from_pyarrow(predicate, schema)
     if isinstance(predicate, P.Predicate):
         return predicate
+    if isinstance(predicate, str):
+        from .datafusion.sql_predicate import predicate_from_sql
+
+        return predicate_from_sql(predicate, schema)
     raise DeltaError(
-        f"predicate must be a pyarrow.compute.Expression or a delta_datafusion Predicate, got {type(predicate)}"
+        "predicate must be SQL text, a pyarrow.compute.Expression or a delta_datafusion Predicate, "
+        f"got {type(predicate)}"
     )
 
 

@@ -1,0 +1,69 @@
+"""SQL text as a scan predicate: ``snapshot.scan(predicate="part = 'p3' AND id < 10")``.
+
+The text is planned by DataFusion as ``SELECT * FROM t WHERE <text>`` over a stand-in dataset
+with the scan's schema, so it means exactly what it would mean in a query: DataFusion's parser,
+type coercion and simplification, then the same pushed filter the provider receives. A conjunct
+DataFusion keeps above the scan (functions, nested fields) cannot be applied by a Python scan, so
+such text is refused with the part named, never silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from ..errors import PredicateError
+
+
+class _CaptureFilter(ds.Dataset):
+    """A dataset that records the filter DataFusion pushes into it and holds no rows."""
+
+    def __init__(self, schema: pa.Schema):
+        self._schema = schema
+        self.filters: list[Any] = []
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def scanner(self, columns: Any = None, filter: Any = None, **_: Any):  # noqa: A002
+        empty = pa.table({f.name: pa.array([], f.type) for f in self._schema}, schema=self._schema)
+        return ds.dataset(empty).scanner(columns=columns)
+
+    def get_fragments(self, filter: Any = None):  # noqa: A002
+        self.filters.append(filter)
+        return []
+
+
+def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
+    """The package predicate for the SQL boolean expression ``text`` over ``schema`` (None: TRUE)."""
+    from datafusion import SessionContext, Table
+
+    from ..predicate import BoolLiteral, from_pyarrow
+
+    if not text.strip():
+        raise PredicateError("predicate: the SQL text is empty")
+    capture = _CaptureFilter(schema)
+    ctx = SessionContext()
+    ctx.register_table("t", Table(capture))
+    try:
+        df = ctx.sql(f"SELECT * FROM t WHERE {text}")
+        plan = df.optimized_logical_plan().display_indent()
+        df.execution_plan()
+    except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
+        first = str(e).strip().splitlines()
+        raise PredicateError(f"predicate {text!r}: {' '.join(first[:3])}") from e
+    kept = [line.strip() for line in plan.splitlines() if line.strip().startswith("Filter:")]
+    if kept:
+        raise PredicateError(
+            f"predicate {text!r}: the part `{kept[0][len('Filter:') :].strip()}` cannot be applied by a "
+            "scan (functions and nested fields stay in DataFusion); filter those in SQL instead"
+        )
+    pushed = capture.filters[-1] if capture.filters else None
+    if pushed is None:
+        return None
+    if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
+        return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
+    return from_pyarrow(pushed, schema)
