@@ -166,37 +166,14 @@ class UnitReader:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
 
     def _all_rows_match(self, units: Sequence[ScanUnit], predicate: Any) -> list[bool]:
-        """Per unit: is ``predicate`` TRUE for every row (SQL semantics: NULL is not TRUE), as
-        planning proved from statistics (``all_rows_match``) or as the unit's partition values and
-        constants decide?"""
-        if predicate is None or all(u.all_rows_match for u in units):
-            return [True] * len(units)
-        from .predicate import referenced_columns, to_pyarrow
+        """Per unit: is ``predicate`` TRUE for every row? Planning decides it (``all_rows_match``:
+        partition values, change-feed constants or exact statistics; see
+        skipping.file_all_match_mask); without a predicate every row matches."""
+        from .predicate import TRUE
 
-        cols = sorted(referenced_columns(predicate))
-        known = [
-            all(c in u.partition_values or c in u.constants for c in cols) and not u.has_change_type_column
-            for u in units
-        ]
-        if not cols or not any(known):
-            return [u.all_rows_match for u in units]
-        rows = [u for u, k in zip(units, known, strict=True) if k]
-        try:
-            values = pa.table(
-                {
-                    c: pa.array(
-                        [u.partition_values[c] if c in u.partition_values else u.constants[c] for u in rows],
-                        self.rs.logical.field(c).type,
-                    )
-                    for c in cols
-                }
-            )
-            mask = ds.dataset(values).to_table(columns={"k": to_pyarrow(predicate)}).column("k").to_pylist()
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
-            return [u.all_rows_match for u in units]
-        verdict = iter(mask)
-        by_constants = [next(verdict) is True if k else False for k in known]
-        return [u.all_rows_match or c for u, c in zip(units, by_constants, strict=True)]
+        if predicate is None or predicate == TRUE:
+            return [True] * len(units)
+        return [u.all_rows_match for u in units]
 
     def _format(self, sample: ScanUnit) -> ds.ParquetFileFormat:
         """The parquet format for fast-path reads, chosen once per reader from one file's footer.

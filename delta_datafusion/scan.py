@@ -35,8 +35,20 @@ class ScanMetadata:
     def num_files(self) -> int:
         return self.files.num_rows
 
-    def scan_units(self, partition_columns: list[str]) -> list[ScanUnit]:
-        return units_from_files(self.files, partition_columns)
+    def scan_units(self, snapshot: Snapshot, predicate: Any = None) -> list[ScanUnit]:
+        """The batch's files as scan units; files whose every row makes ``predicate`` TRUE (by
+        partition values or exact statistics) are marked, so queries that read no data column
+        take their rows from the log (see read.py)."""
+        from .predicate import TRUE
+        from .skipping import file_all_match_mask
+
+        parts = snapshot.partition_columns
+        matching = (
+            file_all_match_mask(predicate, self.files, snapshot.schema, parts)
+            if predicate is not None and predicate != TRUE and self.files.num_rows
+            else None
+        )
+        return units_from_files(self.files, parts, matching)
 
 
 def as_predicate(predicate: Any, schema: pa.Schema):
@@ -100,7 +112,7 @@ class Scan:
         return pa.concat_tables(tables) if tables else self.snapshot.files().slice(0, 0)
 
     def scan_units(self) -> list[ScanUnit]:
-        return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot.partition_columns)]
+        return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot, self.predicate)]
 
     # -- reading ------------------------------------------------------------------------------
     def reader(self, constants: list[pa.Field] | None = None):

@@ -6,9 +6,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..predicate import TRUE
-from ..scan_unit import units_from_files
-from ..skipping import file_all_match_mask
+from ..scan import ScanMetadata
 from ..snapshot import Snapshot
 from .dataset import DeltaDataset, ScanPlanInfo
 
@@ -27,19 +25,12 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     scan = snapshot.scan()
     reader = scan.reader()
     label = label or snapshot.table_root
-    parts = snapshot.partition_columns
 
     def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
         files, total, after_parts = snapshot.select_files(pred)
         info = ScanPlanInfo(
             label, snapshot.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
         )
-        # files whose every row matches need no reading for count(*) / partition columns
-        matching = (
-            file_all_match_mask(pred, files, snapshot.schema, parts)
-            if pred is not None and pred != TRUE and files.num_rows
-            else None
-        )
-        return units_from_files(files, parts, matching), info
+        return ScanMetadata(files).scan_units(snapshot, pred), info
 
     return DeltaDataset(provider_schema(snapshot), reader, planner, label)
