@@ -104,6 +104,7 @@ class Case:
     check   -- fingerprint class: results in the same section+group are compared only between
                cases with the same ``check`` value; None = not compared (nor between worker processes).
     procs/reps -- override the run's defaults for this case.
+    env     -- extra environment variables for the worker processes (e.g. an allocator setting).
     """
 
     fn: str
@@ -115,6 +116,7 @@ class Case:
     procs: int | None = None
     reps: int | None = None
     id: str = ""
+    env: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not self.engine:
@@ -512,6 +514,7 @@ def run_worker(case: Case, reps: int, timeout: float, digits: int = 6) -> dict:
     ]
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(x for x in (str(BENCH_DIR), str(ROOT), env.get("PYTHONPATH")) if x)
+    env.update(case.env)
     c0, b0, t0 = cpu_s(resource.RUSAGE_CHILDREN), _busy_seconds(), time.monotonic()
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
