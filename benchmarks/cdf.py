@@ -17,7 +17,7 @@ mode, with ``predicate=`` and ``columns=`` pushed into ``load_cdf``):
 * aggregate ``SELECT _change_type, count(*) ... GROUP BY 1`` over the full feed (ours streams the
   rows through DataFusion; deltalake has to read the feed: once with all columns, once with
   ``columns=['_change_type']``, then a pyarrow group-by). Peak memory is the point here; ours also
-  runs with ``ARROW_DEFAULT_MEMORY_POOL=system`` (Arrow's default jemalloc pool keeps ~50-100 MB
+  runs with ``ARROW_DEFAULT_MEMORY_POOL=system`` (pyarrow 26's default mimalloc pool keeps ~50-70 MB
   of arenas resident after reading many small files, although the rows stream).
 
 Every repetition starts from the table path: a new ``SessionContext`` (ours: the change-feed,
@@ -221,7 +221,7 @@ def cases(args) -> list[Case]:
         )
     )
     # The same query with Arrow's system allocator: the rows stream (Arrow's pool peaks at a few
-    # MB), and most of the RSS growth is jemalloc's retained arenas, which the variable turns off.
+    # MB), and most of the RSS growth is pages pyarrow's default mimalloc pool keeps, which the variable avoids.
     out.append(
         Case(
             "cdf:ours_sql",
