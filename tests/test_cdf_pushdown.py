@@ -305,6 +305,12 @@ FILTERS = [
     "id < 20 AND _change_type LIKE 'update%'",
     "part = 'p2' OR _commit_version = 4",
     "value > 1000",
+    # functions and arithmetic (kept above the scan or pushed rewritten): same rows, no failure
+    "upper(_change_type) = 'DELETE'",
+    "_commit_version % 2 = 0",
+    "id % 10 = 3 AND _change_type <> 'insert'",
+    "length(part) = 2 AND _commit_version > 3",
+    "coalesce(value, 0) > 1000",
 ]
 
 

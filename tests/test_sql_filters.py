@@ -340,6 +340,21 @@ FILTERS = [
     "1 = 1",
     "false",
     "i32 > 2 AND s LIKE 'b%'",
+    # functions and arithmetic: DataFusion keeps these above the scan or pushes a rewritten form;
+    # either way a query must neither fail nor lose rows
+    "upper(s) = 'APPLE'",
+    "s ILIKE 'A%'",
+    "starts_with(s, 'ba')",
+    "length(s) > 5",
+    "i32 % 2 = 0",
+    "i32 + 1 = 3",
+    "coalesce(i32, 0) > 2",
+    "CAST(i64 AS VARCHAR) = '5'",
+    "abs(f) > 1.0",
+    "CAST(ts AS DATE) = DATE '2024-01-02'",
+    "s IS NOT DISTINCT FROM 'apple'",
+    "i32 IS DISTINCT FROM 2",
+    "(i32 % 3 = 0 OR s = 'apple') AND d >= DATE '2024-01-02'",
 ]
 
 
