@@ -595,3 +595,35 @@ def test_count_with_data_filter_proved_by_stats(table, where, monkeypatch):
     non_cdc = {u.constants["_commit_version"] for u in opened if not u.has_change_type_column}
     stats_less = {u.constants["_commit_version"] for u in opened if u.num_records is None}
     assert non_cdc - stats_less == PROVED[where], (where, non_cdc, stats_less)
+
+
+def test_concurrent_queries_on_one_session(table):
+    """Queries running at once on one session (DataFusion plans and scans them on its threads; the
+    feed, timeline, footer and plan caches are shared) give the sequential results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    ctx = new_ctx()
+    dd.register_table(ctx, "t", str(table))
+    queries = [
+        f"SELECT count(*) AS n, sum(value) AS s FROM t WHERE part <> 'p{i % 3}' AND id % {i + 2} = 0"
+        for i in range(4)
+    ]
+    queries += [
+        f"SELECT _change_type, count(*) AS n, sum(id) AS s FROM table_changes('{table}', {v}) "
+        f"WHERE part <> 'p{v % 3}' GROUP BY 1 ORDER BY 1"
+        for v in range(0, 8, 2)
+    ]
+    queries += [
+        f"SELECT count(*) AS n FROM table_changes('t', {v}) WHERE id < {100 * (v + 2)}" for v in range(4)
+    ]
+    expected = [ctx.sql(q).to_arrow_table().to_pylist() for q in queries]
+    assert all(e and e[0].get("n") for e in expected)  # every query has rows
+
+    def run(q: str) -> list[dict]:
+        return ctx.sql(q).to_arrow_table().to_pylist()
+
+    for _ in range(3):
+        clear_cache()  # the threads also race to fill the caches
+        with ThreadPoolExecutor(6) as pool:
+            got = list(pool.map(run, queries * 2))
+        assert got == expected * 2
