@@ -403,6 +403,44 @@ def test_v2_classic_named_checkpoint_with_sidecars():
     assert live_row_count(snap.files()) == 20
 
 
+def _sidecar_column_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import delta_datafusion.log.checkpoint as ck
+
+    reads: list[str] = []
+    real = ck.read_parquet_actions
+
+    def spy(storage, info, columns):
+        if "sidecar" in columns:
+            reads.append(info.path if hasattr(info, "path") else info)
+        return real(storage, info, columns)
+
+    monkeypatch.setattr(ck, "read_parquet_actions", spy)
+    return reads
+
+
+def test_all_null_sidecar_column_is_not_read(tmp_path, monkeypatch):
+    """deltalake's classic checkpoints carry a sidecar column that is null in every row: the footer
+    statistics say so and the column is not read; where they show sidecar rows (a V2 checkpoint
+    under a classic name) it is, and the sidecars are the leaves."""
+    t = tmp_path / "t"
+    for k in range(3):
+        deltalake.write_deltalake(str(t), pa.table({"id": [k, k + 10]}), mode="append")
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    ckpt = next((t / "_delta_log").glob("*.checkpoint.parquet"))
+    sidecar = pq.read_table(ckpt, columns=["sidecar"]).column("sidecar")
+    assert sidecar.null_count == len(sidecar) > 0  # the premise: present, all null
+    reads = _sidecar_column_reads(monkeypatch)
+    snap = DeltaTable(str(t)).snapshot()
+    assert [Path(leaf.path).name for leaf in snap.checkpoint_manifest.leaves] == [ckpt.name]
+    assert live_row_count(snap.files()) == 6
+    assert reads == []
+
+    snap = DeltaTable(str(corpus_table("v2-classic-checkpoint-parquet"))).snapshot()
+    assert all(Path(leaf.path).parent.name == "_sidecars" for leaf in snap.checkpoint_manifest.leaves)
+    assert live_row_count(snap.files()) == 20
+    assert len(reads) == 1
+
+
 def test_v2_time_travel_between_checkpoints():
     path = corpus_table("checkpoint-v2-table")
     dt_ = DeltaTable(str(path))

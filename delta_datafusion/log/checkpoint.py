@@ -23,6 +23,7 @@ from .actions import (
     checkpoint_read_errors,
     commit_schema,
     find_protocol_and_metadata,
+    open_parquet,
     parse_json_actions,
     partition_values_type,
     present_columns,
@@ -119,6 +120,9 @@ def read_manifest(
     leaves: list[LeafFile] = []
     inline_tables = []
     for part in ckpt.parts:
+        if _no_sidecar_rows(storage, part.path):
+            leaves.append(LeafFile(part.path, part.size))
+            continue
         side = read_parquet_actions(storage, part, ["sidecar"])
         sidecars = _sidecar_rows(side) if side.num_columns else []
         if sidecars:
@@ -128,6 +132,32 @@ def read_manifest(
             leaves.append(LeafFile(part.path, part.size))
     inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None
     return CheckpointManifest(ckpt, inline, leaves)
+
+
+def _no_sidecar_rows(storage: Storage, path: str) -> bool:
+    """True when the part's footer statistics show ``sidecar.path`` null in every row (classic
+    checkpoints written with a V2-ready schema carry an all-null sidecar column); reading the
+    column to find that out costs ~0.5 ms of every query. Unknown (no statistics, unreadable
+    footer): False, and the column is read."""
+    try:
+        with checkpoint_read_errors(path):
+            md = open_parquet(storage, path).metadata
+    except (LogCorruptError, MissingLogFileError):
+        return False  # the read that follows reports it
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        found = False
+        for i in range(rg.num_columns):
+            col = rg.column(i)
+            if col.path_in_schema != "sidecar.path":
+                continue
+            found = True
+            st = col.statistics
+            if st is None or not st.has_null_count or st.null_count != rg.num_rows:
+                return False
+        if not found:
+            return False
+    return md.num_row_groups > 0
 
 
 def _sidecar_rows(table: pa.Table) -> list[tuple[str, int | None]]:
@@ -148,7 +178,12 @@ def open_leaf(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
     """A reader of its own, closed on exit: a ParquetFile must not be shared between threads
     (concurrent row-group reads through one reader crash or hang; seen in parallel replay)."""
     if storage.is_local:
-        pf = pq.ParquetFile(path, filesystem=storage.arrow_fs)
+        # the planning reads' handle (if any) has parsed this footer already: its FileMetaData is
+        # immutable and can be shared (a 60-column checkpoint footer: 0.40 -> 0.09 ms to open)
+        planned = storage.__dict__.get("_log_parquet", {}).get(path)
+        pf = pq.ParquetFile(
+            path, filesystem=storage.arrow_fs, metadata=planned.metadata if planned is not None else None
+        )
         try:
             yield pf
         finally:
