@@ -575,6 +575,29 @@ def test_to_reader_streams(flat_table):
 # --------------------------------------------------------------------------------------------
 
 
+def test_catalog_names_resolve_as_datafusion_does(flat_table, tmp_path):
+    """A bare name means what DataFusion resolves it to: a Delta folder catalog table when that
+    catalog is the session's default, another table of the same name when that one is."""
+    from datafusion import SessionConfig, SessionContext
+
+    shutil.copytree(flat_table, tmp_path / "lake" / "events")
+    n = ours(flat_table, 3).num_rows
+    ctx = SessionContext(SessionConfig().with_default_catalog_and_schema("lake", "default"))
+    dd.register(ctx)
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    for name in ("events", "default.events", "lake.default.events", "'events'"):
+        got = sql(ctx, f"SELECT count(*) FROM table_changes({name}, 3)").column(0).to_pylist()
+        assert got == [n], name
+
+    # default catalog: DataFusion's own; "events" there is an in-memory table, not the Delta one
+    ctx = new_ctx()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    ctx.register_record_batches("events", [[pa.record_batch({"x": [1]})]])
+    assert sql(ctx, "SELECT count(*) FROM table_changes(lake.default.events, 3)").column(0).to_pylist() == [n]
+    with pytest.raises(Exception, match="TableNotFoundError"):
+        sql(ctx, "SELECT * FROM table_changes(events, 3)")
+
+
 def test_name_resolution(flat_table, part_table, tmp_path):
     ctx = new_ctx()
     dd.register_table(ctx, "flat", str(flat_table))

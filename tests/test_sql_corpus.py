@@ -116,7 +116,7 @@ def test_corpus_time_travel_by_timestamp(table, expectation):
     iso = _iso(ts_ms)
     ctx.sql(f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{path}' OPTIONS ('timestamp' '{iso}')")
     got = ctx.sql("SELECT * FROM t").to_arrow_table()
-    assert got.schema.metadata[b"delta.version"] == str(version).encode()
+    assert f"version={version} " in dd.explain(ctx, "SELECT * FROM t")
     assert_same_rows(got, pq.read_table(CORPUS / expectation["file"]), f"{table['name']}@ts({version})")
 
 

@@ -10,14 +10,15 @@ from ..scan import ScanMetadata
 from ..snapshot import Snapshot
 from .dataset import DeltaDataset, ScanPlanInfo
 
-TABLE_URI_KEY = b"delta.table_uri"
-VERSION_KEY = b"delta.version"
 
+def provider_schema(snapshot: Snapshot) -> pa.Schema:
+    """The table's logical schema with no schema-level metadata.
 
-def provider_schema(snapshot: Snapshot, extra: dict[bytes, bytes] | None = None) -> pa.Schema:
-    md = {TABLE_URI_KEY: snapshot.table_root.encode(), VERSION_KEY: str(snapshot.version).encode()}
-    md.update(extra or {})
-    return snapshot.schema.with_metadata(md)
+    DataFusion 55 fails ``count(*)`` over ``UNION ALL`` of two inputs whose schema metadata differ
+    ("Physical input schema should be the same as the one converted from logical input schema",
+    plain pyarrow datasets too), so a per-table location or version there would break unions of
+    two Delta tables or versions. Field metadata (column mapping) does not matter to it."""
+    return snapshot.schema.remove_metadata()
 
 
 def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:

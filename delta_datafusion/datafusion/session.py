@@ -137,16 +137,29 @@ class DeltaTableFactory(TableProviderFactory):
 _VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
 
 
-# Storage options of the folder catalogs, by root URI: ``table_changes()`` finds a catalog table
-# by the location its provider carries and needs the catalog's options to open it.
-_CATALOG_OPTIONS: dict[str, dict[str, Any]] = {}
+# Which Delta folder catalog answered a name: DataFusion resolves a table reference (default
+# catalog and schema, identifier normalization) and asks that schema provider's ``table_exist``
+# synchronously on the calling thread, so a probe set around ``SessionContext.table_exist`` learns
+# the exact provider and folder name without async lookups (which panic inside a table function).
+_PROBE = threading.local()
 
 
-def catalog_storage_options(uri: str) -> dict[str, Any] | None:
-    """The storage options of the folder catalog whose root holds ``uri`` (None: no catalog)."""
-    with _REGISTRY_LOCK:
-        roots = [r for r in _CATALOG_OPTIONS if uri.startswith(r.rstrip("/") + "/")]
-        return dict(_CATALOG_OPTIONS[max(roots, key=len)]) if roots else None
+def resolve_catalog_table(session: SessionContext, name: str) -> tuple[str, dict[str, Any]] | None:
+    """(location, storage options) of ``name`` if the session resolves it to a table of a Delta
+    folder catalog (:func:`register_catalog`); None for any other name or table."""
+    _PROBE.found = None
+    _PROBE.active = True
+    try:
+        exists = session.table_exist(name)
+    except Exception:  # noqa: BLE001 - a name the session cannot parse is not a catalog table
+        exists = False
+    finally:
+        _PROBE.active = False
+    found, _PROBE.found = _PROBE.found, None
+    if not exists or found is None:
+        return None
+    provider, table = found
+    return provider.storage.child_location(table), dict(provider.storage_options)
 
 
 class DeltaSchemaProvider(SchemaProvider):
@@ -157,8 +170,6 @@ class DeltaSchemaProvider(SchemaProvider):
 
         self.storage = Storage(root, storage_options)
         self.storage_options = dict(storage_options or {})
-        with _REGISTRY_LOCK:
-            _CATALOG_OPTIONS[self.storage.root_uri] = self.storage_options
         self._cache: dict[str, tuple[int, Table]] = {}
         self._lock = threading.Lock()
 
@@ -183,7 +194,10 @@ class DeltaSchemaProvider(SchemaProvider):
         return self._names()
 
     def table_exist(self, name: str) -> bool:
-        return name in self._names()
+        exists = name in self._names()
+        if exists and getattr(_PROBE, "active", False):
+            _PROBE.found = (self, name)
+        return exists
 
     def table(self, name: str) -> Table | None:
         if name not in self._names():

@@ -8,8 +8,8 @@ Installed in a session by :func:`delta_datafusion.register` (``install_table_cha
 
 * ``table``: a Delta table registered in the session through this package (``register_table``,
   ``CREATE EXTERNAL TABLE ... STORED AS DELTA``), given as a string literal or a bare identifier;
-  a table of the session whose provider carries ``delta.table_uri`` (a Delta folder catalog);
-  anything else is a path or URI.
+  a table of a Delta folder catalog registered through it (``register_catalog``: DataFusion
+  resolves the name, default catalog and schema included); anything else is a path or URI.
 * ``start`` / ``end``: versions (integers) or timestamps (``TIMESTAMP '...'`` literals, dates, or
   ISO-8601 strings, UTC unless they carry an offset); ``end`` is inclusive and defaults to the
   latest version. A start timestamp selects the first commit at or after it, an end timestamp the
@@ -28,7 +28,6 @@ name and message in the text.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -42,10 +41,8 @@ from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo
-from .provider import TABLE_URI_KEY, VERSION_KEY
 
 FUNCTION_NAME = "table_changes"
-CHANGES_KEY = b"delta.changes"
 
 # --------------------------------------------------------------------------------------------
 # Plans of the change scans of each session (for delta_datafusion.explain)
@@ -111,15 +108,8 @@ class ChangesDataset(DeltaDataset):
     def __init__(self, feed: ChangeFeed, label: str, session_id: str | None = None):
         self.feed = feed
         self.session_id = session_id
-        md = dict(feed.schema.metadata or {})
-        md.update(
-            {
-                TABLE_URI_KEY: feed.storage.root_uri.encode(),
-                VERSION_KEY: str(feed.end).encode(),
-                CHANGES_KEY: f"{feed.start}..{feed.end}".encode(),
-            }
-        )
-        schema = feed.schema.with_metadata(md)
+        # no schema-level metadata: it would break UNION ALL of two feeds (see provider_schema)
+        schema = feed.schema.remove_metadata()
 
         def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
             res = feed.plan(pred)
@@ -183,8 +173,6 @@ def changes_dataset(
 # Arguments
 # --------------------------------------------------------------------------------------------
 
-_POOL = cf.ThreadPoolExecutor(1, thread_name_prefix="delta-table-changes")
-
 
 def _literal(arg: Any) -> pa.Scalar | None:
     if arg.variant_name() != "Literal":
@@ -231,51 +219,28 @@ def _bound_argument(arg: Any, which: str) -> int | Instant | None:
     )
 
 
-def _session_table_name(session: SessionContext, name: str) -> str | None:
-    """``name`` as the session resolves it: as given, else with each dotted part quoted (catalog
-    folder names may hold characters SQL identifiers do not, like ``lake.default.cdf-table``)."""
+def _name_spellings(name: str) -> list[str]:
+    """``name`` as given, then with each dotted part quoted (catalog folder names may hold
+    characters SQL identifiers do not, like ``lake.default.cdf-table``)."""
     candidates = [name]
     parts = name.split(".")
     if len(parts) <= 3 and all(parts):
         candidates.append(".".join('"' + p.replace('"', '""') + '"' for p in parts))
-    for candidate in candidates:
-        try:
-            if session.table_exist(candidate):
-                return candidate
-        except Exception:  # noqa: BLE001, S112 - not a name the session can parse: try the next form
-            continue
-    return None
-
-
-def _catalog_location(session: SessionContext, name: str) -> str | None:
-    """The ``delta.table_uri`` of a session table registered some other way (None if none)."""
-    found = _session_table_name(session, name)
-    if found is None:
-        return None
-    name = found
-
-    def read() -> bytes | None:
-        md = session.table(name).schema().metadata or {}
-        return md.get(TABLE_URI_KEY)
-
-    try:
-        # The lookup is async in datafusion-python: it must not run on the planning thread.
-        uri = _POOL.submit(read).result(timeout=60)
-    except Exception:  # noqa: BLE001 - unreadable provider: fall through to the path route
-        return None
-    return uri.decode() if uri else None
+    return candidates
 
 
 def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
-    from .session import catalog_storage_options, lookup, registered_tables
+    from .session import lookup, registered_tables, resolve_catalog_table
 
     session_id = session.session_id()
     entry = lookup(session_id, name)
     if entry is not None:
         return DeltaTable(entry.uri, entry.storage_options or None), entry.name
-    uri = _catalog_location(session, name)
-    if uri is not None:
-        return DeltaTable(uri, catalog_storage_options(uri)), name
+    for candidate in _name_spellings(name):
+        found = resolve_catalog_table(session, candidate)
+        if found is not None:
+            uri, options = found
+            return DeltaTable(uri, options or None), name
     registered = sorted(e.name for e in registered_tables(session_id).values())
     listed = ", ".join(registered) if registered else "none"
     try:
