@@ -598,6 +598,17 @@ def test_catalog_names_resolve_as_datafusion_does(flat_table, tmp_path):
         sql(ctx, "SELECT * FROM table_changes(events, 3)")
 
 
+def test_dropped_name_is_not_resolved(flat_table):
+    ctx = new_ctx()
+    dd.register_table(ctx, "flat", str(flat_table))
+    dd.register_table(ctx, "other", str(flat_table))
+    assert sql(ctx, "SELECT count(*) FROM table_changes(flat, 3)").num_rows == 1
+    ctx.sql("DROP TABLE flat").collect()
+    with pytest.raises(Exception, match="TableNotFoundError") as info:
+        sql(ctx, "SELECT * FROM table_changes(flat, 3)")
+    assert "registered Delta tables: other)" in str(info.value)
+
+
 def test_name_resolution(flat_table, part_table, tmp_path):
     ctx = new_ctx()
     dd.register_table(ctx, "flat", str(flat_table))

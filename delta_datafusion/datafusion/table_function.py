@@ -229,19 +229,32 @@ def _name_spellings(name: str) -> list[str]:
     return candidates
 
 
+def _in_session(session: SessionContext, name: str) -> bool:
+    """Does the session still hold a table of this registered name (not dropped since)?"""
+    for candidate in _name_spellings(name):
+        try:
+            if session.table_exist(candidate):
+                return True
+        except Exception:  # noqa: BLE001, S112 - a spelling the session cannot parse: try the next
+            continue
+    return False
+
+
 def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
     from .session import lookup, registered_tables, resolve_catalog_table
 
     session_id = session.session_id()
     entry = lookup(session_id, name)
-    if entry is not None:
+    if entry is not None and _in_session(session, entry.name):
         return DeltaTable(entry.uri, entry.storage_options or None), entry.name
     for candidate in _name_spellings(name):
         found = resolve_catalog_table(session, candidate)
         if found is not None:
             uri, options = found
             return DeltaTable(uri, options or None), name
-    registered = sorted(e.name for e in registered_tables(session_id).values())
+    registered = sorted(
+        e.name for e in registered_tables(session_id).values() if _in_session(session, e.name)
+    )
     listed = ", ".join(registered) if registered else "none"
     try:
         table = DeltaTable(name)
