@@ -835,6 +835,8 @@ def _to_predicate(node: tuple) -> Predicate:
     if name in COMPARISON_OPS:
         if len(args) != 2:
             raise _Unsupported(f"comparison with {len(args)} arguments")
+        if any(a[0] not in ("col", "lit") for a in args):
+            return _boolean_comparison(name, args)
         return Comparison(name, _to_operand(args[0]), _to_operand(args[1]))
     if name in ("and", "or"):
         if not args:
@@ -855,6 +857,18 @@ def _to_predicate(node: tuple) -> Predicate:
             return Or((IsNull(x), Comparison("=", x, Literal(pa.scalar(float("nan"), x.type)))))
         return IsNull(x)
     raise _Unsupported(f"function {name!r}")
+
+
+def _boolean_comparison(op: str, args: Sequence[tuple]) -> Predicate:
+    """``P = Q`` / ``P <> Q`` of two boolean expressions (e.g. ``(a > 1) = (b = 'x')``) as logic
+    that is exact in SQL's three-valued logic (a NULL side gives NULL): ``(P AND Q) OR (NOT P AND
+    NOT Q)`` and ``(P AND NOT Q) OR (NOT P AND Q)``. Orderings of booleans are refused."""
+    if op not in ("=", "!="):
+        raise _Unsupported(f"ordering comparison ({op}) of boolean expressions")
+    p, q = _to_predicate(args[0]), _to_predicate(args[1])
+    if op == "=":
+        return or_(and_(p, q), and_(not_(p), not_(q)))
+    return or_(and_(p, not_(q)), and_(not_(p), q))
 
 
 def _to_operand(node: tuple) -> Operand:
