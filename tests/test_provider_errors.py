@@ -132,6 +132,32 @@ def test_version_out_of_range(tmp_path: Path) -> None:
         ).collect()
 
 
+def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
+    """A misspelt option or a wrong PARTITIONED BY is refused, not silently ignored (the first
+    would read the latest version instead of the one meant)."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1, 2], "p": ["x", "y"]}), partition_by=["p"])
+    write_deltalake(str(path), pa.table({"a": [3], "p": ["x"]}), mode="append")
+    ctx = _ctx()
+
+    def error(sql: str) -> dd.DeltaError:
+        with pytest.raises(Exception) as info:  # noqa: B017
+            ctx.sql(sql).collect()
+        err = dd.from_datafusion(info.value)
+        assert isinstance(err, dd.DeltaError), info.value
+        return err
+
+    err = error(f"CREATE EXTERNAL TABLE t1 STORED AS DELTA LOCATION '{path}' OPTIONS ('verison' '0')")
+    assert "unknown OPTIONS ['verison']" in str(err) and "'version'" in str(err)
+    err = error(f"CREATE EXTERNAL TABLE t2 STORED AS DELTA PARTITIONED BY (a) LOCATION '{path}'")
+    assert "PARTITIONED BY ['a']" in str(err) and "['p']" in str(err)
+    # what matches the table is accepted
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE t3 STORED AS DELTA PARTITIONED BY (p) LOCATION '{path}' OPTIONS ('version' '0')"
+    )
+    assert ctx.sql("SELECT count(*) AS n FROM t3").to_pydict() == {"n": [2]}
+
+
 # -- missing data files ------------------------------------------------------------------------
 
 

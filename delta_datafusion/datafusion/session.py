@@ -20,6 +20,7 @@ from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
 from ..errors import DeltaError, TableNotFoundError
+from ..storage import Storage
 from ..table import DeltaTable
 from .dataset import DeltaDataset
 from .provider import table_dataset
@@ -116,7 +117,20 @@ class DeltaTableFactory(TableProviderFactory):
             raise DeltaError(f"CREATE EXTERNAL TABLE {cmd.name()}: LOCATION is required for a Delta table")
         declared = cmd.schema().field_names()
         version, timestamp, storage = _split_options(dict(cmd.options()))
-        dataset = open_dataset(locations[0], storage or None, version, timestamp, label=str(cmd.name()))
+        if storage and Storage(locations[0], storage).is_local:
+            # a misspelt 'version' would otherwise silently read the latest version
+            raise DeltaError(
+                f"CREATE EXTERNAL TABLE {cmd.name()}: unknown OPTIONS {sorted(storage)} for a local Delta table "
+                "(accepted: 'version', 'timestamp'; storage options apply to object stores)"
+            )
+        snapshot = DeltaTable(locations[0], storage or None).snapshot(version=version, timestamp=timestamp)
+        dataset = table_dataset(snapshot, label=str(cmd.name()))
+        declared_parts = list(cmd.table_partition_cols())
+        if declared_parts and declared_parts != snapshot.partition_columns:
+            raise DeltaError(
+                f"CREATE EXTERNAL TABLE {cmd.name()}: PARTITIONED BY {declared_parts} does not match the Delta "
+                f"table at {locations[0]}, partitioned by {snapshot.partition_columns or 'nothing'}"
+            )
         if declared:
             unknown = [c for c in declared if c not in dataset.schema.names]
             if unknown:
