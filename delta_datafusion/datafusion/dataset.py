@@ -128,9 +128,15 @@ class _ScanThreads:
             yield batch
 
     def drain(self, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
         with self._cond:
             self._closing = True
+        self.wait_idle(timeout)
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Wait until no batch has been in progress for ``QUIET`` seconds (bounded by ``timeout``):
+        after a LIMIT query returns, DataFusion may still start a scan of its other partitions."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
             while True:
                 now = time.monotonic()
                 quiet_for = now - self._last
