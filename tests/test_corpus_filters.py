@@ -16,7 +16,7 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import corpus_available, corpus_missing_reason, manifest_tables
+from conftest import corpus_available, corpus_missing_reason, corpus_table, manifest_tables
 from datafusion import SessionContext
 
 import delta_datafusion as dd
@@ -81,8 +81,6 @@ def _primitive(t: pa.DataType) -> bool:
 
 @pytest.mark.parametrize("name", _tables())
 def test_filters_agree_with_the_rows(name: str) -> None:
-    from conftest import corpus_table
-
     path = corpus_table(name)
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(path))
@@ -103,8 +101,6 @@ def test_filters_agree_with_the_rows(name: str) -> None:
 
 def test_contradictory_stats_are_as_described() -> None:
     """Keeps the exclusion above honest: the table really reads NULL where its stats say no NULLs."""
-    from conftest import corpus_table
-
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(corpus_table("parsed-stats")))
     # the rows, read: all NULL; the statistics (nullCount 0 in every file) prove IS NOT NULL for
@@ -129,8 +125,6 @@ def _change_ranges() -> list[tuple[str, int, int | None]]:
 def test_change_feed_filters_agree_with_the_rows(name: str, start: int, end: int | None) -> None:
     """The same on every corpus change-feed range, change columns included (commit pruning,
     change-type constants, commit timestamps, cdc footers, DV diffs)."""
-    from conftest import corpus_table
-
     path = str(corpus_table(name)).replace("'", "''")
     src = f"table_changes('{path}', {start}" + ("" if end is None else f", {end}") + ")"
     ctx = SessionContext()
@@ -154,8 +148,6 @@ def test_combined_filters_agree_with_the_rows(name: str) -> None:
     """AND / OR / NOT of two of those filters (fixed random pairs per table): the evaluators'
     three-valued logic over real statistics and partition values."""
     import random
-
-    from conftest import corpus_table
 
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(corpus_table(name)))

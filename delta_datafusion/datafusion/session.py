@@ -117,13 +117,14 @@ class DeltaTableFactory(TableProviderFactory):
             raise DeltaError(f"CREATE EXTERNAL TABLE {cmd.name()}: LOCATION is required for a Delta table")
         declared = cmd.schema().field_names()
         version, timestamp, storage = _split_options(dict(cmd.options()))
-        if storage and Storage(locations[0], storage).is_local:
+        table = DeltaTable(locations[0], storage or None)
+        if storage and table.storage.is_local:
             # a misspelt 'version' would otherwise silently read the latest version
             raise DeltaError(
                 f"CREATE EXTERNAL TABLE {cmd.name()}: unknown OPTIONS {sorted(storage)} for a local Delta table "
                 "(accepted: 'version', 'timestamp'; storage options apply to object stores)"
             )
-        snapshot = DeltaTable(locations[0], storage or None).snapshot(version=version, timestamp=timestamp)
+        snapshot = table.snapshot(version=version, timestamp=timestamp)
         dataset = table_dataset(snapshot, label=str(cmd.name()))
         declared_parts = list(cmd.table_partition_cols())
         if declared_parts and declared_parts != snapshot.partition_columns:
@@ -180,8 +181,6 @@ class DeltaSchemaProvider(SchemaProvider):
     """Every Delta table directly under ``root`` (a folder holding ``_delta_log``), by folder name."""
 
     def __init__(self, root: str, storage_options: dict[str, Any] | None = None):
-        from ..storage import Storage
-
         self.storage = Storage(root, storage_options)
         self.storage_options = dict(storage_options or {})
         self._cache: dict[str, tuple[int, Table]] = {}

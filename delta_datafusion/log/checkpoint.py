@@ -144,18 +144,14 @@ def _no_sidecar_rows(storage: Storage, path: str) -> bool:
             md = open_parquet(storage, path).metadata
     except (LogCorruptError, MissingLogFileError):
         return False  # the read that follows reports it
+    schema = md.schema
+    leaf = next((j for j in range(len(schema)) if schema.column(j).path == "sidecar.path"), None)
+    if leaf is None:
+        return False
     for g in range(md.num_row_groups):
         rg = md.row_group(g)
-        found = False
-        for i in range(rg.num_columns):
-            col = rg.column(i)
-            if col.path_in_schema != "sidecar.path":
-                continue
-            found = True
-            st = col.statistics
-            if st is None or not st.has_null_count or st.null_count != rg.num_rows:
-                return False
-        if not found:
+        st = rg.column(leaf).statistics
+        if st is None or not st.has_null_count or st.null_count != rg.num_rows:
             return False
     return md.num_row_groups > 0
 
