@@ -847,6 +847,11 @@ def _to_predicate(node: tuple) -> Predicate:
         raise _Unsupported(f"{name} with {len(args)} arguments")
     if name == "not":
         return Not(_to_predicate(args[0]))
+    if name in ("is_null", "is_not_null", "is_null_or_nan") and args[0][0] not in ("col", "lit"):
+        # IS [NOT] NULL of a boolean expression ("(a > 1) IS NULL"); a boolean is never NaN
+        p = _to_predicate(args[0])
+        known = or_(_is(p, True), _is(p, False))
+        return known if name == "is_not_null" else not_(known)
     if name == "is_not_null":
         return IsNotNull(_to_operand(args[0]))
     if name == "is_null":
@@ -859,16 +864,66 @@ def _to_predicate(node: tuple) -> Predicate:
     raise _Unsupported(f"function {name!r}")
 
 
+def _is(p: Predicate, value: bool) -> Predicate:
+    """A predicate that is TRUE where ``p`` is ``value`` and FALSE elsewhere (never NULL), so that
+    ``p IS NULL`` can be written as ``NOT (_is(p, True) OR _is(p, False))``.
+
+    A comparison or IN is NULL exactly when a column operand is NULL (or a NULL literal / NULL in
+    the IN list leaves it undecided); AND, OR and NOT follow Kleene's tables."""
+    if isinstance(p, BoolLiteral):
+        return TRUE if p.value is value else FALSE
+    if isinstance(p, (IsNull, IsNotNull)):
+        return p if value else not_(p)
+    if isinstance(p, Comparison):
+        if any(isinstance(x, Literal) and x.is_null for x in (p.left, p.right)):
+            return FALSE
+        nonnull = [IsNotNull(x) for x in (p.left, p.right) if isinstance(x, Column)]
+        return and_(*nonnull, p if value else not_(p))
+    if isinstance(p, In):
+        values = tuple(v for v in p.values if not v.is_null)
+        hit = In(p.operand, values, False) if values else FALSE
+        nonnull = [IsNotNull(p.operand)] if isinstance(p.operand, Column) else []
+        if isinstance(p.operand, Literal) and p.operand.is_null:
+            return FALSE
+        found = and_(*nonnull, hit)
+        missed = FALSE if len(values) != len(p.values) else and_(*nonnull, not_(hit))
+        return found if value != p.negated else missed
+    if isinstance(p, Not):
+        return _is(p.child, not value)
+    if isinstance(p, And):
+        parts = [_is(c, value) for c in p.children]
+        return and_(*parts) if value else or_(*parts)
+    if isinstance(p, Or):
+        parts = [_is(c, value) for c in p.children]
+        return or_(*parts) if value else and_(*parts)
+    raise _Unsupported(f"IS NULL of {p}")
+
+
 def _boolean_comparison(op: str, args: Sequence[tuple]) -> Predicate:
-    """``P = Q`` / ``P <> Q`` of two boolean expressions (e.g. ``(a > 1) = (b = 'x')``) as logic
-    that is exact in SQL's three-valued logic (a NULL side gives NULL): ``(P AND Q) OR (NOT P AND
-    NOT Q)`` and ``(P AND NOT Q) OR (NOT P AND Q)``. Orderings of booleans are refused."""
-    if op not in ("=", "!="):
-        raise _Unsupported(f"ordering comparison ({op}) of boolean expressions")
+    """A comparison of two boolean expressions (e.g. ``(a > 1) = (b = 'x')``, ``(a > 1) > b``) as
+    logic that is exact in SQL's three-valued logic, where a NULL side makes the comparison NULL
+    (false < true):
+
+    - ``P = Q``: ``(P AND Q) OR (NOT P AND NOT Q)``; ``P <> Q``: ``(P AND NOT Q) OR (NOT P AND Q)``;
+    - ``P >= Q``: ``(P OR NOT Q) AND (P OR NOT P) AND (Q OR NOT Q)``, where ``X OR NOT X`` is TRUE
+      for a known X and NULL for a NULL one, so a NULL side cannot give TRUE;
+    - ``P > Q``: ``(P AND NOT Q) OR (P AND NOT P) OR (Q AND NOT Q)`` (``NOT (Q >= P)``; ``X AND
+      NOT X`` is FALSE for a known X and NULL for a NULL one);
+    - ``P <= Q`` and ``P < Q`` swap the sides.
+
+    Checked for all nine NULL/TRUE/FALSE pairs against DataFusion (tests/test_sql_filters.py)."""
     p, q = _to_predicate(args[0]), _to_predicate(args[1])
+    if op in ("<", "<="):
+        p, q, op = q, p, {"<": ">", "<=": ">="}[op]
     if op == "=":
         return or_(and_(p, q), and_(not_(p), not_(q)))
-    return or_(and_(p, not_(q)), and_(not_(p), q))
+    if op == "!=":
+        return or_(and_(p, not_(q)), and_(not_(p), q))
+    if op == ">=":
+        return and_(or_(p, not_(q)), or_(p, not_(p)), or_(q, not_(q)))
+    if op == ">":
+        return or_(and_(p, not_(q)), and_(p, not_(p)), and_(q, not_(q)))
+    raise _Unsupported(f"comparison ({op}) of boolean expressions")
 
 
 def _to_operand(node: tuple) -> Operand:

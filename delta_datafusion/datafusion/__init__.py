@@ -1,5 +1,6 @@
 """DataFusion integration: table provider, table factory, folder catalog, table_changes()."""
 
+from . import filter_operators
 from .dataset import DeltaDataset, ScanPlanInfo
 from .provider import table_dataset
 from .session import (
@@ -11,6 +12,9 @@ from .session import (
     register_catalog,
     register_table,
 )
+
+# before any query: see filter_operators (constant conjuncts in pushed filters)
+filter_operators.install()
 
 __all__ = [
     "DeltaDataset",
