@@ -14,6 +14,7 @@ import atexit
 import heapq
 import os
 import threading
+from collections import deque
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -237,6 +238,9 @@ class DeltaDataset(ds.Dataset):
         self._lock = threading.Lock()
         self.last_plan: ScanPlanInfo | None = None
         self._plans: dict[str, ScanPlanInfo] = {}
+        # every planning in order (bounded), for dd.explain: a query may scan one table twice
+        self._history: deque[ScanPlanInfo] = deque(maxlen=64)
+        self.plans_made = 0
 
     # DataFusion reads .schema many times per query; it must be cheap and never raise.
     @property
@@ -280,6 +284,8 @@ class DeltaDataset(ds.Dataset):
         with self._lock:
             self.last_plan = info
             self._plans[info.filter] = info
+            self._history.append(info)
+            self.plans_made += 1
         # Always at least one (possibly empty) fragment: with zero partitions DataFusion 55
         # fails to plan ORDER BY above the scan (SanityCheckPlan).
         return [UnitGroupFragment(self, g, pred) for g in groups] or [UnitGroupFragment(self, [], pred)]
@@ -289,6 +295,12 @@ class DeltaDataset(ds.Dataset):
 
     def count_rows(self, filter: Any = None, **_: Any) -> int:  # noqa: A002
         return self.to_table(columns=[], filter=filter).num_rows
+
+    def plans_since(self, count: int) -> list[ScanPlanInfo]:
+        """The plans made after the first ``count`` (see :attr:`plans_made`), oldest first."""
+        with self._lock:
+            new = self.plans_made - count
+            return list(self._history)[-new:] if new > 0 else []
 
     def plan_for(self, filter_text: str) -> ScanPlanInfo | None:
         with self._lock:

@@ -38,6 +38,8 @@ class RegisteredTable:
 
 _REGISTRY: dict[str, dict[str, RegisteredTable]] = {}
 _REGISTRY_LOCK = threading.Lock()
+# folder catalogs registered per session (dd.explain reports their tables' scans too)
+_CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
 
 
 def _remember(session_id: str, entry: RegisteredTable) -> None:
@@ -183,7 +185,7 @@ class DeltaSchemaProvider(SchemaProvider):
     def __init__(self, root: str, storage_options: dict[str, Any] | None = None):
         self.storage = Storage(root, storage_options)
         self.storage_options = dict(storage_options or {})
-        self._cache: dict[str, tuple[int, Table]] = {}
+        self._cache: dict[str, tuple[int, Table, DeltaDataset]] = {}
         self._lock = threading.Lock()
 
     def _names(self) -> list[str]:
@@ -224,8 +226,13 @@ class DeltaSchemaProvider(SchemaProvider):
         dataset = table_dataset(table.snapshot(latest), label=name)
         provider = Table(dataset)
         with self._lock:
-            self._cache[name] = (latest, provider)
+            self._cache[name] = (latest, provider, dataset)
         return provider
+
+    def datasets(self) -> list[DeltaDataset]:
+        """The datasets of the tables opened so far (latest version of each)."""
+        with self._lock:
+            return [entry[2] for entry in self._cache.values()]
 
     def register_table(self, name: str, table: Any) -> None:
         raise DeltaError("tables cannot be added to a Delta folder catalog; write them with a Delta writer")
@@ -261,6 +268,8 @@ def register_catalog(
     """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
     provider = DeltaSchemaProvider(root, storage_options)
     ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
+    with _REGISTRY_LOCK:
+        _CATALOGS.setdefault(ctx.session_id(), []).append(provider)
     return provider
 
 
@@ -278,24 +287,28 @@ def register(ctx: SessionContext) -> SessionContext:
     return ctx
 
 
+def _session_datasets(session_id: str) -> list[DeltaDataset]:
+    """Datasets the session can scan: registered tables and folder-catalog tables opened so far."""
+    out = [e.dataset for e in registered_tables(session_id).values() if e.dataset is not None]
+    with _REGISTRY_LOCK:
+        providers = list(_CATALOGS.get(session_id, ()))
+    for provider in providers:
+        out.extend(provider.datasets())
+    return out
+
+
 def explain(ctx: SessionContext, sql: str) -> str:
     """``EXPLAIN`` with a DeltaScan line per Delta table scan: files total and after pruning.
 
     DataFusion prints a Python dataset only as ``DatasetExec: number_of_fragments=N``; the Delta
     planning figures are recorded during planning and added under each such line.
     """
-    before = {
-        id(e.dataset): e.dataset.last_plan for e in registered_tables(ctx.session_id()).values() if e.dataset
-    }
+    sid = ctx.session_id()
+    before = {id(d): d.plans_made for d in _session_datasets(sid)}
     rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
     plans = []
-    for e in registered_tables(ctx.session_id()).values():
-        if (
-            e.dataset is not None
-            and e.dataset.last_plan is not None
-            and e.dataset.last_plan is not before.get(id(e.dataset))
-        ):
-            plans.append(e.dataset.last_plan)
+    for d in _session_datasets(sid):  # one line per scan: a table scanned twice shows twice
+        plans.extend(d.plans_since(before.get(id(d), 0)))
     try:
         from .table_function import recent_plans
     except ImportError:
