@@ -151,11 +151,16 @@ def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
     assert "unknown OPTIONS ['verison']" in str(err) and "'version'" in str(err)
     err = error(f"CREATE EXTERNAL TABLE t2 STORED AS DELTA PARTITIONED BY (a) LOCATION '{path}'")
     assert "PARTITIONED BY ['a']" in str(err) and "['p']" in str(err)
+    # a column list must name every column: the Delta schema decides columns and types
+    err = error(f"CREATE EXTERNAL TABLE t4 (a BIGINT) STORED AS DELTA LOCATION '{path}'")
+    assert "leaves out ['p']" in str(err) and "name every column or none" in str(err)
     # what matches the table is accepted
     ctx.sql(
         f"CREATE EXTERNAL TABLE t3 STORED AS DELTA PARTITIONED BY (p) LOCATION '{path}' OPTIONS ('version' '0')"
     )
     assert ctx.sql("SELECT count(*) AS n FROM t3").to_pydict() == {"n": [2]}
+    ctx.sql(f"CREATE EXTERNAL TABLE t5 (a BIGINT, p VARCHAR) STORED AS DELTA LOCATION '{path}'")
+    assert ctx.sql("SELECT sum(a) AS s FROM t5").to_pydict() == {"s": [6]}
 
 
 # -- missing data files ------------------------------------------------------------------------

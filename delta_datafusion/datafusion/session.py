@@ -141,6 +141,15 @@ class DeltaTableFactory(TableProviderFactory):
                     f"CREATE EXTERNAL TABLE {cmd.name()}: declared columns {unknown} are not in the Delta "
                     f"table at {locations[0]} (columns: {dataset.schema.names})"
                 )
+            # The table always has the Delta schema's columns and types (datafusion-python hands
+            # the factory the declared names only): a partial list would silently mean nothing.
+            missing = [c for c in dataset.schema.names if c not in declared]
+            if missing:
+                raise DeltaError(
+                    f"CREATE EXTERNAL TABLE {cmd.name()}: the column list leaves out {missing} of the Delta "
+                    f"table at {locations[0]}; name every column or none (the Delta schema gives the "
+                    "columns and types; select the columns you want in queries or a view)"
+                )
         _remember(
             self.session_id,
             RegisteredTable(str(cmd.name()), locations[0], storage, version, timestamp, dataset),
