@@ -500,20 +500,27 @@ def test_dd_explain_lists_every_scan(session, table_path: Path) -> None:
     each with its own filter and counts; so does a folder-catalog table."""
     ctx, _ = session
     text = dd.explain(
-        ctx, "SELECT id FROM t WHERE region = 'us' UNION ALL SELECT id FROM t WHERE id < 2000 AND region = 'eu'"
+        ctx,
+        "SELECT id FROM t WHERE region = 'us' UNION ALL SELECT id FROM t WHERE id < 2000 AND region = 'eu'",
     )
     lines = sorted(line.strip() for line in text.splitlines() if "DeltaScan:" in line)
     assert len(lines) == 2, text
-    assert any("after_partition_pruning=10 after_stats_pruning=10" in x and "region = 'us'" in x for x in lines)
+    assert any(
+        "after_partition_pruning=10 after_stats_pruning=10" in x and "region = 'us'" in x for x in lines
+    )
     assert any("after_partition_pruning=10 after_stats_pruning=5" in x and "2000" in x for x in lines)
-    text = dd.explain(ctx, "SELECT x.id FROM t x JOIN t y ON x.id = y.id WHERE x.region = 'eu' AND y.id < 300")
+    text = dd.explain(
+        ctx, "SELECT x.id FROM t x JOIN t y ON x.id = y.id WHERE x.region = 'eu' AND y.id < 300"
+    )
     assert len([line for line in text.splitlines() if "DeltaScan:" in line]) == 2, text
 
     cat = SessionContext()
     dd.register_catalog(cat, "lake", str(table_path.parent))
     text = dd.explain(cat, f"SELECT id FROM lake.default.{table_path.name} WHERE region = 'eu' AND id < 2000")
     lines = [line for line in text.splitlines() if "DeltaScan:" in line]
-    assert len(lines) == 1 and "files_total=40 after_partition_pruning=10 after_stats_pruning=5" in lines[0], text
+    assert (
+        len(lines) == 1 and "files_total=40 after_partition_pruning=10 after_stats_pruning=5" in lines[0]
+    ), text
 
 
 def test_join_prunes_each_side(session, table_path: Path) -> None:

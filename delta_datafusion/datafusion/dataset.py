@@ -14,8 +14,8 @@ import atexit
 import heapq
 import os
 import threading
-from collections import deque
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
