@@ -24,7 +24,8 @@ delta-kernel-rs ``table_changes``:
   ``_commit_timestamp``. Schema changes inside the range are allowed as long as the columns read
   are compatible (same physical column, same or widened type, same partitioning); columns added
   later read as NULL for older changes. Reading an incompatible column is a
-  :class:`~.errors.ChangeDataFeedError` naming the column and the version.
+  :class:`~.errors.ChangeDataFeedError` naming the column and the version. When the start commit
+  itself changes the schema, the files it removes are checked against the schema before it.
 
 Planning (:meth:`ChangeFeed.plan`) works on one Arrow table of *change sources* (one row per file
 to read, with kind, change type, version, timestamp, typed partition values and stats, and the
@@ -233,6 +234,15 @@ class ChangeFeed:
             )
         # Walk the protocol/metaData actions of the range (byte search: cheap for big commits).
         segments: list[tuple[int, Metadata]] = [(start, start_snap.metadata)]
+        if start > 0 and commits and find_protocol_and_metadata(commits[0].data, commits[0].info.path)[1]:
+            # The start commit changes the metadata: the files it removes were written under the
+            # schema before it, which decides whether they can be read with the end schema.
+            try:
+                before = Snapshot(storage, build_segment(listing, start - 1)).metadata
+            except DeltaError:  # the earlier version is gone (log cleaned up): nothing to compare
+                before = None
+            if before is not None:
+                segments.insert(0, (start - 1, before))
         protocol = start_snap.protocol
         for c in commits:
             if c.version == start:
