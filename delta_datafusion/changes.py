@@ -541,6 +541,13 @@ class ChangeFeed:
             change_pred = split_by_columns(pred, CHANGE_COLUMNS)[0]
             rows = rows[self._keep(change_pred, rows)]
             after_change = len(rows)
+            # A filter on a column whose schema changed in the range is judged only after the
+            # refusal check: pruning by partition values or stats would judge older files by a
+            # layout they were not written with (a column that became a partition column looks
+            # NULL in them) and drop their rows silently instead of refusing.
+            changed = sorted(referenced_columns(pred) & set(self.incompatible))
+            if changed and len(rows):
+                self.check_columns(changed, self.units(src.take(pa.array(rows, pa.int64()))))
             part_pred = split_by_columns(pred, list(CHANGE_COLUMNS) + self.partition_columns)[0]
             if part_pred != change_pred:
                 rows = rows[self._keep(part_pred, rows)]

@@ -533,6 +533,34 @@ def test_incompatible_schema_change(tmp_path):
     assert sql(ctx, f"SELECT value FROM table_changes('{p}', 3)").num_rows == 5
 
 
+def test_filter_on_a_column_that_became_a_partition_column(tmp_path):
+    """Files written before ``p`` became a partition column carry no partition value for it: a
+    filter on ``p`` must not prune them as if ``p`` were NULL there (their rows vanished
+    silently); it is refused like reading ``p``, unless version or change type exclude them."""
+    p = str(tmp_path / "repart")
+    write_deltalake(p, pa.table({"id": [1, 2], "p": ["a", "b"]}), configuration=CDF)  # v0
+    write_deltalake(
+        p, pa.table({"id": [3], "p": ["c"]}), mode="overwrite", schema_mode="overwrite", partition_by=["p"]
+    )  # v1
+    ctx = new_ctx()
+    for start in (0, 1):
+        src = f"table_changes('{p}', {start}, 1)"
+        for q in (
+            f"SELECT id, p FROM {src}",
+            f"SELECT id FROM {src} WHERE p = 'a'",
+            f"SELECT count(*) FROM {src} WHERE p IN ('a', 'b')",
+            f"SELECT id FROM {src} WHERE p <> 'c'",
+        ):
+            with pytest.raises(Exception, match="ChangeDataFeedError.*column 'p' cannot be read"):
+                sql(ctx, q)
+        got = sql(
+            ctx, f"SELECT id, p FROM {src} WHERE p = 'c' AND _change_type = 'insert' AND _commit_version = 1"
+        ).to_pylist()
+        assert got == [{"id": 3, "p": "c"}]
+    with pytest.raises(ChangeDataFeedError, match="column 'p' cannot be read"):
+        DeltaTable(p).changes(0, 1, predicate="p = 'a'").to_table()
+
+
 def test_column_mapping_table(copy_corpus_table):
     p = copy_corpus_table("cdf-column-mapping-name-mode")
     got = ours(p, 1)
