@@ -175,7 +175,9 @@ class UnitReader:
         Parquet writers leave NaN out of min/max statistics, and pyarrow's row-group skipping
         trusts them: a row group holding 0.1 and NaN has min = max = 0.1, so pyarrow rewrites
         ``f`` as 0.1 and drops the group for ``f > 2.0`` (SQL orders NaN above every number) or
-        ``f <> 0.1``. Filters on float columns therefore never reach the scanner.
+        ``f <> 0.1``. So a conjunct on a float column reaches the scanner only when no NaN value
+        can satisfy it (:func:`_false_for_nan`): then the statistics still bound every matching
+        row, and pyarrow's skipping stays right (it still filters the rows it reads).
         """
         from .predicate import TRUE, conjunction, conjuncts, referenced_columns
 
@@ -184,7 +186,7 @@ class UnitReader:
         floats = {f.name for f in self.rs.logical if _has_float(f.type)}
         scan, post = [], []
         for c in conjuncts(predicate):
-            (post if referenced_columns(c) & floats else scan).append(c)
+            (post if referenced_columns(c) & floats and not _false_for_nan(c, floats) else scan).append(c)
         if not post:
             return predicate, None
         return (conjunction(scan) if scan else None), conjunction(post)
@@ -379,6 +381,31 @@ class UnitReader:
                 f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
             )
         return DeltaError(f"{where}: cannot read data file(s): {str(e).splitlines()[0][:400]}")
+
+
+def _false_for_nan(pred: Any, floats: set[str]) -> bool:
+    """Is ``pred`` never TRUE for a row whose float columns hold NaN (whatever the rest holds)?
+
+    Shapes known safe: ``f < c``, ``f <= c``, ``f = c`` and ``f IN (...)`` against non-NaN
+    literals (NaN sorts above every number and equals only NaN), IS [NOT] NULL (statistics count
+    nulls exactly), comparisons not touching a float column, and AND / OR of such shapes.
+    Anything else (``f > c``, ``<>``, NOT, two float columns compared) is not."""
+    from .predicate import And, Column, Comparison, In, IsNotNull, IsNull, Literal, Or
+
+    if isinstance(pred, (And, Or)):
+        return all(_false_for_nan(c, floats) for c in pred.children)
+    if isinstance(pred, (IsNull, IsNotNull)):
+        return True
+    if isinstance(pred, In):
+        return not pred.negated and not any(v.is_nan for v in pred.values)
+    if isinstance(pred, Comparison):
+        left, right, op = pred.left, pred.right, pred.op
+        if isinstance(left, Literal) and isinstance(right, Column):
+            left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if not (isinstance(left, Column) and left.name in floats):
+            return not (isinstance(right, Column) and right.name in floats)
+        return isinstance(right, Literal) and not right.is_nan and op in ("<", "<=", "=")
+    return False
 
 
 def _has_float(t: pa.DataType) -> bool:

@@ -577,3 +577,30 @@ def test_filters_on_files_with_string_view(dml_ctx, where: str) -> None:
     want = sorted(ctx.sql(f"SELECT id, s FROM mem WHERE {where}").to_pylist(), key=lambda r: r["id"])
     got = sorted(ctx.sql(f"SELECT id, s FROM t WHERE {where}").to_pylist(), key=lambda r: r["id"])
     assert got == want, where
+
+
+def test_only_nan_proof_float_filters_reach_pyarrow_skipping() -> None:
+    """Float conjuncts go to pyarrow's scanner (row-group skipping) only when no NaN can satisfy
+    them; the rest are applied after reading (see UnitReader._split_nan_sensitive)."""
+    from delta_datafusion.predicate import col, eq, ge, gt, is_in, is_null, le, lt, ne, not_, not_in, or_
+    from delta_datafusion.read import _false_for_nan
+
+    f, g, i = col("f", pa.float64()), col("g", pa.float64()), col("i", pa.int32())
+    floats = {"f", "g"}
+    safe = [
+        lt(f, 2.0),
+        le(f, 2.0),
+        eq(f, 2.0),
+        gt(2.0, f),
+        is_in(f, [1.0, 2.0]),
+        is_null(f),
+        or_(lt(f, 1.0), eq(i, 3)),
+    ]
+    unsafe = [gt(f, 2.0), ge(f, 2.0), ne(f, 2.0), eq(f, NAN), lt(2.0, f), not_(gt(f, 2.0)), is_in(f, [1.0, NAN]),
+              not_in(f, [1.0]), lt(f, g), or_(lt(f, 1.0), gt(f, 3.0))]  # fmt: skip
+    assert all(_false_for_nan(p, floats) for p in safe), [
+        str(p) for p in safe if not _false_for_nan(p, floats)
+    ]
+    assert not any(_false_for_nan(p, floats) for p in unsafe), [
+        str(p) for p in unsafe if _false_for_nan(p, floats)
+    ]
