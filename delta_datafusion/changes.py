@@ -316,7 +316,9 @@ class ChangeFeed:
         )
 
         def flat(name: str) -> pa.Table:
-            t = flatten_file_actions(actions.column(name), parts, per_row)
+            t = flatten_file_actions(
+                actions.column(name), parts, per_row, f"{name} actions of {storage.root_uri}"
+            )
             if t.num_rows == 0:
                 return t.append_column("location", pa.array([], pa.string()))
             decoded = decode_paths(t.column("path"))

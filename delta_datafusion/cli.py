@@ -119,6 +119,16 @@ def info(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
+def _non_negative(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="delta-datafusion", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command")
@@ -126,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sql = sub.add_parser("sql", help="run one SQL query over Delta tables")
     p_sql.add_argument("query")
     p_sql.add_argument("--table", action="append", help="NAME=URI of a Delta table (repeatable)")
-    p_sql.add_argument("--max-rows", type=int, default=50)
+    p_sql.add_argument("--max-rows", type=_non_negative, default=50)
     p_info = sub.add_parser("info", help="describe a Delta table")
     p_info.add_argument("uri")
     p_info.add_argument("--version", type=int, default=None)

@@ -697,6 +697,10 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
         if not isinstance(state, ParallelState):
             raise ParallelStateError(f"expected a ParallelState or its bytes, got {type(state).__qualname__}")
         self.state = state
+        if files is None or isinstance(files, str | bytes) or not isinstance(files, Iterable):
+            raise ParallelStateError(
+                f"files must be a list of checkpoint leaf files (LeafFile or path), got {type(files).__qualname__}"
+            )
         self.files = [_as_leaf(f) for f in files]
         self._it = (state.scan_leaf(f) for f in self.files)
 

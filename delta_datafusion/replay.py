@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import LogCorruptError
 from .log.actions import DV_TYPE, partition_values_type
 from .partition_values import map_to_struct
 from .storage import Storage
@@ -50,13 +51,27 @@ def flatten_file_actions(
     actions: pa.Array | pa.ChunkedArray,
     physical_partition_columns: Sequence[str],
     versions: pa.Array | None = None,
+    where: str = "the log",
 ) -> pa.Table:
-    """add/remove/cdc struct column -> flat table of its non-null rows (RAW_ADD_FIELDS + version)."""
+    """add/remove/cdc struct column -> flat table of its non-null rows (RAW_ADD_FIELDS + version).
+
+    ``where`` names the source (commit range or checkpoint) in the error for an action that is
+    not a struct or has no path."""
     if isinstance(actions, pa.ChunkedArray):
         actions = actions.combine_chunks()
+    if not (pa.types.is_struct(actions.type) or pa.types.is_null(actions.type)):
+        raise LogCorruptError(f"{where}: file actions are {actions.type}, not a struct with a path")
     valid = actions.is_valid()
     rows = actions.filter(valid)
     n = len(rows)
+    if n:
+        paths = child(rows, "path")
+        if paths.null_count:
+            at = ""
+            if versions is not None:
+                bad = versions.filter(valid).filter(paths.is_null())
+                at = f" at version {bad[0].as_py()}"
+            raise LogCorruptError(f"{where}: {paths.null_count} file action(s){at} without a path")
     pv_type = partition_values_type(physical_partition_columns)
     pv = child(rows, "partitionValues")
     if pa.types.is_map(pv.type):

@@ -79,6 +79,12 @@ class Scan:
         self.snapshot = snapshot
         schema = snapshot.schema
         if columns is not None:
+            if isinstance(columns, str):
+                raise DeltaError("columns must be a list of column names, not a string")
+            columns = list(columns)
+            repeated = sorted({c for c in columns if columns.count(c) > 1})
+            if repeated:
+                raise DeltaError(f"columns {repeated} are listed more than once")
             unknown = [c for c in columns if c not in schema.names]
             if unknown:
                 raise DeltaError(

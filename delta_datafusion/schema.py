@@ -51,7 +51,34 @@ def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]
         raise SchemaError(f"{where}: schemaString is not valid JSON: {e}") from e
     if not isinstance(schema, dict) or schema.get("type") != "struct" or "fields" not in schema:
         raise SchemaError(f"{where}: schemaString is not a struct type")
+    _check_unique_names(schema, where, ())
     return schema
+
+
+def _check_unique_names(dtype: Any, where: str, path: tuple[str, ...]) -> None:
+    """Column names are unique per struct, ignoring case (as Delta writers require)."""
+    if not isinstance(dtype, dict):
+        return
+    kind = dtype.get("type")
+    if kind == "struct" and isinstance(dtype.get("fields"), list):
+        seen: dict[str, str] = {}
+        for f in dtype["fields"]:
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+                continue  # malformed fields are reported when the schema is converted
+            key = f["name"].lower()
+            if key in seen:
+                at = ".".join(path) or "the top level"
+                raise SchemaError(
+                    f"{where}: schemaString has columns {seen[key]!r} and {f['name']!r} at {at}: "
+                    "column names must be unique (ignoring case)"
+                )
+            seen[key] = f["name"]
+            _check_unique_names(f.get("type"), where, (*path, f["name"]))
+    elif kind == "array":
+        _check_unique_names(dtype.get("elementType"), where, (*path, "element"))
+    elif kind == "map":
+        _check_unique_names(dtype.get("keyType"), where, (*path, "key"))
+        _check_unique_names(dtype.get("valueType"), where, (*path, "value"))
 
 
 def delta_type_to_arrow(dtype: Any, mode: str = "none", physical: bool = False) -> pa.DataType:

@@ -20,6 +20,7 @@ from .errors import LogCorruptError, MissingProtocolError
 from .log.actions import (
     CommitData,
     commit_schema,
+    file_action_types,
     find_protocol_and_metadata,
     parse_json_actions,
     partition_values_type,
@@ -86,7 +87,12 @@ class CommitLog:
     versions: pa.Array
 
     def file_actions(self, name: str, storage: Storage, physical_partitions: list[str]) -> pa.Table:
-        flat = flatten_file_actions(self.actions.column(name), physical_partitions, self.versions)
+        flat = flatten_file_actions(
+            self.actions.column(name),
+            physical_partitions,
+            self.versions,
+            f"{name} actions of {storage.root_uri}",
+        )
         return with_keys(storage, flat)
 
 
@@ -136,11 +142,18 @@ class TableVersionView:
     def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
         commit after the checkpoint touched."""
-        if "add" not in table.column_names:
-            return _empty_raw()
+        phys = self.metadata.physical_partition_columns()
+        if "add" in table.column_names:
+            adds = table.column("add")
+        else:  # a V2 manifest holding no adds itself
+            adds = pa.array([], file_action_types(partition_values_type(phys))["add"])
         flat = with_keys(
             self.storage,
-            flatten_file_actions(table.column("add"), self.metadata.physical_partition_columns()),
+            flatten_file_actions(
+                adds,
+                phys,
+                where=f"checkpoint {self.checkpoint_version} of {self.storage.root_uri}",
+            ),
         )
         flat = flat.append_column(
             "version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.checkpoint_version)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -77,6 +78,11 @@ class Storage:
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
         if not isinstance(uri, str) or not uri:
             raise DeltaError(f"table URI must be a non-empty string, got {uri!r}")
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise DeltaError(
+                f"storage_options for {uri!r} must be a dict of filesystem options, got "
+                f"{type(storage_options).__name__}: {storage_options!r}"
+            )
         self.storage_options = dict(storage_options or {})
         self.protocol, path = _split_uri(uri)
         self.uri = uri
@@ -163,13 +169,19 @@ class Storage:
         return open(path, "rb") if self.is_local else self.fs.open(path, "rb")  # noqa: SIM115
 
     def read_bytes(self, path: str) -> bytes:
-        with self._open(path) as f:
-            return f.read()
+        try:
+            with self._open(path) as f:
+                return f.read()
+        except PermissionError as e:
+            raise DeltaError(f"cannot read {path}: permission denied") from e
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        with self._open(path) as f:
-            f.seek(offset)
-            return f.read(length)
+        try:
+            with self._open(path) as f:
+                f.seek(offset)
+                return f.read(length)
+        except PermissionError as e:
+            raise DeltaError(f"cannot read {path}: permission denied") from e
 
     def info(self, path: str) -> FileInfo:
         if self.is_local:
@@ -198,6 +210,8 @@ def _list_local(path: str) -> list[FileInfo]:
                     out.append(FileInfo(prefix + e.name, e.name))
     except (FileNotFoundError, NotADirectoryError):
         return []
+    except PermissionError as e:
+        raise DeltaError(f"cannot list {path}: permission denied") from e
     out.sort(key=lambda f: f.name)
     return out
 

@@ -484,3 +484,120 @@ def test_reads_never_write_deltalake_table(tmp_path: Path):
     before = folder_state(t)
     _read_everything(t)
     assert folder_state(t) == before
+
+
+# ------------------------------------------------------------------------------------------------
+# damage found by the bad-input sweep: each used to escape as a raw Python/pyarrow error or to
+# lose rows silently
+
+
+def _small_table(path: Path, commits: int = 2, checkpoint: bool = False) -> Path:
+    for i in range(commits):
+        rows = pa.table({"id": pa.array([i * 10, i * 10 + 1], pa.int64()), "val": [f"v{i}0", f"v{i}1"]})
+        deltalake.write_deltalake(str(path), rows, mode="append")
+    if checkpoint:
+        deltalake.DeltaTable(str(path)).create_checkpoint()
+    return path
+
+
+@pytest.mark.parametrize("action", ["add", "remove"])
+def test_file_action_without_path(tmp_path: Path, action: str):
+    t = _small_table(tmp_path / "t", commits=2)
+    if action == "remove":
+        first = next(
+            a["add"] for a in map(json.loads, commit_path(t, 0).read_text().splitlines()) if "add" in a
+        )
+        write_commit(t, 2, [{"remove": {"deletionTimestamp": 1, "dataChange": True, "size": first["size"]}}])
+    else:
+        _rewrite_commit(
+            commit_path(t, 1),
+            lambda acts: [({"add": {**a["add"], "path": None}} if "add" in a else a) for a in acts],
+        )
+    with pytest.raises(
+        LogCorruptError, match=rf"{action} actions of .*file action\(s\) at version \d without a path"
+    ):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_checkpoint_add_without_path_or_add_column(tmp_path: Path):
+    t = _small_table(tmp_path / "t", commits=2, checkpoint=True)
+    ckpt = log_dir(t) / f"{1:020d}.checkpoint.parquet"
+    original = pq.read_table(ckpt)
+    # add.path null in every add row
+    add = original.column("add").combine_chunks()
+    fields = [add.field(i) for i in range(add.type.num_fields)]
+    names = [add.type.field(i).name for i in range(add.type.num_fields)]
+    fields[names.index("path")] = pa.nulls(len(add), pa.string())
+    broken = original.set_column(
+        original.schema.get_field_index("add"),
+        "add",
+        pa.StructArray.from_arrays(fields, names=names, mask=add.is_null()),
+    )
+    pq.write_table(broken, ckpt)
+    with pytest.raises(LogCorruptError, match="checkpoint 1 of .* without a path"):
+        DeltaTable(str(t)).snapshot().files()
+    # no add column at all: the table's files would silently be missing
+    pq.write_table(original.drop_columns(["add"]), ckpt)
+    with pytest.raises(LogCorruptError, match="has no add column"):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_duplicate_column_names_in_schema(tmp_path: Path):
+    t = _small_table(tmp_path / "t", commits=1)
+
+    def edit(actions):
+        for a in actions:
+            if "metaData" in a:
+                schema = json.loads(a["metaData"]["schemaString"])
+                schema["fields"].append({**schema["fields"][0], "name": "ID"})
+                a["metaData"]["schemaString"] = json.dumps(schema)
+        return actions
+
+    _rewrite_commit(commit_path(t, 0), edit)
+    with pytest.raises(
+        SchemaError, match="columns 'id' and 'ID' at the top level: column names must be unique"
+    ):
+        DeltaTable(str(t)).snapshot()
+
+
+@pytest.mark.parametrize("options", [["a"], "abc", 5])
+def test_storage_options_of_the_wrong_type(tmp_path: Path, options):
+    t = _small_table(tmp_path / "t", commits=1)
+    with pytest.raises(DeltaError, match="storage_options for .* must be a dict"):
+        DeltaTable(str(t), storage_options=options)
+
+
+def test_unreadable_log_is_a_delta_error(tmp_path: Path, monkeypatch):
+    """A commit or _delta_log the process may not read (root ignores file modes, so the denial
+    is simulated where Storage opens and lists local files)."""
+    import delta_datafusion.storage as storage_module
+
+    t = _small_table(tmp_path / "t", commits=2)
+    denied = str(commit_path(t, 1))
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        if str(path) == denied:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(storage_module, "open", fake_open, raising=False)
+    with pytest.raises(DeltaError, match=r"cannot read .*00000000000000000001\.json: permission denied"):
+        DeltaTable(str(t)).snapshot()
+    monkeypatch.undo()
+
+    def fake_scandir(path):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(storage_module.os, "scandir", fake_scandir)
+    with pytest.raises(DeltaError, match=r"cannot list .*_delta_log: permission denied"):
+        DeltaTable(str(t)).snapshot()
+
+
+def test_scan_column_arguments(tmp_path: Path):
+    t = _small_table(tmp_path / "t", commits=1)
+    snap = DeltaTable(str(t)).snapshot()
+    with pytest.raises(DeltaError, match="not a string"):
+        snap.scan(columns="id")
+    with pytest.raises(DeltaError, match=r"columns \['id'\] are listed more than once"):
+        snap.scan(columns=["id", "val", "id"])

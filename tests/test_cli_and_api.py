@@ -165,3 +165,12 @@ def test_sql_text_predicate_errors():
     # a contradiction DataFusion folds away reads nothing
     assert snap.scan(predicate="id = 1 AND id = 2").to_table().num_rows == 0
     assert snap.scan(predicate="TRUE").to_table().num_rows == snap.scan().to_table().num_rows
+
+
+@pytest.mark.parametrize("value", ["-5", "x"])
+def test_cli_refuses_a_bad_max_rows(capsys, value):
+    path = str(cli.example_table())
+    with pytest.raises(SystemExit) as info:
+        cli.main(["sql", "SELECT 1", "--table", f"trips={path}", "--max-rows", value])
+    assert info.value.code == 2
+    assert "--max-rows: expected a whole number >= 0" in capsys.readouterr().err

@@ -920,3 +920,10 @@ def test_dask_distributed(generated, monkeypatch):
         workers = {w for w in client.run(os.getpid).values()}
         assert os.getpid() not in workers and len(workers) == 2
     assert time.monotonic() - t0 < 60
+
+
+@pytest.mark.parametrize("files", [None, "part.parquet", 5])
+def test_parallel_files_must_be_a_list(generated, files):
+    blob = _state(generated).to_bytes()
+    with pytest.raises(ParallelStateError, match="files must be a list of checkpoint leaf files"):
+        ParallelScanMetadata(blob, files)
