@@ -380,7 +380,34 @@ class UnitReader:
             return DataFileNotFoundError(
                 f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
             )
-        return DeltaError(f"{where}: cannot read data file(s): {str(e).splitlines()[0][:400]}")
+        reason = str(e).splitlines()[0][:400]
+        culprit = self._mismatched_file(units)
+        if culprit is not None:
+            location, column, stored, expected = culprit
+            return DeltaError(
+                f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
+                f"schema says {expected} ({reason})"
+            )
+        if len(units) == 1:
+            return DeltaError(f"{where}: cannot read data file {units[0].location}: {reason}")
+        return DeltaError(
+            f"{where}: cannot read one of {len(units)} data files (the first is {units[0].location}): {reason}"
+        )
+
+    def _mismatched_file(self, units: Sequence[ScanUnit]) -> tuple[str, str, pa.DataType, pa.DataType] | None:
+        """After a failed read: the first file (of at most 1,000) storing a table column as a
+        different kind of type (string for a number, ...), to name it in the error."""
+        expected = {f.name: f.type for f in self.rs.physical}
+        for u in units[:1000]:
+            try:
+                schema = pq.read_schema(u.location, filesystem=self.storage.arrow_fs)
+            except (OSError, pa.ArrowInvalid):
+                return None  # unreadable: the original error says more
+            for f in schema:
+                want = expected.get(f.name)
+                if want is not None and _type_kind(f.type) != _type_kind(want):
+                    return u.location, f.name, f.type, want
+        return None
 
 
 def _false_for_nan(pred: Any, floats: set[str]) -> bool:
@@ -406,6 +433,30 @@ def _false_for_nan(pred: Any, floats: set[str]) -> bool:
             return not (isinstance(right, Column) and right.name in floats)
         return isinstance(right, Literal) and not right.is_nan and op in ("<", "<=", "=")
     return False
+
+
+def _type_kind(t: pa.DataType) -> str:
+    """A coarse class of Arrow types: reading one kind as another is a foreign file, not schema
+    evolution (widening stays within a kind, or goes integer -> floating / decimal)."""
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "binary"
+    if pa.types.is_fixed_size_binary(t):
+        return "binary"
+    if pa.types.is_temporal(t):
+        return "temporal"
+    if pa.types.is_boolean(t):
+        return "boolean"
+    if pa.types.is_struct(t):
+        return "struct"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return "list"
+    if pa.types.is_map(t):
+        return "map"
+    return str(t)
 
 
 def _has_float(t: pa.DataType) -> bool:

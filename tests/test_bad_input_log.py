@@ -601,3 +601,17 @@ def test_scan_column_arguments(tmp_path: Path):
         snap.scan(columns="id")
     with pytest.raises(DeltaError, match=r"columns \['id'\] are listed more than once"):
         snap.scan(columns=["id", "val", "id"])
+
+
+def test_data_file_with_a_foreign_column_type_is_named(tmp_path: Path):
+    """A data file storing a table column as another kind of type (here the long column as
+    strings) fails the read with an error naming that file, the column and both types."""
+    t = _small_table(tmp_path / "t", commits=3)
+    victim = sorted(p for p in t.glob("*.parquet"))[1]
+    rows = pq.read_table(victim)
+    pq.write_table(rows.set_column(0, "id", pa.array(["1", "2x"])), victim)
+    for predicate in (None, "id >= 0"):
+        with pytest.raises(DeltaError) as info:
+            DeltaTable(str(t)).snapshot().scan(predicate=predicate).to_table()
+        msg = str(info.value)
+        assert f"data file {victim} stores column 'id' as string, but the table schema says int64" in msg, msg
