@@ -145,7 +145,7 @@ class TableVersionView:
         phys = self.metadata.physical_partition_columns()
         if "add" in table.column_names:
             adds = table.column("add")
-        else:  # a V2 manifest holding no adds itself
+        else:  # a part without adds (Spark writes multi-part checkpoints whose parts lack the column)
             adds = pa.array([], file_action_types(partition_values_type(phys))["add"])
         flat = with_keys(
             self.storage,

@@ -193,10 +193,6 @@ def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = 
     """Read a leaf's action columns (whole file or the given row groups)."""
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
         present = present_columns(pf, columns or LEAF_COLUMNS)
-        if "add" in (columns or LEAF_COLUMNS) and "add" not in present:
-            # every checkpoint part and sidecar carries the add column (null where unused):
-            # without it the table's files would silently be missing
-            raise LogCorruptError(f"{LEAF_WHAT} {leaf.path} has no add column: not a valid checkpoint file")
         if leaf.row_groups is None:
             return pf.read(columns=present)
         return pf.read_row_groups(list(leaf.row_groups), columns=present)
