@@ -72,6 +72,10 @@ def flatten_file_actions(
                 bad = versions.filter(valid).filter(paths.is_null())
                 at = f" at version {bad[0].as_py()}"
             raise LogCorruptError(f"{where}: {paths.null_count} file action(s){at} without a path")
+        try:  # JSON parsing does not check UTF-8; a bad path would fail later, far from its cause
+            paths.validate(full=True)
+        except pa.ArrowInvalid as e:
+            raise LogCorruptError(f"{where}: a file action's path is not valid UTF-8 ({e})") from e
     pv_type = partition_values_type(physical_partition_columns)
     pv = child(rows, "partitionValues")
     if pa.types.is_map(pv.type):

@@ -615,3 +615,13 @@ def test_data_file_with_a_foreign_column_type_is_named(tmp_path: Path):
             DeltaTable(str(t)).snapshot().scan(predicate=predicate).to_table()
         msg = str(info.value)
         assert f"data file {victim} stores column 'id' as string, but the table schema says int64" in msg, msg
+
+
+def test_file_path_that_is_not_utf8(tmp_path: Path):
+    t = _small_table(tmp_path / "t", commits=2)
+    lines = commit_path(t, 1).read_bytes().splitlines()
+    k = next(i for i, line in enumerate(lines) if line.startswith(b'{"add"'))
+    lines[k] = lines[k].replace(b'"path":"', b'"path":"\xff', 1)
+    commit_path(t, 1).write_bytes(b"\n".join(lines) + b"\n")
+    with pytest.raises(LogCorruptError, match="add actions of .*path is not valid UTF-8"):
+        DeltaTable(str(t)).snapshot().files()
