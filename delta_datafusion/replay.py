@@ -78,6 +78,9 @@ def flatten_file_actions(
             raise LogCorruptError(f"{where}: a file action's path is not valid UTF-8 ({e})") from e
     pv_type = partition_values_type(physical_partition_columns)
     pv = child(rows, "partitionValues")
+    if n and physical_partition_columns and not pa.types.is_null(pv.type):
+        if not (pa.types.is_map(pv.type) or pa.types.is_struct(pv.type)):
+            raise LogCorruptError(f"{where}: partitionValues are {pv.type}, not a map of strings")
     if pa.types.is_map(pv.type):
         pv = map_to_struct(pv, list(physical_partition_columns))
     elif pa.types.is_null(pv.type) or pv.type != pv_type:

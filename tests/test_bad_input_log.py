@@ -625,3 +625,27 @@ def test_file_path_that_is_not_utf8(tmp_path: Path):
     commit_path(t, 1).write_bytes(b"\n".join(lines) + b"\n")
     with pytest.raises(LogCorruptError, match="add actions of .*path is not valid UTF-8"):
         DeltaTable(str(t)).snapshot().files()
+
+
+def test_checkpoint_partition_values_of_the_wrong_type(tmp_path: Path):
+    """partitionValues stored as a list instead of a map used to read as NULL partitions."""
+    t = tmp_path / "t"
+    for i in range(2):
+        rows = pa.table({"id": pa.array([i], pa.int64()), "part": [f"p{i}"]})
+        deltalake.write_deltalake(str(t), rows, mode="append", partition_by=["part"])
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    ckpt = log_dir(t) / f"{1:020d}.checkpoint.parquet"
+    original = pq.read_table(ckpt)
+    add = original.column("add").combine_chunks()
+    names = [add.type.field(i).name for i in range(add.type.num_fields)]
+    fields = [add.field(i) for i in range(add.type.num_fields)]
+    k = names.index("partitionValues")
+    fields[k] = pa.array([["x"] if v.is_valid else None for v in add], pa.list_(pa.string()))
+    broken = original.set_column(
+        original.schema.get_field_index("add"),
+        "add",
+        pa.StructArray.from_arrays(fields, names=names, mask=add.is_null()),
+    )
+    pq.write_table(broken, ckpt)
+    with pytest.raises(LogCorruptError, match="checkpoint 1 of .*partitionValues are list<.*>, not a map"):
+        DeltaTable(str(t)).snapshot().files()
