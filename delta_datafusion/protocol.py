@@ -41,16 +41,23 @@ class Protocol:
 
     @classmethod
     def from_action(cls, action: dict[str, Any], where: str) -> Protocol:
+        raw = action.get("minReaderVersion")
+        if not isinstance(raw, int) or isinstance(raw, bool):  # "1" or 1.0 is not a protocol
+            raise InvalidProtocolError(f"{where}: protocol action lacks a valid minReaderVersion: {action!r}")
+        reader = raw
         try:
-            reader = int(action["minReaderVersion"])
             writer = int(action.get("minWriterVersion") or 0)
-        except (KeyError, TypeError, ValueError) as e:
+        except (TypeError, ValueError) as e:
             raise InvalidProtocolError(
-                f"{where}: protocol action lacks a valid minReaderVersion: {action!r}"
+                f"{where}: protocol action has an invalid minWriterVersion: {action!r}"
             ) from e
         rf, wf = action.get("readerFeatures"), action.get("writerFeatures")
         if rf is not None and not isinstance(rf, list):
             raise InvalidProtocolError(f"{where}: protocol readerFeatures must be a list, got {rf!r}")
+        if reader == 3 and rf is None:
+            raise InvalidProtocolError(
+                f"{where}: minReaderVersion 3 requires a readerFeatures list (the protocol action has none)"
+            )
         return cls(reader, writer, frozenset(rf or ()), frozenset(wf or ()))
 
     def has_feature(self, name: str) -> bool:
@@ -105,7 +112,12 @@ class Metadata:
             raise SchemaError(f"{where}: metaData.configuration is not an object")
         conf = {str(k): ("" if v is None else str(v)) for k, v in conf.items()}
         mode = column_mapping_mode(conf)
-        parts = tuple(action.get("partitionColumns") or ())
+        raw_parts = action.get("partitionColumns") or ()
+        if not isinstance(raw_parts, list | tuple) or not all(isinstance(c, str) for c in raw_parts):
+            raise SchemaError(
+                f"{where}: partitionColumns must be a list of column names, got {raw_parts!r:.80}"
+            )
+        parts = tuple(raw_parts)
         names = {f["name"] for f in schema_json["fields"]}
         missing = [p for p in parts if p not in names]
         if missing:

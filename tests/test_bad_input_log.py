@@ -346,8 +346,17 @@ def test_unknown_writer_only_features_are_readable(copy_corpus_table):
         {"minReaderVersion": 2, "minWriterVersion": 5, "readerFeatures": ["columnMapping"]},
         {"minReaderVersion": "three", "minWriterVersion": 7},
         {"minWriterVersion": 2},
+        {"minReaderVersion": "1", "minWriterVersion": 2},
+        {"minReaderVersion": 3, "minWriterVersion": 7, "writerFeatures": []},
     ],
-    ids=["reader-4", "features-with-reader-2", "non-integer", "no-reader-version"],
+    ids=[
+        "reader-4",
+        "features-with-reader-2",
+        "non-integer",
+        "no-reader-version",
+        "string-1",
+        "v3-without-features",
+    ],
 )
 def test_invalid_protocol(copy_corpus_table, protocol: dict):
     t = copy_corpus_table("app-txn-no-checkpoint")
@@ -649,3 +658,31 @@ def test_checkpoint_partition_values_of_the_wrong_type(tmp_path: Path):
     pq.write_table(broken, ckpt)
     with pytest.raises(LogCorruptError, match="checkpoint 1 of .*partitionValues are list<.*>, not a map"):
         DeltaTable(str(t)).snapshot().files()
+
+
+@pytest.mark.parametrize(
+    "edit, error, message",
+    [
+        (
+            lambda a: {"protocol": "x"} if "protocol" in a else a,
+            LogCorruptError,
+            "the protocol action .* is not a JSON object",
+        ),
+        (
+            lambda a: {"metaData": [1]} if "metaData" in a else a,
+            LogCorruptError,
+            "the metaData action .* is not a JSON object",
+        ),
+        (
+            lambda a: {"metaData": {**a["metaData"], "partitionColumns": "id"}} if "metaData" in a else a,
+            SchemaError,
+            "partitionColumns must be a list of column names, got 'id'",
+        ),
+    ],
+    ids=["protocol-string", "metadata-list", "partition-columns-string"],
+)
+def test_protocol_and_metadata_that_are_not_objects(tmp_path: Path, edit, error, message):
+    t = _small_table(tmp_path / "t", commits=1)
+    _rewrite_commit(commit_path(t, 0), lambda actions: [edit(a) for a in actions])
+    with pytest.raises(error, match=message):
+        DeltaTable(str(t)).snapshot()

@@ -128,6 +128,12 @@ def find_protocol_and_metadata(data: bytes, where: str) -> tuple[dict | None, di
             raise LogCorruptError(f"{where}: malformed JSON action at byte {start}: {e}") from e
         if not isinstance(action, dict):
             raise LogCorruptError(f"{where}: action at byte {start} is not a JSON object")
+        for key in ("protocol", "metaData"):
+            value = action.get(key)
+            if value is not None and not isinstance(value, dict):
+                raise LogCorruptError(
+                    f"{where}: the {key} action at byte {start} is not a JSON object: {value!r:.80}"
+                )
         if isinstance(action.get("protocol"), dict) and protocol is None:
             protocol = action["protocol"]
         if isinstance(action.get("metaData"), dict) and metadata is None:
