@@ -74,6 +74,7 @@ __all__ = [
     "conjuncts",
     "eq",
     "from_pyarrow",
+    "bind_types",
     "ge",
     "gt",
     "is_in",
@@ -798,6 +799,41 @@ class _Unsupported(Exception):
 # "is_null_or_nan", "is_not_null".
 
 
+def bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
+    """``pred`` with every untyped column reference typed from ``schema`` (a predicate built by
+    hand, e.g. ``gt(col("f"), 1)``): row filters are NaN-aware only for typed float columns.
+    Columns not in the schema stay untyped (planning reports them)."""
+
+    def column(c: Column) -> Column:
+        if c.type is not None:
+            return c
+        try:
+            return Column(c.path, _resolve_path(schema, c.path))
+        except _Unsupported:
+            return c
+
+    def operand(x: Operand) -> Operand:
+        return column(x) if isinstance(x, Column) else x
+
+    if isinstance(pred, Comparison):
+        return Comparison(pred.op, operand(pred.left), operand(pred.right))
+    if isinstance(pred, And):
+        return And(tuple(bind_types(c, schema) for c in pred.children))
+    if isinstance(pred, Or):
+        return Or(tuple(bind_types(c, schema) for c in pred.children))
+    if isinstance(pred, Not):
+        return Not(bind_types(pred.child, schema))
+    if isinstance(pred, IsNull):
+        return IsNull(operand(pred.operand))
+    if isinstance(pred, IsNotNull):
+        return IsNotNull(operand(pred.operand))
+    if isinstance(pred, In):
+        if not pred.values:  # x IN () is FALSE and x NOT IN () TRUE, NULL x included
+            return BoolLiteral(pred.negated)
+        return In(operand(pred.operand), pred.values, pred.negated)
+    return pred
+
+
 def _resolve_path(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
     fields: Any = schema
     typ: pa.DataType | None = None
@@ -830,6 +866,8 @@ def _to_predicate(node: tuple) -> Predicate:
         raise _Unsupported(f"non-boolean literal {s} used as a predicate")
     if kind == "in":
         operand = _to_operand(node[1])
+        if not node[2]:  # x IN () is FALSE for every row, NULL x included
+            return FALSE
         return In(operand, tuple(Literal(v) for v in node[2]), False)
     name, args = node[1], node[2]
     if name in COMPARISON_OPS:

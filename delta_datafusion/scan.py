@@ -61,7 +61,7 @@ def as_predicate(predicate: Any, schema: pa.Schema):
     if isinstance(predicate, pc.Expression):
         return P.from_pyarrow(predicate, schema)
     if isinstance(predicate, P.Predicate):
-        return predicate
+        return P.bind_types(predicate, schema)
     if isinstance(predicate, str):
         from .datafusion.sql_predicate import predicate_from_sql
 

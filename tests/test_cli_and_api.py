@@ -174,3 +174,61 @@ def test_cli_refuses_a_bad_max_rows(capsys, value):
         cli.main(["sql", "SELECT 1", "--table", f"trips={path}", "--max-rows", value])
     assert info.value.code == 2
     assert "--max-rows: expected a whole number >= 0" in capsys.readouterr().err
+
+
+# -- scan predicates found wrong by the API sweep ---------------------------------------------
+
+
+def _api_table(tmp_path, rows) -> str:
+    deltalake = pytest.importorskip("deltalake")
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, rows)
+    return path
+
+
+@pytest.mark.parametrize("text", ["false", "1 = 0", "NULL", "i = NULL", "i < NULL OR i > NULL"])
+def test_sql_predicate_folded_to_false_selects_nothing(tmp_path, text):
+    """DataFusion plans no scan at all for these; the scan used to take that as TRUE."""
+    import pyarrow as pa
+
+    path = _api_table(tmp_path, pa.table({"i": pa.array([1, 2, None], pa.int64())}))
+    scan = DeltaTable(path).snapshot().scan(predicate=text)
+    assert scan.to_table().num_rows == 0
+    assert sum(m.files.num_rows for m in scan.scan_metadata()) == 0
+    assert DeltaTable(path).snapshot().scan(predicate="1 = 1").to_table().num_rows == 3
+
+
+def test_hand_built_predicate_gets_column_types(tmp_path):
+    """``gt(col("f"), 1)`` without a type used pyarrow's NaN semantics (NaN > 1 false); the scan
+    types its columns from the schema, so SQL's (NaN sorts above every number) apply."""
+    import pyarrow as pa
+
+    from delta_datafusion.predicate import col, ge, gt, ne
+
+    path = _api_table(tmp_path, pa.table({"f": [0.5, 2.0, float("nan"), None], "g": [1.0] * 4}))
+    snap = DeltaTable(path).snapshot()
+
+    def rows(p):
+        return sorted(
+            ("nan" if v != v else str(v)) for v in snap.scan(predicate=p).to_table().column("f").to_pylist()
+        )
+
+    assert rows(gt(col("f"), 1)) == ["2.0", "nan"]
+    assert rows(ge(col("f"), 2)) == ["2.0", "nan"]
+    assert rows(ne(col("f"), 1)) == ["0.5", "2.0", "nan"]
+    assert rows(gt(col("f"), col("g"))) == ["2.0", "nan"]
+
+
+def test_empty_in_lists(tmp_path):
+    """x IN () is FALSE and x NOT IN () TRUE for every row, NULL x included (as DataFusion)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from delta_datafusion.predicate import col, is_in, not_in
+
+    deltalake = pytest.importorskip("deltalake")
+    path = _api_table(tmp_path, pa.table({"i": pa.array([1, None], pa.int64())}))
+    deltalake.write_deltalake(path, pa.table({"i": pa.array([None, None], pa.int64())}), mode="append")
+    snap = DeltaTable(path).snapshot()
+    for p, n in ((not_in(col("i"), []), 4), (~pc.field("i").isin([]), 4), (is_in(col("i"), []), 0)):
+        assert snap.scan(predicate=p).to_table().num_rows == n, p

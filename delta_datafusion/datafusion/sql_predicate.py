@@ -63,6 +63,9 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
         )
     pushed = capture.filters[-1] if capture.filters else None
     if pushed is None:
+        if "TableScan" not in plan:
+            # folded to FALSE or NULL ("1 = 0", "i = NULL"): DataFusion plans no scan at all
+            return BoolLiteral(False)
         return None
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
         return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
