@@ -49,6 +49,8 @@ import importlib
 import json
 import math
 import os
+import posixpath
+import re
 import struct
 import tempfile
 import threading
@@ -424,8 +426,26 @@ class ParallelState:
         )
 
     # -- the work of one leaf ---------------------------------------------------------------------
+    def check_leaf(self, leaf: LeafFile) -> None:
+        """Refuse a leaf that cannot belong to this state's checkpoint: outside the table's
+        ``_delta_log``, or a classic / multi-part checkpoint file of another version (sidecar names
+        carry no version)."""
+        log_dir = self.storage.join("_delta_log").rstrip("/") + "/"
+        path = self.storage.resolve(leaf.path)
+        if not path.startswith(log_dir):
+            raise ParallelStateError(
+                f"leaf file {leaf.path} is not in {log_dir} (the state is for table {self.table_root})"
+            )
+        m = _CHECKPOINT_FILE.match(posixpath.basename(path))
+        if m and int(m.group(1)) != self.checkpoint_version:
+            raise ParallelStateError(
+                f"leaf file {leaf.path} belongs to the checkpoint at version {int(m.group(1))}, but the state "
+                f"was made from the checkpoint at version {self.checkpoint_version}"
+            )
+
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
+        self.check_leaf(leaf)
         table = read_leaf(self.storage, leaf, ["add"])
         raw = _project_raw(self._table.leaf_adds(table, self.seen_keys))
         files = self._typed(raw)
@@ -709,6 +729,9 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
 
     def __next__(self) -> ScanMetadata:
         return next(self._it)
+
+
+_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?(\.[^.]+)?\.parquet$")
 
 
 def _as_leaf(f: LeafFile | str) -> LeafFile:

@@ -232,3 +232,14 @@ def test_empty_in_lists(tmp_path):
     snap = DeltaTable(path).snapshot()
     for p, n in ((not_in(col("i"), []), 4), (~pc.field("i").isin([]), 4), (is_in(col("i"), []), 0)):
         assert snap.scan(predicate=p).to_table().num_rows == n, p
+
+
+@pytest.mark.parametrize("text", ["i > 1 UNION ALL SELECT * FROM t", "i > 1 LIMIT 0", "i > 1 ORDER BY i"])
+def test_sql_predicate_must_be_one_boolean_expression(tmp_path, text):
+    import pyarrow as pa
+
+    from delta_datafusion.errors import PredicateError
+
+    path = _api_table(tmp_path, pa.table({"i": pa.array([1, 2, None], pa.int64())}))
+    with pytest.raises(PredicateError, match="not a single boolean expression"):
+        DeltaTable(path).snapshot().scan(predicate=text)

@@ -927,3 +927,31 @@ def test_parallel_files_must_be_a_list(generated, files):
     blob = _state(generated).to_bytes()
     with pytest.raises(ParallelStateError, match="files must be a list of checkpoint leaf files"):
         ParallelScanMetadata(blob, files)
+
+
+def test_leaves_of_another_checkpoint_or_table_are_refused(tmp_path):
+    """State from the checkpoint at v4 with the leaves of the older v3 checkpoint (or of another
+    table) used to return a wrong file set silently."""
+    deltalake = pytest.importorskip("deltalake")
+    path = str(tmp_path / "t")
+    for k in range(4):
+        deltalake.write_deltalake(path, pa.table({"p": [k % 2], "x": [k]}), mode="append", partition_by=["p"])
+    deltalake.DeltaTable(path).create_checkpoint()  # v3
+    _, old = sequential(path)
+    deltalake.DeltaTable(path).delete("p = 0")  # v4
+    deltalake.DeltaTable(path).create_checkpoint()
+    seq, new = sequential(path)
+    assert isinstance(old, Parallel) and isinstance(new, Parallel)
+    with pytest.raises(
+        ParallelStateError, match="belongs to the checkpoint at version 3, but the state was made from"
+    ):
+        list(ParallelScanMetadata(new.state.to_bytes(), old.files))
+    other = str(tmp_path / "other")
+    deltalake.write_deltalake(other, pa.table({"p": [0], "x": [0]}), partition_by=["p"])
+    deltalake.DeltaTable(other).create_checkpoint()
+    _, foreign = sequential(other)
+    with pytest.raises(ParallelStateError, match="is not in .*_delta_log"):
+        list(ParallelScanMetadata(new.state.to_bytes(), foreign.files))
+    # the right leaves still give scan_metadata()
+    got = concat_files(seq + list(ParallelScanMetadata(new.state.to_bytes(), new.files)))
+    assert got.num_rows == DeltaTable(path).snapshot().files().num_rows == 2

@@ -48,13 +48,29 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     capture = _CaptureFilter(schema)
     ctx = SessionContext()
     ctx.register_table("t", Table(capture))
+
+    def planning_error(e: Exception) -> PredicateError:
+        first = str(e).strip().splitlines()
+        return PredicateError(f"predicate {text!r}: {' '.join(first[:3])}")
+
     try:
         df = ctx.sql(f"SELECT * FROM t WHERE {text}")
+        written = df.logical_plan().display_indent()
+    except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
+        raise planning_error(e) from e
+    nodes = [line.strip().split(":", 1)[0] for line in written.splitlines() if line.strip()]
+    extra = [n for n in nodes if n not in ("Projection", "Filter", "TableScan")]
+    if extra or nodes.count("TableScan") != 1:
+        # "i > 5 UNION ALL SELECT ...", "i > 5 LIMIT 0", "i > 5 ORDER BY i": more than a WHERE clause
+        raise PredicateError(
+            f"predicate {text!r}: not a single boolean expression (the text adds {extra or ['another scan']} "
+            "to the query)"
+        )
+    try:
         plan = df.optimized_logical_plan().display_indent()
         df.execution_plan()
-    except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
-        first = str(e).strip().splitlines()
-        raise PredicateError(f"predicate {text!r}: {' '.join(first[:3])}") from e
+    except Exception as e:  # noqa: BLE001
+        raise planning_error(e) from e
     kept = [line.strip() for line in plan.splitlines() if line.strip().startswith("Filter:")]
     if kept:
         raise PredicateError(
