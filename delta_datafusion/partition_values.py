@@ -52,21 +52,7 @@ def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:
     raw = raw.cast(pa.string()) if raw.type != pa.string() else raw
     raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     try:
-        if pa.types.is_string(target):
-            return raw
-        if pa.types.is_binary(target):
-            return raw.cast(pa.binary())
-        if pa.types.is_timestamp(target):
-            # Delta writes "yyyy-MM-dd HH:mm:ss[.SSSSSS]" (UTC) or ISO-8601 with a trailing Z.
-            naive = pc.replace_substring_regex(raw, r"Z$", "")
-            parsed = naive.cast(pa.timestamp("us"))
-            return parsed.cast(target) if target.tz else parsed
-        if pa.types.is_boolean(target):
-            lowered = pc.utf8_lower(raw)
-            return lowered.cast(pa.bool_())
-        if pa.types.is_null(target):
-            return pa.nulls(len(raw))
-        return raw.cast(target)
+        return _parse(raw, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         bad = _first_unparseable(raw, target)
         raise LogCorruptError(
@@ -74,12 +60,39 @@ def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:
         ) from e
 
 
+_OFFSET = r"[+-]\d{2}:?\d{2}$"
+
+
+def _parse(raw: pa.Array, target: pa.DataType) -> pa.Array:
+    if pa.types.is_string(target):
+        return raw
+    if pa.types.is_binary(target):
+        return raw.cast(pa.binary())
+    if pa.types.is_timestamp(target):
+        # Delta writes "yyyy-MM-dd HH:mm:ss[.SSSSSS]" (UTC) or ISO-8601 with a trailing Z; some
+        # writers keep a zone offset ("...T01:00:00+01:00"), which a zoned column converts to UTC
+        naive = pc.replace_substring_regex(raw, r"Z$", "")
+        with_offset = pc.fill_null(pc.match_substring_regex(naive, _OFFSET), False)
+        if target.tz and pc.any(with_offset).as_py():
+            utc = pc.if_else(with_offset, naive, pa.scalar(None, pa.string())).cast(pa.timestamp("us", "UTC"))
+            plain = pc.if_else(with_offset, pa.scalar(None, pa.string()), naive).cast(pa.timestamp("us"))
+            return pc.if_else(with_offset, utc, plain.cast(pa.timestamp("us", "UTC"))).cast(target)
+        parsed = naive.cast(pa.timestamp("us"))
+        return parsed.cast(target) if target.tz else parsed
+    if pa.types.is_boolean(target):
+        lowered = pc.utf8_lower(raw)
+        return lowered.cast(pa.bool_())
+    if pa.types.is_null(target):
+        return pa.nulls(len(raw))
+    return raw.cast(target)
+
+
 def _first_unparseable(raw: pa.Array, target: pa.DataType) -> str | None:
     for v in raw.to_pylist():
         if v is None:
             continue
         try:
-            pa.array([v]).cast(target)
+            _parse(pa.array([v], pa.string()), target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return v
     return None

@@ -1306,3 +1306,24 @@ def test_file_actions_are_keyed_by_path_and_deletion_vector(tmp_path: Path):
     assert live(2) == [("f.parquet", 10, "zz12cd34ef56gh78ij90"), ("g.parquet", 20, None)]
     assert live(3) == live(2)
     assert live(4) == [("f.parquet", 10, "zz12cd34ef56gh78ij90"), ("g.parquet", 21, None)]
+
+
+def test_timestamp_partition_values_with_a_zone_offset():
+    """Delta writes UTC timestamps ("... 00:00:00" or "...Z"); some writers keep an offset. A
+    zoned column converts it to UTC (as deltalake does); a zoneless one refuses it, naming the
+    value that cannot be read (the message used to name None)."""
+    import pyarrow as pa
+
+    from delta_datafusion.errors import LogCorruptError
+    from delta_datafusion.partition_values import parse_column
+
+    raw = pa.array(["2024-01-01T01:00:00+01:00", "2024-01-01 00:00:00", None, "2024-01-01T02:00:00-0130"])
+    got = parse_column(raw, pa.timestamp("us", "UTC"), "pt").cast(pa.int64()).to_pylist()
+    midnight = 1_704_067_200_000_000
+    assert got == [midnight, midnight, None, midnight + (3 * 3600 + 1800) * 1_000_000]
+    with pytest.raises(
+        LogCorruptError, match=r"partition column 'pt': value '2024-01-01T01:00:00\+01:00' cannot"
+    ):
+        parse_column(raw, pa.timestamp("us"), "pt")
+    with pytest.raises(LogCorruptError, match="value 'x1' cannot be read"):
+        parse_column(pa.array(["2024-01-01T01:00:00+01:00", "x1"]), pa.timestamp("us", "UTC"), "pt")
