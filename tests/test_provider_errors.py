@@ -75,6 +75,13 @@ def test_unknown_table_in_delta_catalog(tmp_path: Path) -> None:
         _run(ctx, "SELECT * FROM lake.default.plain_folder")
 
 
+def test_register_catalog_on_a_missing_folder_or_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file.txt").write_text("x")
+    for root in (tmp_path / "missing", tmp_path / "file.txt"):
+        with pytest.raises(TableNotFoundError, match=r"register_catalog\('lake'\): .* is not a folder"):
+            dd.register_catalog(_ctx(), "lake", str(root))
+
+
 def test_register_table_on_missing_path(tmp_path: Path) -> None:
     missing = tmp_path / "does" / "not" / "exist"
     with pytest.raises(TableNotFoundError) as info:

@@ -276,6 +276,8 @@ def register_catalog(
 ) -> DeltaSchemaProvider:
     """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
     provider = DeltaSchemaProvider(root, storage_options)
+    if not provider.storage.isdir(provider.storage.root):
+        raise TableNotFoundError(f"register_catalog({catalog!r}): {root} is not a folder")
     ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
     with _REGISTRY_LOCK:
         _CATALOGS.setdefault(ctx.session_id(), []).append(provider)
