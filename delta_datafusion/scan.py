@@ -59,17 +59,35 @@ def as_predicate(predicate: Any, schema: pa.Schema):
     from . import predicate as P
 
     if isinstance(predicate, pc.Expression):
-        return P.from_pyarrow(predicate, schema)
-    if isinstance(predicate, P.Predicate):
-        return P.bind_types(predicate, schema)
-    if isinstance(predicate, str):
+        pred = P.from_pyarrow(predicate, schema)
+    elif isinstance(predicate, P.Predicate):
+        pred = P.bind_types(predicate, schema)
+    elif isinstance(predicate, str):
         from .datafusion.sql_predicate import predicate_from_sql
 
-        return predicate_from_sql(predicate, schema)
-    raise DeltaError(
-        "predicate must be SQL text, a pyarrow.compute.Expression or a delta_datafusion Predicate, "
-        f"got {type(predicate)}"
-    )
+        pred = predicate_from_sql(predicate, schema)
+    else:
+        raise DeltaError(
+            "predicate must be SQL text, a pyarrow.compute.Expression or a delta_datafusion Predicate, "
+            f"got {type(predicate)}"
+        )
+    if pred is not None:
+        _check_evaluable(pred, schema)
+    return pred
+
+
+def _check_evaluable(pred: Any, schema: pa.Schema) -> None:
+    """Refuse a predicate whose comparisons pyarrow cannot evaluate on the table's types (a
+    boolean column against 1, a string against 1.5) now, naming it, instead of when (and only
+    if) a file is read."""
+    from . import predicate as P
+
+    try:
+        schema.empty_table().filter(P.to_pyarrow(pred))
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise P.PredicateError(
+            f"predicate {pred} cannot be evaluated on the table's column types: {str(e).splitlines()[0]}"
+        ) from e
 
 
 class Scan:

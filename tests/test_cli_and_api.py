@@ -243,3 +243,25 @@ def test_sql_predicate_must_be_one_boolean_expression(tmp_path, text):
     path = _api_table(tmp_path, pa.table({"i": pa.array([1, 2, None], pa.int64())}))
     with pytest.raises(PredicateError, match="not a single boolean expression"):
         DeltaTable(path).snapshot().scan(predicate=text)
+
+
+def test_predicate_with_incomparable_types_is_refused_when_the_scan_is_built(tmp_path):
+    """``b == 1`` on a boolean column used to pass planning and fail at read time (only when a
+    file was read), with pyarrow's message blaming the data file."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from delta_datafusion.errors import PredicateError
+
+    path = _api_table(tmp_path, pa.table({"b": [True, False], "s": ["x", "y"], "i": [1, 2]}))
+    snap = DeltaTable(path).snapshot()
+    for expr, shown in (
+        (pc.field("b") == 1, "b = 1"),
+        (pc.field("s") == 1.5, "s = 1.5"),
+        (pc.field("i") == "x", "i = 'x'"),
+    ):
+        with pytest.raises(
+            PredicateError, match=f"predicate {shown} cannot be evaluated on the table's column types"
+        ):
+            snap.scan(predicate=expr)
+    assert snap.scan(predicate=pc.field("i") > 1).to_table().num_rows == 1
