@@ -816,7 +816,12 @@ def bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
         return column(x) if isinstance(x, Column) else x
 
     if isinstance(pred, Comparison):
-        return Comparison(pred.op, operand(pred.left), operand(pred.right))
+        left, right = operand(pred.left), operand(pred.right)
+        if isinstance(left, Column) and isinstance(right, Literal):
+            right = _decimal_literal(left, right)
+        elif isinstance(right, Column) and isinstance(left, Literal):
+            left = _decimal_literal(right, left)
+        return Comparison(pred.op, left, right)
     if isinstance(pred, And):
         return And(tuple(bind_types(c, schema) for c in pred.children))
     if isinstance(pred, Or):
@@ -830,8 +835,24 @@ def bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
     if isinstance(pred, In):
         if not pred.values:  # x IN () is FALSE and x NOT IN () TRUE, NULL x included
             return BoolLiteral(pred.negated)
-        return In(operand(pred.operand), pred.values, pred.negated)
+        x = operand(pred.operand)
+        values = tuple(_decimal_literal(x, v) for v in pred.values) if isinstance(x, Column) else pred.values
+        return In(x, values, pred.negated)
     return pred
+
+
+def _decimal_literal(column: Column, lit: Literal) -> Literal:
+    """An integer literal compared with a decimal column, as that decimal type when exact (SQL
+    compares ``dec > 2`` numerically; pyarrow would widen both sides past its precision limit)."""
+    t = column.type
+    if t is None or not pa.types.is_decimal(t) or lit.is_null or not pa.types.is_integer(lit.type):
+        return lit
+    import decimal
+
+    try:  # through Python's Decimal: pyarrow refuses int64 -> decimal(p < 21) by type, not value
+        return Literal(pa.scalar(decimal.Decimal(lit.value.as_py()), t))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, decimal.InvalidOperation, OverflowError):
+        return lit  # out of the column's range: left for the evaluability check to refuse
 
 
 def _resolve_path(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:

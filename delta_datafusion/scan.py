@@ -60,6 +60,7 @@ def as_predicate(predicate: Any, schema: pa.Schema):
 
     if isinstance(predicate, pc.Expression):
         pred = P.from_pyarrow(predicate, schema)
+        pred = None if pred is None else P.bind_types(pred, schema)
     elif isinstance(predicate, P.Predicate):
         pred = P.bind_types(predicate, schema)
     elif isinstance(predicate, str):

@@ -265,3 +265,25 @@ def test_predicate_with_incomparable_types_is_refused_when_the_scan_is_built(tmp
         ):
             snap.scan(predicate=expr)
     assert snap.scan(predicate=pc.field("i") > 1).to_table().num_rows == 1
+
+
+def test_integer_literal_against_a_decimal_column(tmp_path):
+    """``dec > 2`` on a decimal(5,2) column compares numerically, as in SQL (pyarrow alone
+    refuses it: an int64 widened to a decimal needs precision 21)."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from delta_datafusion.predicate import col, gt
+
+    dec = pa.array([Decimal("1.50"), Decimal("2.00"), Decimal("2.50"), None], pa.decimal128(5, 2))
+    snap = DeltaTable(_api_table(tmp_path, pa.table({"dec": dec}))).snapshot()
+    for p, want in (
+        (pc.field("dec") > 2, [Decimal("2.50")]),
+        (pc.field("dec") == 2, [Decimal("2.00")]),
+        (gt(col("dec"), 2), [Decimal("2.50")]),
+        (pc.field("dec").isin([2, 3]), [Decimal("2.00")]),
+        ("dec > 2", [Decimal("2.50")]),
+    ):
+        assert sorted(snap.scan(predicate=p).to_table().column("dec").to_pylist()) == want, p
