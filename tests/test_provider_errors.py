@@ -541,3 +541,31 @@ def test_failed_reads_do_not_write(partitioned: Path) -> None:
     with pytest.raises(DeltaError):
         dd.register_table(ctx, "t3", str(partitioned))
     assert folder_state(partitioned) == before
+
+
+def test_dropped_sessions_release_their_tables(tmp_path: Path) -> None:
+    """A process that makes a session per request must not keep every snapshot it registered:
+    the package's per-session registries are emptied when the SessionContext is collected."""
+    import gc
+    import weakref
+
+    from delta_datafusion.datafusion import session as session_module
+    from delta_datafusion.datafusion import table_function
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    alive, ids = [], []
+    for _ in range(20):
+        ctx = _ctx()
+        dd.register(ctx)
+        alive.append(weakref.ref(dd.register_table(ctx, "t", str(path))))
+        dd.register_catalog(ctx, "lake", str(tmp_path))
+        assert _run(ctx, "SELECT count(*) AS n FROM table_changes('t', 0)").to_pydict() == {"n": [2]}
+        assert _run(ctx, "SELECT count(*) AS n FROM lake.default.t").to_pydict() == {"n": [2]}
+        ids.append(ctx.session_id())
+        del ctx
+    gc.collect()
+    assert not any(r() is not None for r in alive)
+    for sid in ids:
+        assert sid not in session_module._REGISTRY and sid not in session_module._CATALOGS
+        assert sid not in table_function._SESSIONS

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +41,34 @@ _REGISTRY: dict[str, dict[str, RegisteredTable]] = {}
 _REGISTRY_LOCK = threading.Lock()
 # folder catalogs registered per session (dd.explain reports their tables' scans too)
 _CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
+
+
+_TRACKED: set[str] = set()
+
+
+def _track(ctx: SessionContext) -> None:
+    """Forget the session's registered tables, catalogs and plans when its ``SessionContext`` is
+    garbage collected (a process making a session per request would otherwise keep every
+    snapshot it ever registered)."""
+    sid = ctx.session_id()
+    with _REGISTRY_LOCK:
+        if sid in _TRACKED:
+            return
+        _TRACKED.add(sid)
+    try:
+        weakref.finalize(ctx, _forget_session, sid)
+    except TypeError:  # a context that cannot be weakly referenced: kept for the process
+        pass
+
+
+def _forget_session(session_id: str) -> None:
+    with _REGISTRY_LOCK:
+        _REGISTRY.pop(session_id, None)
+        _CATALOGS.pop(session_id, None)
+        _TRACKED.discard(session_id)
+    from .table_function import forget_session_plans
+
+    forget_session_plans(session_id)
 
 
 def _remember(session_id: str, entry: RegisteredTable) -> None:
@@ -80,6 +109,7 @@ def register_table(
         raise DeltaError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
     ctx.register_table(name, Table(dataset))
+    _track(ctx)
     _remember(
         ctx.session_id(), RegisteredTable(name, uri, dict(storage_options or {}), version, timestamp, dataset)
     )
@@ -279,6 +309,7 @@ def register_catalog(
     if not provider.storage.isdir(provider.storage.root):
         raise TableNotFoundError(f"register_catalog({catalog!r}): {root} is not a folder")
     ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
+    _track(ctx)
     with _REGISTRY_LOCK:
         _CATALOGS.setdefault(ctx.session_id(), []).append(provider)
     return provider
@@ -290,6 +321,7 @@ def register_catalog(
 def register(ctx: SessionContext) -> SessionContext:
     """Install the DELTA table factory and the ``table_changes`` table function."""
     ctx.register_table_factory("DELTA", DeltaTableFactory(ctx.session_id()))
+    _track(ctx)
     try:
         from .table_function import install_table_changes
     except ImportError:  # change feed not available in this build

@@ -90,6 +90,11 @@ def _session_plans(session_id: str) -> _SessionPlans:
         return plans
 
 
+def forget_session_plans(session_id: str) -> None:
+    with _SESSIONS_LOCK:
+        _SESSIONS.pop(session_id, None)
+
+
 def recent_plans(session_id: str) -> list[ScanPlanInfo]:
     """The change scans planned by the session's most recent statement (one per call)."""
     with _SESSIONS_LOCK:
