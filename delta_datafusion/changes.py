@@ -250,9 +250,12 @@ class ChangeFeed:
             p, m = find_protocol_and_metadata(c.data, c.info.path)
             if p is not None:
                 protocol = Protocol.from_action(p, c.info.path)
-                protocol.check_readable(c.info.path)
-            if m is not None:
-                md = Metadata.from_action(m, c.info.path)
+                protocol.check_readable(c.info.path, defer_variant=True)
+            md = Metadata.from_action(m, c.info.path) if m is not None else None
+            if p is not None:
+                in_force = md if md is not None else segments[-1][1]
+                protocol.check_readable(c.info.path, in_force.schema_json)
+            if md is not None:
                 if not md.change_data_feed_enabled:
                     raise CdfNotEnabledError(
                         f"change data feed is not enabled at version {c.version} of {where} (its metaData "

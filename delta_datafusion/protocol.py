@@ -32,6 +32,23 @@ REFUSED_READER_FEATURES = {
 }
 
 
+_VARIANT_FEATURES = frozenset({"variantType", "variantType-preview", "variantShredding-preview"})
+
+
+def _has_variant(dtype: Any) -> bool:
+    """Does a Delta schema JSON type contain a VARIANT anywhere (nested included)?"""
+    if dtype == "variant":
+        return True
+    if isinstance(dtype, dict):
+        if dtype.get("type") == "struct":
+            return any(_has_variant(f.get("type")) for f in dtype.get("fields") or () if isinstance(f, dict))
+        if dtype.get("type") == "array":
+            return _has_variant(dtype.get("elementType"))
+        if dtype.get("type") == "map":
+            return _has_variant(dtype.get("keyType")) or _has_variant(dtype.get("valueType"))
+    return False
+
+
 @dataclass(frozen=True)
 class Protocol:
     min_reader_version: int
@@ -63,8 +80,15 @@ class Protocol:
     def has_feature(self, name: str) -> bool:
         return name in self.reader_features or name in self.writer_features
 
-    def check_readable(self, where: str) -> None:
-        """Refuse protocols this reader cannot honour, naming the version or feature."""
+    def check_readable(
+        self, where: str, schema_json: dict[str, Any] | None = None, defer_variant: bool = False
+    ) -> None:
+        """Refuse protocols this reader cannot honour, naming the version or feature.
+
+        ``schema_json``: the table schema in force; a VARIANT feature is honoured vacuously when
+        no column is a variant (deltalake 1.6 lists ``variantType`` on every table it creates
+        with deletion vectors enabled). Without a schema the feature is refused, unless
+        ``defer_variant`` (the caller checks again once the metadata is parsed)."""
         v = self.min_reader_version
         if v not in (1, 2, 3):
             raise InvalidProtocolError(
@@ -77,6 +101,10 @@ class Protocol:
             )
         for feat in sorted(self.reader_features):
             if feat in SUPPORTED_READER_FEATURES:
+                continue
+            if feat in _VARIANT_FEATURES and (
+                defer_variant or (schema_json is not None and not _has_variant(schema_json))
+            ):
                 continue
             why = REFUSED_READER_FEATURES.get(feat, "it is not a reader feature this package knows")
             raise UnsupportedFeatureError(f"{where}: table requires reader feature {feat!r}: {why}")

@@ -273,7 +273,7 @@ def _set_protocol(t: Path, protocol: dict, version: int = 0) -> Path:
     return path
 
 
-@pytest.mark.parametrize("feature", ["fancyNewThing", "variantType", "catalogManaged"])
+@pytest.mark.parametrize("feature", ["fancyNewThing", "catalogManaged"])
 def test_unknown_or_refused_reader_feature(copy_corpus_table, feature: str):
     t = copy_corpus_table("app-txn-no-checkpoint")
     c0 = _set_protocol(
@@ -685,4 +685,35 @@ def test_protocol_and_metadata_that_are_not_objects(tmp_path: Path, edit, error,
     t = _small_table(tmp_path / "t", commits=1)
     _rewrite_commit(commit_path(t, 0), lambda actions: [edit(a) for a in actions])
     with pytest.raises(error, match=message):
+        DeltaTable(str(t)).snapshot()
+
+
+def test_variant_feature_is_refused_only_with_a_variant_column(tmp_path: Path):
+    """deltalake 1.6 lists ``variantType`` on every table it creates with deletion vectors
+    enabled; without a VARIANT column the feature is honoured vacuously (the table, its deletion
+    vectors and its change feed read as deltalake reads them). A VARIANT column is refused."""
+    t = tmp_path / "dv"
+    rows = pa.table({"id": pa.array(range(6), pa.int64()), "s": [f"r{i}" for i in range(6)]})
+    deltalake.write_deltalake(
+        str(t),
+        rows,
+        configuration={"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"},
+    )
+    deltalake.DeltaTable(str(t)).delete("id < 2")
+    protocol = deltalake.DeltaTable(str(t)).protocol()
+    assert "variantType" in (protocol.reader_features or []), protocol  # the premise
+    snap = DeltaTable(str(t)).snapshot()
+    assert sorted(snap.scan().to_table().column("id").to_pylist()) == [2, 3, 4, 5]
+    assert DeltaTable(str(t)).changes(1).to_table().num_rows == 2
+
+    def add_variant(actions):
+        for a in actions:
+            if "metaData" in a:
+                schema = json.loads(a["metaData"]["schemaString"])
+                schema["fields"].append({"name": "v", "type": "variant", "nullable": True, "metadata": {}})
+                a["metaData"]["schemaString"] = json.dumps(schema)
+        return actions
+
+    _rewrite_commit(commit_path(t, 0), add_variant)
+    with pytest.raises(UnsupportedFeatureError, match="'variantType'"):
         DeltaTable(str(t)).snapshot()
