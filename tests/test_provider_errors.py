@@ -442,8 +442,7 @@ def _write_table_log(
 @pytest.mark.parametrize(
     ("features", "named"),
     [
-        (["variantType"], "variantType"),
-        (["variantType-preview"], "variantType-preview"),
+        # variantType without a VARIANT column is read (see test_variant_feature_is_refused_only_with_a_variant_column)
         (["deletionVectors", "someFutureFeature"], "someFutureFeature"),
         (["catalogManaged"], "catalogManaged"),
     ],
