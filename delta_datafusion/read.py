@@ -275,6 +275,8 @@ class UnitReader:
         except (OSError, pa.ArrowInvalid):
             found = frozenset()  # the read itself will report the problem
         with _VIEW_LOCK:
+            if len(_VIEW_CACHE) >= 65536:  # bounded like the other per-file caches
+                _VIEW_CACHE.clear()
             _VIEW_CACHE[key] = found
         return found
 

@@ -15,7 +15,7 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow.fs as pafs
 
-from .errors import DeltaError
+from .errors import DeltaError, MissingLogFileError
 
 
 class FileInfo:
@@ -34,7 +34,10 @@ class FileInfo:
         self._mtime_ms = mtime_ms
 
     def _stat(self) -> None:
-        st = os.stat(self.path)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError as e:  # listed, then removed (log cleanup, a concurrent writer)
+            raise MissingLogFileError(f"{self.path} disappeared after the folder was listed") from e
         self._size, self._mtime_ms = st.st_size, st.st_mtime_ns // 1_000_000
 
     @property

@@ -717,3 +717,13 @@ def test_variant_feature_is_refused_only_with_a_variant_column(tmp_path: Path):
     _rewrite_commit(commit_path(t, 0), add_variant)
     with pytest.raises(UnsupportedFeatureError, match="'variantType'"):
         DeltaTable(str(t)).snapshot()
+
+
+def test_log_file_removed_after_listing(tmp_path: Path):
+    """Log cleanup (or a concurrent writer) can remove a listed file before it is used: a
+    MissingLogFileError naming it, not a bare FileNotFoundError."""
+    t = _small_table(tmp_path / "t", commits=3, checkpoint=True)
+    snap = DeltaTable(str(t)).snapshot()  # listed and opened; the checkpoint's size is read lazily
+    (log_dir(t) / f"{2:020d}.checkpoint.parquet").unlink()
+    with pytest.raises(MissingLogFileError, match=r"00000000000000000002\.checkpoint\.parquet disappeared"):
+        snap.files()
