@@ -50,7 +50,6 @@ import json
 import math
 import os
 import posixpath
-import re
 import struct
 import tempfile
 import threading
@@ -66,6 +65,7 @@ import pyarrow.compute as pc
 from .errors import DeltaError, ParallelStateError
 from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
+from .log.segment import checkpoint_file_version
 from .protocol import Metadata, Protocol
 from .replay import flatten_file_actions, with_keys
 from .scan import Scan, ScanMetadata
@@ -438,10 +438,10 @@ class ParallelState:
             raise ParallelStateError(
                 f"leaf file {leaf.path} is not in {log_dir} (the state is for table {self.table_root})"
             )
-        m = _CHECKPOINT_FILE.match(posixpath.basename(path))
-        if m and int(m.group(1)) != self.checkpoint_version:
+        version = checkpoint_file_version(posixpath.basename(path))
+        if version is not None and version != self.checkpoint_version:
             raise ParallelStateError(
-                f"leaf file {leaf.path} belongs to the checkpoint at version {int(m.group(1))}, but the state "
+                f"leaf file {leaf.path} belongs to the checkpoint at version {version}, but the state "
                 f"was made from the checkpoint at version {self.checkpoint_version}"
             )
 
@@ -731,9 +731,6 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
 
     def __next__(self) -> ScanMetadata:
         return next(self._it)
-
-
-_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(\.\d{10}\.\d{10})?(\.[^.]+)?\.parquet$")
 
 
 def _as_leaf(f: LeafFile | str) -> LeafFile:

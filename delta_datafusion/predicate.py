@@ -847,8 +847,6 @@ def _decimal_literal(column: Column, lit: Literal) -> Literal:
     t = column.type
     if t is None or not pa.types.is_decimal(t) or lit.is_null or not pa.types.is_integer(lit.type):
         return lit
-    import decimal
-
     try:  # through Python's Decimal: pyarrow refuses int64 -> decimal(p < 21) by type, not value
         return Literal(pa.scalar(decimal.Decimal(lit.value.as_py()), t))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, decimal.InvalidOperation, OverflowError):

@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import InvalidProtocolError, MissingMetadataError, SchemaError, UnsupportedFeatureError
-from .schema import column_mapping_mode, parse_schema_string, physical_name, to_arrow_schema
+from .schema import column_mapping_mode, contains_type, parse_schema_string, physical_name, to_arrow_schema
 
 #: Reader features a snapshot can be read with. Every other reader feature is refused by name.
 SUPPORTED_READER_FEATURES = frozenset(
@@ -33,20 +33,6 @@ REFUSED_READER_FEATURES = {
 
 
 _VARIANT_FEATURES = frozenset({"variantType", "variantType-preview", "variantShredding-preview"})
-
-
-def _has_variant(dtype: Any) -> bool:
-    """Does a Delta schema JSON type contain a VARIANT anywhere (nested included)?"""
-    if dtype == "variant":
-        return True
-    if isinstance(dtype, dict):
-        if dtype.get("type") == "struct":
-            return any(_has_variant(f.get("type")) for f in dtype.get("fields") or () if isinstance(f, dict))
-        if dtype.get("type") == "array":
-            return _has_variant(dtype.get("elementType"))
-        if dtype.get("type") == "map":
-            return _has_variant(dtype.get("keyType")) or _has_variant(dtype.get("valueType"))
-    return False
 
 
 @dataclass(frozen=True)
@@ -103,7 +89,7 @@ class Protocol:
             if feat in SUPPORTED_READER_FEATURES:
                 continue
             if feat in _VARIANT_FEATURES and (
-                defer_variant or (schema_json is not None and not _has_variant(schema_json))
+                defer_variant or (schema_json is not None and not contains_type(schema_json, "variant"))
             ):
                 continue
             why = REFUSED_READER_FEATURES.get(feat, "it is not a reader feature this package knows")

@@ -55,6 +55,25 @@ def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]
     return schema
 
 
+def contains_type(dtype: Any, name: str) -> bool:
+    """Does a Delta schema JSON type contain the primitive ``name`` (e.g. "variant") anywhere,
+    nested structs, arrays and maps included?"""
+    if dtype == name:
+        return True
+    if not isinstance(dtype, dict):
+        return False
+    kind = dtype.get("type")
+    if kind == "struct":
+        return any(
+            contains_type(f.get("type"), name) for f in dtype.get("fields") or () if isinstance(f, dict)
+        )
+    if kind == "array":
+        return contains_type(dtype.get("elementType"), name)
+    if kind == "map":
+        return contains_type(dtype.get("keyType"), name) or contains_type(dtype.get("valueType"), name)
+    return False
+
+
 def _check_unique_names(dtype: Any, where: str, path: tuple[str, ...]) -> None:
     """Column names are unique per struct, ignoring case (as Delta writers require)."""
     if not isinstance(dtype, dict):

@@ -80,6 +80,13 @@ class LogSegment:
         return self.checkpoint.version if self.checkpoint else None
 
 
+def checkpoint_file_version(name: str) -> int | None:
+    """The version a checkpoint file name (classic, multi-part or V2) belongs to; None for other
+    names (sidecars carry no version)."""
+    m = _CLASSIC.match(name) or _MULTI.match(name) or _V2.match(name)
+    return int(m.group(1)) if m else None
+
+
 def list_log(storage: Storage) -> LogListing:
     """List ``_delta_log`` once and classify its files."""
     log_dir = storage.join("_delta_log")
