@@ -528,21 +528,41 @@ def test_file_action_without_path(tmp_path: Path, action: str):
         DeltaTable(str(t)).snapshot().files()
 
 
-def test_checkpoint_add_without_path_or_without_add_column(tmp_path: Path):
-    t = _small_table(tmp_path / "t", commits=2, checkpoint=True)
-    ckpt = log_dir(t) / f"{1:020d}.checkpoint.parquet"
+def _replace_checkpoint_add_field(ckpt: Path, name: str, make) -> pa.Table:
+    """Rewrite checkpoint ``ckpt`` with ``add.<name>`` replaced by ``make(add)``; returns the original."""
     original = pq.read_table(ckpt)
-    # add.path null in every add row
     add = original.column("add").combine_chunks()
-    fields = [add.field(i) for i in range(add.type.num_fields)]
     names = [add.type.field(i).name for i in range(add.type.num_fields)]
-    fields[names.index("path")] = pa.nulls(len(add), pa.string())
+    fields = [add.field(i) for i in range(add.type.num_fields)]
+    fields[names.index(name)] = make(add)
     broken = original.set_column(
         original.schema.get_field_index("add"),
         "add",
         pa.StructArray.from_arrays(fields, names=names, mask=add.is_null()),
     )
     pq.write_table(broken, ckpt)
+    return original
+
+
+def _add_schema_field(t: Path, field: dict) -> None:
+    """Append ``field`` to the schema of the metaData action in commit 0."""
+
+    def edit(actions):
+        for a in actions:
+            if "metaData" in a:
+                schema = json.loads(a["metaData"]["schemaString"])
+                schema["fields"].append(field)
+                a["metaData"]["schemaString"] = json.dumps(schema)
+        return actions
+
+    _rewrite_commit(commit_path(t, 0), edit)
+
+
+def test_checkpoint_add_without_path_or_without_add_column(tmp_path: Path):
+    t = _small_table(tmp_path / "t", commits=2, checkpoint=True)
+    ckpt = log_dir(t) / f"{1:020d}.checkpoint.parquet"
+    # add.path null in every add row
+    original = _replace_checkpoint_add_field(ckpt, "path", lambda add: pa.nulls(len(add), pa.string()))
     with pytest.raises(LogCorruptError, match="checkpoint 1 of .* without a path"):
         DeltaTable(str(t)).snapshot().files()
     # no add column at all is legal (Spark's multi-part checkpoints have such parts, see the
@@ -553,16 +573,7 @@ def test_checkpoint_add_without_path_or_without_add_column(tmp_path: Path):
 
 def test_duplicate_column_names_in_schema(tmp_path: Path):
     t = _small_table(tmp_path / "t", commits=1)
-
-    def edit(actions):
-        for a in actions:
-            if "metaData" in a:
-                schema = json.loads(a["metaData"]["schemaString"])
-                schema["fields"].append({**schema["fields"][0], "name": "ID"})
-                a["metaData"]["schemaString"] = json.dumps(schema)
-        return actions
-
-    _rewrite_commit(commit_path(t, 0), edit)
+    _add_schema_field(t, {"name": "ID", "type": "long", "nullable": True, "metadata": {}})
     with pytest.raises(
         SchemaError, match="columns 'id' and 'ID' at the top level: column names must be unique"
     ):
@@ -644,18 +655,11 @@ def test_checkpoint_partition_values_of_the_wrong_type(tmp_path: Path):
         deltalake.write_deltalake(str(t), rows, mode="append", partition_by=["part"])
     deltalake.DeltaTable(str(t)).create_checkpoint()
     ckpt = log_dir(t) / f"{1:020d}.checkpoint.parquet"
-    original = pq.read_table(ckpt)
-    add = original.column("add").combine_chunks()
-    names = [add.type.field(i).name for i in range(add.type.num_fields)]
-    fields = [add.field(i) for i in range(add.type.num_fields)]
-    k = names.index("partitionValues")
-    fields[k] = pa.array([["x"] if v.is_valid else None for v in add], pa.list_(pa.string()))
-    broken = original.set_column(
-        original.schema.get_field_index("add"),
-        "add",
-        pa.StructArray.from_arrays(fields, names=names, mask=add.is_null()),
+    _replace_checkpoint_add_field(
+        ckpt,
+        "partitionValues",
+        lambda add: pa.array([["x"] if v.is_valid else None for v in add], pa.list_(pa.string())),
     )
-    pq.write_table(broken, ckpt)
     with pytest.raises(LogCorruptError, match="checkpoint 1 of .*partitionValues are list<.*>, not a map"):
         DeltaTable(str(t)).snapshot().files()
 
@@ -706,15 +710,7 @@ def test_variant_feature_is_refused_only_with_a_variant_column(tmp_path: Path):
     assert sorted(snap.scan().to_table().column("id").to_pylist()) == [2, 3, 4, 5]
     assert DeltaTable(str(t)).changes(1).to_table().num_rows == 2
 
-    def add_variant(actions):
-        for a in actions:
-            if "metaData" in a:
-                schema = json.loads(a["metaData"]["schemaString"])
-                schema["fields"].append({"name": "v", "type": "variant", "nullable": True, "metadata": {}})
-                a["metaData"]["schemaString"] = json.dumps(schema)
-        return actions
-
-    _rewrite_commit(commit_path(t, 0), add_variant)
+    _add_schema_field(t, {"name": "v", "type": "variant", "nullable": True, "metadata": {}})
     with pytest.raises(UnsupportedFeatureError, match="'variantType'"):
         DeltaTable(str(t)).snapshot()
 
