@@ -236,7 +236,6 @@ class DeltaDataset(ds.Dataset):
         self.planner = planner
         self.label = label
         self._lock = threading.Lock()
-        self.last_plan: ScanPlanInfo | None = None
         self._plans: dict[str, ScanPlanInfo] = {}
         # every planning in order (bounded), for dd.explain: a query may scan one table twice
         self._history: deque[ScanPlanInfo] = deque(maxlen=64)
@@ -282,7 +281,6 @@ class DeltaDataset(ds.Dataset):
         groups = balance(units, target_fragments())
         info.fragments = len(groups)
         with self._lock:
-            self.last_plan = info
             self._plans[info.filter] = info
             self._history.append(info)
             self.plans_made += 1
@@ -295,6 +293,12 @@ class DeltaDataset(ds.Dataset):
 
     def count_rows(self, filter: Any = None, **_: Any) -> int:  # noqa: A002
         return self.to_table(columns=[], filter=filter).num_rows
+
+    @property
+    def last_plan(self) -> ScanPlanInfo | None:
+        """The most recent planning (None before the first)."""
+        with self._lock:
+            return self._history[-1] if self._history else None
 
     def plans_since(self, count: int) -> list[ScanPlanInfo]:
         """The plans made after the first ``count`` (see :attr:`plans_made`), oldest first."""
