@@ -19,6 +19,7 @@ from .errors import LogCorruptError
 from .log.actions import DV_TYPE, partition_values_type
 from .partition_values import map_to_struct
 from .storage import Storage
+from .strings import any_contains_byte, starts_with_byte
 
 #: Columns of the flat, raw add table that replay produces (before typing stats/partitions).
 RAW_ADD_FIELDS = [
@@ -62,7 +63,7 @@ def flatten_file_actions(
     if not (pa.types.is_struct(actions.type) or pa.types.is_null(actions.type)):
         raise LogCorruptError(f"{where}: file actions are {actions.type}, not a struct with a path")
     valid = actions.is_valid()
-    rows = actions.filter(valid)
+    rows = _valid_rows(actions, valid)
     n = len(rows)
     if n:
         paths = child(rows, "path")
@@ -122,6 +123,22 @@ def flatten_file_actions(
     return pa.table(cols)
 
 
+def _valid_rows(actions: pa.Array, valid: pa.Array) -> pa.Array:
+    """The non-null rows; a zero-copy slice when they are one run (a checkpoint's adds usually
+    are), which spares copying every stats string (21k adds: 2.0 -> 0.02 ms)."""
+    nulls = actions.null_count
+    if nulls == 0:
+        return actions
+    if nulls == len(actions):
+        return actions.slice(0, 0)
+    mask = valid.to_numpy(zero_copy_only=False)
+    first = int(mask.argmax())
+    last = len(mask) - int(mask[::-1].argmax())
+    if last - first == len(actions) - nulls:
+        return actions.slice(first, last - first)
+    return actions.filter(valid)
+
+
 def _dv_column(dv: pa.Array, n: int) -> pa.Array:
     if pa.types.is_null(dv.type):
         return pa.nulls(n, DV_TYPE)
@@ -136,10 +153,10 @@ def decode_paths(paths: pa.Array) -> pa.Array:
     """URL-decode log paths; only the (rare) rows with a '%' go through Python."""
     if isinstance(paths, pa.ChunkedArray):
         paths = paths.combine_chunks()
-    has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
-    if not pc.any(has_pct).as_py():
+    if not any_contains_byte(paths, ord("%")):
         return paths
-    decoded = pa.array([unquote(v) for v in paths.filter(has_pct).to_pylist()], pa.string())
+    has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
+    decoded = pa.array([unquote(v) for v in paths.filter(has_pct).to_pylist()], paths.type)
     return pc.replace_with_mask(paths, has_pct, decoded)
 
 
@@ -147,14 +164,16 @@ def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
     """Decoded log paths -> full paths on the table's filesystem (relative ones joined to root)."""
     if len(decoded) == 0:
         return decoded
-    special = pc.fill_null(pc.or_(pc.starts_with(decoded, "/"), pc.match_substring(decoded, ":")), False)
     root = storage.root.rstrip("/") + "/"
     joined = pc.binary_join_element_wise(pa.scalar(root, pa.string()), decoded, "")
-    if not pc.any(special).as_py():
+    absolute = starts_with_byte(decoded, ord("/"))
+    if any_contains_byte(decoded, ord(":")):
+        absolute |= pc.fill_null(pc.match_substring(decoded, ":"), False).to_numpy(zero_copy_only=False)
+    if not absolute.any():
         return joined
     values = joined.to_pylist()
     raw = decoded.to_pylist()
-    for i in np.flatnonzero(special.to_numpy(zero_copy_only=False)):
+    for i in np.flatnonzero(absolute):
         values[i] = _resolve_absolute(storage, raw[i])
     return pa.array(values, pa.string())
 

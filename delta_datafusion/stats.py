@@ -12,7 +12,6 @@ import io
 import json
 from collections.abc import Collection
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -20,6 +19,7 @@ import pyarrow.json as pajson
 from .log.actions import read_ndjson
 from .protocol import Metadata
 from .schema import relabel, stats_schemas
+from .strings import any_contains_byte, string_bytes
 
 
 def _json_parse_type(t: pa.DataType) -> pa.DataType:
@@ -114,15 +114,11 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
 def _ndjson_lines(strings: pa.Array) -> pa.Buffer:
     """The strings as one NDJSON buffer, a line each (newlines inside them become spaces), built
     with one copy: each string plus "\n" is contiguous in the joined array's data buffer."""
-    data = strings.buffers()[2]
-    if data is not None and len(data) and (np.frombuffer(data, np.uint8) == 10).any():
+    if any_contains_byte(strings, ord("\n")):
         strings = pc.replace_substring(strings, "\n", " ")
     newline, empty = pa.scalar("\n", strings.type), pa.scalar("", strings.type)
     lines = pc.binary_join_element_wise(strings, newline, empty)
-    width = np.int64 if pa.types.is_large_string(lines.type) else np.int32
-    offsets = np.frombuffer(
-        lines.buffers()[1], width, count=len(lines) + 1, offset=lines.offset * np.dtype(width).itemsize
-    )
+    offsets, _ = string_bytes(lines)
     start, end = int(offsets[0]), int(offsets[-1])
     return lines.buffers()[2].slice(start, end - start)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import deltalake
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -1228,6 +1229,47 @@ def test_absolute_paths_and_file_uris_are_the_same_file(tmp_path: Path):
         ],
     )
     assert DeltaTable(str(t)).snapshot().files().column("location").to_pylist() == [f"{other}/h#ash.parquet"]
+
+
+@pytest.mark.parametrize("large", [False, True])
+def test_path_byte_checks_see_only_their_own_strings(large: bool):
+    """The byte-level checks behind path decoding and resolution: sliced arrays, nulls whose
+    slots hold bytes, empty strings, large offsets."""
+    from delta_datafusion.replay import decode_paths
+    from delta_datafusion.strings import any_contains_byte, starts_with_byte
+
+    typ = pa.large_string() if large else pa.string()
+    arr = pa.array(["%41/x", "a", "", "/abs", None, "b:c"], typ)
+    assert any_contains_byte(arr, ord("%")) and not any_contains_byte(arr.slice(1), ord("%"))
+    assert any_contains_byte(arr, ord(":")) and not any_contains_byte(arr.slice(0, 5), ord(":"))
+    assert starts_with_byte(arr, ord("/")).tolist() == [False, False, False, True, False, False]
+    assert starts_with_byte(arr.slice(3, 2), ord("/")).tolist() == [True, False]
+    assert decode_paths(arr.slice(1)).to_pylist() == ["a", "", "/abs", None, "b:c"]
+    assert decode_paths(arr).to_pylist()[0] == "A/x"
+    # a null slot whose bytes are "/x": not a string that starts with '/'
+    offs = np.array([0, 2, 3], np.int64 if large else np.int32)
+    masked = pa.Array.from_buffers(
+        typ,
+        2,
+        [pa.py_buffer(np.packbits([0, 1], bitorder="little")), pa.py_buffer(offs), pa.py_buffer(b"/xy")],
+    )
+    assert masked.to_pylist() == [None, "y"]
+    assert starts_with_byte(masked, ord("/")).tolist() == [False, False]
+
+
+@pytest.mark.parametrize("layout", ["run", "scattered", "none", "all"])
+def test_file_actions_of_a_checkpoint_keep_exactly_the_non_null_rows(layout: str):
+    """A run of adds is sliced without copying, scattered adds are filtered: same rows either way."""
+    from delta_datafusion.replay import flatten_file_actions
+
+    paths = {"run": [None, "a", "b", "c", None], "scattered": ["a", None, "b", None, "c"]}
+    paths |= {"none": [None, None], "all": ["a", "b", "c"]}
+    rows = [None if p is None else {"path": p, "size": i} for i, p in enumerate(paths[layout])]
+    actions = pa.array(rows, pa.struct([("path", pa.string()), ("size", pa.int64())]))
+    flat = flatten_file_actions(actions, [], pa.array(range(len(rows)), pa.int64()))
+    want = [(r["path"], r["size"], i) for i, r in enumerate(rows) if r is not None]
+    got = list(zip(*(flat.column(c).to_pylist() for c in ("path", "size", "version")), strict=True))
+    assert got == want
 
 
 @pytest.mark.parametrize(
