@@ -339,8 +339,9 @@ class UnitReader:
                     keep_only = pc.invert(deleted_row_mask(only, start, n))
                     mask = keep_only if mask is None else pc.and_(mask, keep_only)
                 start += n
-                batch = raw.filter(mask) if mask is not None else raw
-                batch = self._to_logical(batch, unit, needed)
+                # logical first: pyarrow cannot filter the string_view columns some writers store
+                batch = self._to_logical(raw, unit, needed)
+                batch = batch.filter(mask) if mask is not None else batch
                 if row_filter is not None and batch.num_rows:
                     batch = batch.filter(row_filter)
                 # _to_logical adds every partition value and constant: keep the requested columns

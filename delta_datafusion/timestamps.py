@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 
 from .errors import DeltaError, LogCorruptError, VersionNotFoundError
 from .log.segment import LogListing
@@ -124,16 +124,28 @@ class CommitTimeline:
         return self.versions[idx + 1]
 
     def _bisect(self, ts_ms: int) -> int:
-        """Index of the last version with timestamp <= ts, or -1 (binary search; ICT files read lazily)."""
+        """Index of the last version with timestamp <= ts, or -1 (binary search; ICT files read lazily).
+
+        With in-commit timestamps enabled at some version, a timestamp at or after the enablement
+        timestamp is looked for among the ICT commits only, an earlier one among the commits
+        before by modification time (PROTOCOL.md): the two parts need not be in order with each
+        other (clock skew between the file store and the writer)."""
+        lo, hi = 0, len(self.versions)
+        if self.ict is not None:
+            split = bisect_left(self.versions, self.ict[0])
+            if ts_ms >= self.ict[1]:
+                lo = split
+            else:
+                hi = split
 
         class _Keys:
             def __len__(_self) -> int:
-                return len(self.versions)
+                return hi
 
             def __getitem__(_self, i: int) -> int:
                 return self.timestamp(self.versions[i])
 
-        return bisect_right(_Keys(), ts_ms) - 1
+        return bisect_right(_Keys(), ts_ms, lo, hi) - 1
 
 
 def _fmt(ms: int) -> str:

@@ -678,3 +678,88 @@ def test_cache_keys_by_table_and_does_not_cache_errors(dv_copy: tuple[Storage, P
     assert len(cache) == 2  # least recently used entry evicted
     cache.clear()
     assert len(cache) == 0
+
+
+def test_deletion_vector_on_a_file_storing_string_views(tmp_path: Path) -> None:
+    """delta-rs UPDATE/MERGE store string columns as string_view; a later DV on such a file used
+    to fail every read (pyarrow cannot filter string_view), through the scan, SQL and the change
+    feed alike."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    data = pa.table(
+        {
+            "id": pa.array(range(5), pa.int64()),
+            "s": pa.array(list("abcde"), pa.string_view()),
+            "tags": pa.array([["x"], [], ["y", "z"], None, ["w"]], pa.list_(pa.string_view())),
+        }
+    )
+    pq.write_table(data, table / "part-0.parquet")
+    assert pq.read_schema(table / "part-0.parquet").field("s").type == pa.string_view()
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "s", "type": "string", "nullable": True, "metadata": {}},
+            {
+                "name": "tags",
+                "type": {"type": "array", "elementType": "string", "containsNull": True},
+                "nullable": True,
+                "metadata": {},
+            },
+        ],
+    }
+    payload = struct.pack("<i", DV_MAGIC) + _hand_encode([0, 2])
+    dv = {"storageType": "i", "pathOrInlineDv": _z85_encode(payload, "pad"), "sizeInBytes": len(payload)}
+    add = {
+        "path": "part-0.parquet",
+        "partitionValues": {},
+        "size": (table / "part-0.parquet").stat().st_size,
+        "modificationTime": 0,
+        "dataChange": True,
+    }
+    commits = [
+        [
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": ["deletionVectors"],
+                    "writerFeatures": ["deletionVectors", "changeDataFeed"],
+                }
+            },
+            {
+                "metaData": {
+                    "id": "sv",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": {
+                        "delta.enableDeletionVectors": "true",
+                        "delta.enableChangeDataFeed": "true",
+                    },
+                }
+            },
+            {"add": add},
+        ],
+        [
+            {"remove": {**add, "deletionTimestamp": 1, "extendedFileMetadata": True}},
+            {"add": {**add, "deletionVector": {**dv, "cardinality": 2}}},
+        ],
+    ]
+    for version, actions in enumerate(commits):
+        lines = "\n".join(json.dumps(a) for a in actions)
+        (table / "_delta_log" / f"{version:020d}.json").write_text(lines + "\n")
+    expected = [(1, "b", []), (3, "d", None), (4, "e", ["w"])]
+    got = dd.DeltaTable(str(table)).snapshot().scan().to_table()
+    assert sorted(zip(*(got.column(c).to_pylist() for c in ("id", "s", "tags")), strict=True)) == expected
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(table))
+    rows = ctx.sql("SELECT id, s FROM t WHERE s <> 'x' ORDER BY id").to_pylist()
+    assert [(r["id"], r["s"]) for r in rows] == [(1, "b"), (3, "d"), (4, "e")]
+    feed = ctx.sql("SELECT id, _change_type FROM table_changes('t', 1, 1) ORDER BY id").to_pylist()
+    assert [(r["id"], r["_change_type"]) for r in feed] == [(0, "delete"), (2, "delete")]

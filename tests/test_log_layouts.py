@@ -697,6 +697,26 @@ def test_time_travel_by_timestamp_in_commit_timestamps_enabled_later(tmp_path: P
         dt_.snapshot(timestamp=stamps[0] - 1)
 
 
+def test_time_travel_by_timestamp_ict_enabled_after_commits_with_later_file_times(tmp_path: Path):
+    """Clock skew: the commits before in-commit timestamps were enabled have file times after the
+    enablement timestamp. A timestamp at or after the enablement timestamp is looked for among the
+    ICT commits only, an earlier one among the commits before (PROTOCOL.md), never in one merged
+    (unsorted) list."""
+    t, stamps = _ict_table(tmp_path)
+    t3, t4 = stamps[3], stamps[4]
+    set_mtime(commit_path(t, 1), BASE + 1500)  # after t3 = BASE + 1000.123 s
+    set_mtime(commit_path(t, 2), BASE + 1200)  # adjusted to BASE + 1500.001 s
+    dt_ = DeltaTable(str(t))
+    assert dt_.history().column("timestamp").to_pylist()[1:3] == [
+        (BASE + 1500) * 1000,
+        (BASE + 1500) * 1000 + 1,
+    ]
+    cases = {t3: 3, t3 + 1: 3, t4 - 1: 3, t4: 4, (BASE + 1500) * 1000: 4, t3 - 1: 0, stamps[0]: 0}
+    assert {ts: dt_.snapshot(timestamp=ts).version for ts in cases} == cases
+    with pytest.raises(VersionNotFoundError):
+        dt_.snapshot(timestamp=stamps[0] - 1)
+
+
 def test_time_travel_by_timestamp_ict_corpus_ignores_mtimes(copy_corpus_table):
     t = copy_corpus_table("cdc_ict_table")
     for v in range(4):
