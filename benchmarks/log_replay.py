@@ -196,7 +196,7 @@ def profile(paths: dict[str, str], top: int = 25) -> None:
         phases = []
         t = time.perf_counter()
         dt_ = DeltaTable(path)
-        listing = dt_._listing()
+        listing = dt_.listing()
         phases.append(("list _delta_log", time.perf_counter() - t))
         t = time.perf_counter()
         snap = dt_.snapshot()

@@ -87,7 +87,7 @@ def resolve_range(
     table: DeltaTable, start: Any, end: Any, listing: LogListing | None = None
 ) -> tuple[int, int]:
     """(start version, end version) of a change range; ``end`` None means the latest version."""
-    listing = listing or table._listing()
+    listing = listing if listing is not None else table.listing()
     s = as_bound(start, "start")
     e = as_bound(end, "end")
     if s is None:

@@ -208,7 +208,7 @@ class ChangeFeed:
         self.storage = storage = table.storage
         self.start = start
         self.end = end
-        listing = listing or table._listing()
+        listing = listing if listing is not None else table.listing()
         where = storage.root_uri
         missing = [v for v in range(start, end + 1) if v not in listing.commits]
         if missing:

@@ -27,6 +27,8 @@ def _show(ctx, sql: str, out) -> None:
 
 def _format(table, max_rows: int = 20) -> str:
     cols = table.column_names
+    if not cols:  # DDL; slicing a table without columns reports rows it does not have
+        return f"({table.num_rows} rows)"
     rows = table.slice(0, max_rows).to_pylist()
     cells = [[str(r[c]) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]

@@ -6,6 +6,7 @@ through :class:`Storage`, so any fsspec protocol (with storage options) works th
 
 from __future__ import annotations
 
+import datetime
 import os
 import posixpath
 from collections.abc import Mapping
@@ -25,15 +26,21 @@ class FileInfo:
     modification time are read on first use.
     """
 
-    __slots__ = ("path", "name", "_size", "_mtime_ms")
+    __slots__ = ("path", "name", "_size", "_mtime_ms", "_fs")
 
-    def __init__(self, path: str, name: str, size: int | None = None, mtime_ms: int | None = None):
+    def __init__(
+        self, path: str, name: str, size: int | None = None, mtime_ms: int | None = None, fs: Any = None
+    ):
         self.path = path
         self.name = name
         self._size = size
         self._mtime_ms = mtime_ms
+        self._fs = fs  # the fsspec filesystem to ask for what the listing did not say (None: local)
 
     def _stat(self) -> None:
+        if self._fs is not None:
+            self._mtime_ms = _fs_mtime_ms(self._fs, self.path)
+            return
         try:
             st = os.stat(self.path)
         except FileNotFoundError as e:  # listed, then removed (log cleanup, a concurrent writer)
@@ -63,16 +70,39 @@ class FileInfo:
 
 
 def _split_uri(uri: str) -> tuple[str, str]:
-    """Return (protocol, path-without-protocol) for a path or URI."""
+    """Return (protocol, path-without-protocol) for a path or URI.
+
+    Non-file URLs keep everything after ``protocol://`` (fsspec treats '#' and '?' as path
+    characters); file URIs follow RFC 8089: percent-decoded, no host other than localhost."""
     if "://" not in uri:
-        if uri.startswith("file:"):
-            return "file", unquote(uri[5:]) or "/"
+        if uri[:5].lower() == "file:":
+            path = unquote(uri[5:]) or "/"
+            if not path.startswith("/"):
+                raise DeltaError(f"{uri!r}: a file URI needs an absolute path (file:///abs/path)")
+            return "file", path
         return "file", os.path.abspath(os.path.expanduser(uri))
-    parts = urlsplit(uri)
-    protocol = parts.scheme.lower()
-    if protocol == "file":
-        return "file", unquote(parts.path)
-    return protocol, (parts.netloc + parts.path).rstrip("/")
+    scheme, rest = uri.split("://", 1)
+    protocol = scheme.lower()
+    if protocol in ("file", "local"):
+        parts = urlsplit(uri)
+        if parts.netloc not in ("", "localhost"):
+            raise DeltaError(
+                f"{uri!r}: file URIs with a host ({parts.netloc!r}) are not supported; "
+                f"write file:///absolute/path or a plain path"
+            )
+        return "file", unquote(parts.path) or "/"
+    return protocol, rest.rstrip("/")
+
+
+def _chain_child(uri: str, name: str) -> str:
+    """A chained fsspec URL (``simplecache::s3://b/t``, ``zip://t::file:///a.zip``) for ``name``
+    below its root: the path lives in the first link that has one."""
+    links = uri.split("::")
+    for i, link in enumerate(links):
+        if "://" in link:
+            links[i] = link.rstrip("/") + "/" + name
+            return "::".join(links)
+    raise DeltaError(f"{uri!r}: no link of this chained URL names a path")
 
 
 class Storage:
@@ -87,11 +117,28 @@ class Storage:
                 f"{type(storage_options).__name__}: {storage_options!r}"
             )
         self.storage_options = dict(storage_options or {})
-        self.protocol, path = _split_uri(uri)
         self.uri = uri
+        self.chained = "::" in uri
+        if self.chained:  # fsspec URL chaining: the filesystems and the path come from fsspec
+            self.protocol = "chain"
+            path = self._open_chain(uri)
+        else:
+            self.protocol, path = _split_uri(uri)
         if not self.is_local:
             self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
         self.root = path.rstrip("/") if path not in ("/", "") else path
+        if not self.root:
+            raise DeltaError(f"{uri!r} names no folder")
+
+    def _open_chain(self, uri: str) -> str:
+        import fsspec.core
+
+        try:
+            fs, path = fsspec.core.url_to_fs(uri, **self.storage_options)
+        except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
+            raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
+        self.__dict__["fs"] = fs
+        return path
 
     @cached_property
     def fs(self):
@@ -113,6 +160,8 @@ class Storage:
         """The table root as a URI (``file:///...`` for local tables)."""
         if self.is_local:
             return "file://" + self.root
+        if self.chained:
+            return self.uri.rstrip("/")
         return f"{self.protocol}://{self.root}"
 
     def join(self, *parts: str) -> str:
@@ -121,6 +170,8 @@ class Storage:
     def child_location(self, *parts: str) -> str:
         """A location below the root that opens on the same filesystem: a plain path for local
         folders, ``protocol://path`` otherwise (``join`` drops the protocol)."""
+        if self.chained:
+            return _chain_child(self.uri, posixpath.join(*parts))
         path = self.join(*parts)
         return path if self.is_local else f"{self.protocol}://{path}"
 
@@ -154,7 +205,9 @@ class Storage:
             if e.get("type") == "directory":
                 continue
             full = e["name"]
-            out.append(FileInfo(full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e)))
+            out.append(
+                FileInfo(full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e), self.fs)
+            )
         out.sort(key=lambda f: f.name)
         return out
 
@@ -191,7 +244,7 @@ class Storage:
             st = os.stat(path)
             return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
         e = self.fs.info(path)
-        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e))
+        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e), self.fs)
 
     # -- pyarrow ------------------------------------------------------------------------
     @cached_property
@@ -219,15 +272,40 @@ def _list_local(path: str) -> list[FileInfo]:
     return out
 
 
-def _mtime_ms(entry: dict[str, Any]) -> int:
+def _fs_mtime_ms(fs: Any, path: str) -> int:
+    """Modification time from ``fs.modified`` for listings that carry none. A filesystem that
+    cannot tell is an error: a made-up time would give wrong commit timestamps."""
+    try:
+        modified = fs.modified(path)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
+    except Exception as e:  # noqa: BLE001 - NotImplementedError and any filesystem's own error
+        raise DeltaError(
+            f"{path}: {type(fs).__name__} gives no modification time ({type(e).__name__}: {e}); commit "
+            "timestamps (time travel by timestamp, _commit_timestamp) need one, or in-commit timestamps"
+        ) from e
+    if getattr(modified, "tzinfo", None) is None:
+        modified = modified.replace(tzinfo=datetime.timezone.utc)
+    return int(modified.timestamp() * 1000)
+
+
+def _mtime_ms(entry: dict[str, Any]) -> int | None:
+    """The modification time (ms) an fsspec listing entry carries, None when it has none."""
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         v = entry.get(key)
         if v is None:
             continue
-        if hasattr(v, "timestamp"):
+        if isinstance(v, str):
+            try:
+                v = datetime.datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                pass
+        if isinstance(v, datetime.datetime):
+            if v.tzinfo is None:
+                v = v.replace(tzinfo=datetime.timezone.utc)
             return int(v.timestamp() * 1000)
         try:
             return int(float(v) * 1000)
         except (TypeError, ValueError):
             continue
-    return 0
+    return None

@@ -20,25 +20,28 @@ class DeltaTable:
         self.uri = uri
         self.storage = Storage(uri, storage_options)
 
-    def _listing(self) -> LogListing:
+    def listing(self) -> LogListing:
+        """One listing of the table's _delta_log (pass it on to avoid listing again)."""
         return list_log(self.storage)
 
     def latest_version(self) -> int:
-        return self._listing().latest_version()
+        return self.listing().latest_version()
 
-    def snapshot(self, version: int | None = None, timestamp: Any = None) -> Snapshot:
+    def snapshot(
+        self, version: int | None = None, timestamp: Any = None, listing: LogListing | None = None
+    ) -> Snapshot:
         """The table at ``version``, or as of ``timestamp`` (latest commit at or before it), or latest."""
         if version is not None and timestamp is not None:
             raise DeltaError("pass either version or timestamp, not both")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
             raise DeltaError(f"version must be an integer, got {version!r}")
-        listing = self._listing()
+        listing = listing if listing is not None else self.listing()
         if timestamp is not None:
             version = self.timeline(listing).version_at_or_before(to_millis(timestamp))
         return Snapshot(self.storage, build_segment(listing, version))
 
     def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
-        listing = listing or self._listing()
+        listing = listing if listing is not None else self.listing()
         latest = Snapshot(self.storage, build_segment(listing, None))
         return CommitTimeline(self.storage, listing, latest.metadata)
 
@@ -47,7 +50,7 @@ class DeltaTable:
         import io
         import json
 
-        listing = self._listing()
+        listing = self.listing()
         timeline = self.timeline(listing)
         rows = []
         for v in listing.commit_versions:

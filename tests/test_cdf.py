@@ -646,7 +646,7 @@ def test_dropped_name_is_not_resolved(flat_table):
     ctx.sql("DROP TABLE flat").collect()
     with pytest.raises(Exception, match="TableNotFoundError") as info:
         sql(ctx, "SELECT * FROM table_changes(flat, 3)")
-    assert "registered Delta tables: other)" in str(info.value)
+    assert "Delta tables registered in this session: other)" in str(info.value)
 
 
 def test_name_resolution(flat_table, part_table, tmp_path):

@@ -226,15 +226,37 @@ class UnitGroupFragment:
         return f"DeltaFragment(files={len(self.units)})"
 
 
+# A table provider gives back nothing but its schema, and asking for it calls this Python
+# ``schema`` property on the asking thread: with the probe active there, the lookup learns which
+# dataset (if any) a session's table is (see table_function._delta_table_named).
+_IDENTITY_PROBE = threading.local()
+
+
+def dataset_behind(table: Any) -> DeltaDataset | None:
+    """The :class:`DeltaDataset` a ``datafusion.Table`` serves, None for any other table."""
+    _IDENTITY_PROBE.found = None
+    _IDENTITY_PROBE.active = True
+    try:
+        table.schema  # noqa: B018 - the provider calls DeltaDataset.schema on this thread
+    finally:
+        _IDENTITY_PROBE.active = False
+    found, _IDENTITY_PROBE.found = _IDENTITY_PROBE.found, None
+    return found
+
+
 class DeltaDataset(ds.Dataset):
     """A Delta table (or change feed) as a pyarrow Dataset for ``datafusion.Table``."""
 
-    def __init__(self, schema: pa.Schema, reader: UnitReader, planner: Planner, label: str):
+    def __init__(
+        self, schema: pa.Schema, reader: UnitReader, planner: Planner, label: str, storage: Any = None
+    ):
         # ds.Dataset's own __init__ is not meant to be called; everything here is plain Python.
         self._schema = schema
         self.reader = reader
         self.planner = planner
         self.label = label
+        #: the table's Storage (None for a change feed): table_changes() on this table reads it
+        self.storage = storage
         self._lock = threading.Lock()
         self._plans: dict[str, ScanPlanInfo] = {}
         # every planning in order (bounded), for dd.explain: a query may scan one table twice
@@ -244,6 +266,8 @@ class DeltaDataset(ds.Dataset):
     # DataFusion reads .schema many times per query; it must be cheap and never raise.
     @property
     def schema(self) -> pa.Schema:
+        if getattr(_IDENTITY_PROBE, "active", False):
+            _IDENTITY_PROBE.found = self
         return self._schema
 
     def projected_schema(self, columns: Sequence[str]) -> pa.Schema:

@@ -34,4 +34,4 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
         )
         return ScanMetadata(files).scan_units(snapshot, pred), info
 
-    return DeltaDataset(provider_schema(snapshot), reader, planner, label)
+    return DeltaDataset(provider_schema(snapshot), reader, planner, label, snapshot.storage)

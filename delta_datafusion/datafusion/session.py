@@ -5,8 +5,9 @@
 - :func:`register_catalog`: every Delta table under a folder, listed by SHOW TABLES;
 - ``table_changes()``: the change feed as a table function (installed by :func:`register`).
 
-Table functions cannot look tables up in the session (that panics in datafusion-python 55), so
-the package keeps its own registry of the Delta tables registered through it, per session id.
+``table_changes('name')`` resolves a name as SELECT does, through the session's catalogs (see
+table_function). The package also keeps a registry of the Delta tables registered through it, per
+session id, for ``explain`` and for error messages.
 """
 
 from __future__ import annotations
@@ -73,16 +74,12 @@ def _forget_session(session_id: str) -> None:
 
 def _remember(session_id: str, entry: RegisteredTable) -> None:
     with _REGISTRY_LOCK:
-        _REGISTRY.setdefault(session_id, {})[entry.name.lower()] = entry
+        _REGISTRY.setdefault(session_id, {})[entry.name] = entry
 
 
 def registered_tables(session_id: str) -> dict[str, RegisteredTable]:
     with _REGISTRY_LOCK:
         return dict(_REGISTRY.get(session_id, {}))
-
-
-def lookup(session_id: str, name: str) -> RegisteredTable | None:
-    return registered_tables(session_id).get(name.lower())
 
 
 def open_dataset(
@@ -133,8 +130,22 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
         elif k == "timestamp":
             timestamp = value
         else:
-            storage[k[len("storage.") :] if k.startswith("storage.") else k] = value
+            storage[k[len("storage.") :] if k.startswith("storage.") else k] = _option_value(value)
     return version, timestamp, storage
+
+
+_INTEGER = re.compile(r"^-?(0|[1-9][0-9]*)$")
+
+
+def _option_value(text: str) -> Any:
+    """SQL OPTIONS are strings; fsspec filesystems take typed arguments. 'true'/'false' become
+    booleans and plain decimal integers ints (no leading zeros: '007' stays text); anything else
+    stays a string, as do all options given from Python."""
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if _INTEGER.match(text):
+        return int(text)
+    return text
 
 
 class DeltaTableFactory(TableProviderFactory):
@@ -190,41 +201,13 @@ class DeltaTableFactory(TableProviderFactory):
 # -- catalogs of tables under a folder -------------------------------------------------------
 
 
-_VALID_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-
-
-# Which Delta folder catalog answered a name: DataFusion resolves a table reference (default
-# catalog and schema, identifier normalization) and asks that schema provider's ``table_exist``
-# synchronously on the calling thread, so a probe set around ``SessionContext.table_exist`` learns
-# the exact provider and folder name without async lookups (which panic inside a table function).
-_PROBE = threading.local()
-
-
-def resolve_catalog_table(session: SessionContext, name: str) -> tuple[str, dict[str, Any]] | None:
-    """(location, storage options) of ``name`` if the session resolves it to a table of a Delta
-    folder catalog (:func:`register_catalog`); None for any other name or table."""
-    _PROBE.found = None
-    _PROBE.active = True
-    try:
-        exists = session.table_exist(name)
-    except Exception:  # noqa: BLE001 - a name the session cannot parse is not a catalog table
-        exists = False
-    finally:
-        _PROBE.active = False
-    found, _PROBE.found = _PROBE.found, None
-    if not exists or found is None:
-        return None
-    provider, table = found
-    return provider.storage.child_location(table), dict(provider.storage_options)
-
-
 class DeltaSchemaProvider(SchemaProvider):
     """Every Delta table directly under ``root`` (a folder holding ``_delta_log``), by folder name."""
 
     def __init__(self, root: str, storage_options: dict[str, Any] | None = None):
         self.storage = Storage(root, storage_options)
         self.storage_options = dict(storage_options or {})
-        self._cache: dict[str, tuple[int, Table, DeltaDataset]] = {}
+        self._cache: dict[str, tuple[tuple, Table, DeltaDataset]] = {}
         self._lock = threading.Lock()
 
     def _names(self) -> list[str]:
@@ -235,10 +218,14 @@ class DeltaSchemaProvider(SchemaProvider):
             raise TableNotFoundError(f"catalog root {self.storage.root} does not exist") from e
         names = []
         for e in entries:
-            if e.get("type") != "directory":
+            path = e["name"].rstrip("/")
+            base = path.rsplit("/", 1)[-1]
+            if base.startswith(".") or not base:
                 continue
-            base = e["name"].rstrip("/").rsplit("/", 1)[-1]
-            if _VALID_NAME.match(base) and fs.exists(e["name"].rstrip("/") + "/_delta_log"):
+            # a symlinked folder is listed with type 'other' (or 'link') by some filesystems
+            if e.get("type") != "directory" and not (e.get("type") in ("other", "link") and fs.isdir(path)):
+                continue
+            if fs.exists(path + "/_delta_log"):
                 names.append(base)
         return sorted(names)
 
@@ -248,24 +235,29 @@ class DeltaSchemaProvider(SchemaProvider):
         return self._names()
 
     def table_exist(self, name: str) -> bool:
-        exists = name in self._names()
-        if exists and getattr(_PROBE, "active", False):
-            _PROBE.found = (self, name)
-        return exists
+        return name in self._names()
 
     def table(self, name: str) -> Table | None:
         if name not in self._names():
             return None
         table = DeltaTable(self.storage.child_location(name), self.storage_options)
-        latest = table.latest_version()
+        try:
+            listing = table.listing()
+        except TableNotFoundError:
+            return None  # a folder whose _delta_log has no commit yet (a writer's first moment)
+        latest = listing.latest_version()
+        # the newest log file's size and time too: a table deleted and written again can come
+        # back at the same version
+        newest = listing.commits.get(latest) or listing.checkpoints[latest][0].parts[0]
+        state = (latest, newest.size, newest.mtime_ms)
         with self._lock:
             cached = self._cache.get(name)
-            if cached and cached[0] == latest:
+            if cached and cached[0] == state:
                 return cached[1]
-        dataset = table_dataset(table.snapshot(latest), label=name)
+        dataset = table_dataset(table.snapshot(latest, listing=listing), label=name)
         provider = Table(dataset)
         with self._lock:
-            self._cache[name] = (latest, provider, dataset)
+            self._cache[name] = (state, provider, dataset)
         return provider
 
     def datasets(self) -> list[DeltaDataset]:
@@ -346,18 +338,17 @@ def explain(ctx: SessionContext, sql: str) -> str:
     DataFusion prints a Python dataset only as ``DatasetExec: number_of_fragments=N``; the Delta
     planning figures are recorded during planning and added under each such line.
     """
+    from .table_function import recent_plans, table_changes_calls
+
     sid = ctx.session_id()
     before = {id(d): d.plans_made for d in _session_datasets(sid)}
+    calls_before = table_changes_calls(sid)
     rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
     plans = []
     for d in _session_datasets(sid):  # one line per scan: a table scanned twice shows twice
         plans.extend(d.plans_since(before.get(id(d), 0)))
-    try:
-        from .table_function import recent_plans
-    except ImportError:
-        recent_plans = None
-    if recent_plans is not None:
-        plans.extend(recent_plans(ctx.session_id()))
+    if table_changes_calls(sid) != calls_before:  # this statement called table_changes
+        plans.extend(recent_plans(sid))
     lines = []
     for kind, plan in zip(rows["plan_type"], rows["plan"], strict=True):
         lines.append(f"{kind}:")

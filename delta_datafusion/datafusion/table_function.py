@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -40,7 +41,7 @@ from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
 from ..table import DeltaTable
-from .dataset import DeltaDataset, ScanPlanInfo
+from .dataset import DeltaDataset, ScanPlanInfo, dataset_behind
 
 FUNCTION_NAME = "table_changes"
 
@@ -58,11 +59,13 @@ class _SessionPlans:
     """
 
     def __init__(self) -> None:
+        self.calls = 0  # table_changes calls so far (explain adds plans only for its own calls)
         self.scanned = False
         self.datasets: set[int] = set()
         self.plans: OrderedDict[int, ScanPlanInfo] = OrderedDict()
 
     def called(self, dataset: ChangesDataset) -> None:
+        self.calls += 1
         if self.scanned:
             self.scanned = False
             self.datasets.clear()
@@ -93,6 +96,13 @@ def _session_plans(session_id: str) -> _SessionPlans:
 def forget_session_plans(session_id: str) -> None:
     with _SESSIONS_LOCK:
         _SESSIONS.pop(session_id, None)
+
+
+def table_changes_calls(session_id: str) -> int:
+    """How many ``table_changes`` calls the session has planned so far."""
+    with _SESSIONS_LOCK:
+        plans = _SESSIONS.get(session_id)
+        return plans.calls if plans is not None else 0
 
 
 def recent_plans(session_id: str) -> list[ScanPlanInfo]:
@@ -224,53 +234,125 @@ def _bound_argument(arg: Any, which: str) -> int | Instant | None:
     )
 
 
-def _name_spellings(name: str) -> list[str]:
-    """``name`` as given, then with each dotted part quoted (catalog folder names may hold
-    characters SQL identifiers do not, like ``lake.default.cdf-table``)."""
-    candidates = [name]
-    parts = name.split(".")
-    if len(parts) <= 3 and all(parts):
-        candidates.append(".".join('"' + p.replace('"', '""') + '"' for p in parts))
-    return candidates
+def _split_reference(name: str) -> list[tuple[str, bool]] | None:
+    """A dotted table reference as (part, was it double-quoted) pairs; None if malformed."""
+    parts: list[tuple[str, bool]] = []
+    i, n = 0, len(name)
+    while True:
+        if i < n and name[i] == '"':
+            j, text = i + 1, []
+            while True:
+                k = name.find('"', j)
+                if k < 0:
+                    return None
+                text.append(name[j:k])
+                if name[k + 1 : k + 2] == '"':  # "" inside quotes is one quote
+                    text.append('"')
+                    j = k + 2
+                    continue
+                break
+            parts.append(("".join(text), True))
+            i = k + 1
+        else:
+            k = name.find(".", i)
+            k = n if k < 0 else k
+            if k == i:
+                return None
+            parts.append((name[i:k], False))
+            i = k
+        if i == n:
+            return parts
+        if name[i] != ".":
+            return None
+        i += 1
 
 
-def _in_session(session: SessionContext, name: str) -> bool:
-    """Does the session still hold a table of this registered name (not dropped since)?"""
-    for candidate in _name_spellings(name):
+def _references(name: str, identifier: bool) -> list[tuple[str, ...]]:
+    """Spellings of ``name`` as ([catalog, [schema,]] table) parts, most likely first.
+
+    A bare identifier arrives already normalized by DataFusion. A string is read as SQL reads a
+    table reference (unquoted parts lower-cased), then with its parts as written (folder-catalog
+    tables may have upper-case names)."""
+    if identifier:
+        spellings = [name.split(".")]
+    else:
+        parts = _split_reference(name)
+        if parts is None:
+            return []
+        normalized = [p if quoted else p.lower() for p, quoted in parts]
+        spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
+    return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
+
+
+_LOOKUPS = ThreadPoolExecutor(1, thread_name_prefix="delta-table-lookup")
+
+
+def _quoted(ref: tuple[str, ...]) -> str:
+    """The reference with every part quoted: DataFusion then takes the parts as they are and
+    fills in the session's default catalog and schema."""
+    return ".".join('"' + p.replace('"', '""') + '"' for p in ref)
+
+
+def _delta_table_named(session: SessionContext, ref: tuple[str, ...]) -> DeltaDataset | None | bool:
+    """The Delta dataset the session's table ``ref`` serves; False when the session has no such
+    table, None when it is some other kind of table (in memory, a view, another provider).
+
+    The catalog lookup is async in datafusion-python and panics on the planning thread a table
+    function runs on; on another thread it works (integration notes, section 5)."""
+    quoted = _quoted(ref)
+    try:
+        if not session.table_exist(quoted):
+            return False
+    except Exception:  # noqa: BLE001 - a reference the session cannot parse names no table
+        return False
+
+    def lookup() -> DeltaDataset | None:
+        return dataset_behind(session.table_provider(quoted))
+
+    try:
+        return _LOOKUPS.submit(lookup).result()
+    except Exception:  # noqa: BLE001 - dropped between the two calls
+        return False
+
+
+def _still_registered(session: SessionContext, entries: dict[str, Any]) -> list[str]:
+    out = []
+    for name in entries:
         try:
-            if session.table_exist(candidate):
-                return True
-        except Exception:  # noqa: BLE001, S112 - a spelling the session cannot parse: try the next
+            if session.table_exist(name):
+                out.append(name)
+        except Exception:  # noqa: BLE001, S112 - a name the session cannot parse any more
             continue
-    return False
+    return out
 
 
 def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
-    from .session import lookup, registered_tables, resolve_catalog_table
-
-    session_id = session.session_id()
-    entry = lookup(session_id, name)
-    if entry is not None and _in_session(session, entry.name):
-        return DeltaTable(entry.uri, entry.storage_options or None), entry.name
-    for candidate in _name_spellings(name):
-        found = resolve_catalog_table(session, candidate)
-        if found is not None:
-            uri, options = found
-            return DeltaTable(uri, options or None), name
-    registered = sorted(
-        e.name for e in registered_tables(session_id).values() if _in_session(session, e.name)
-    )
-    listed = ", ".join(registered) if registered else "none"
+    """The table ``name`` means in the session (as SELECT resolves it), else a path or URI."""
+    for ref in _references(name, identifier):
+        found = _delta_table_named(session, ref)
+        if found is False:
+            continue
+        if found is None or found.storage is None:
+            raise TableNotFoundError(
+                f"table_changes: {name!r} is a table of this session ({'.'.join(ref)}) but not a Delta table "
+                "registered through delta_datafusion (register_table, CREATE EXTERNAL TABLE ... STORED AS "
+                "DELTA or register_catalog)"
+            )
+        storage = found.storage
+        return DeltaTable(storage.root_uri, storage.storage_options or None), name
     try:
         table = DeltaTable(name)
         exists = table.storage.exists(table.storage.root)
     except DeltaError:
         exists = False
     if not exists:
+        from .session import registered_tables
+
+        registered = sorted(_still_registered(session, registered_tables(session.session_id())))
         what = "table name" if identifier else "table name or location"
         raise TableNotFoundError(
-            f"table_changes: {name!r} is not a Delta table registered in this session and no such path exists "
-            f"(a {what}; registered Delta tables: {listed})"
+            f"table_changes: {name!r} is not a table of this session and no such path exists "
+            f"(a {what}; Delta tables registered in this session: {', '.join(registered) or 'none'})"
         )
     return table, name
 
@@ -287,7 +369,7 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     except TableNotFoundError as e:
         from .session import registered_tables
 
-        registered = sorted(x.name for x in registered_tables(session.session_id()).values())
+        registered = sorted(_still_registered(session, registered_tables(session.session_id())))
         raise TableNotFoundError(f"{e} (registered Delta tables: {', '.join(registered) or 'none'})") from e
     dataset = ChangesDataset(feed, f"table_changes({label}, {feed.start}..{feed.end})", session.session_id())
     return Table(dataset)

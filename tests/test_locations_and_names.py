@@ -1,0 +1,249 @@
+"""Locations (file URIs, fsspec URLs, chained URLs) and how table names resolve in a session.
+
+Tables are written by deltalake in each test; every case here returned wrong rows, read another
+table, or failed obscurely before it was fixed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+import zipfile
+from pathlib import Path
+
+import fsspec
+import pyarrow as pa
+import pytest
+from datafusion import SessionContext
+from deltalake import write_deltalake
+
+import delta_datafusion as dd
+from delta_datafusion import cli
+from delta_datafusion.errors import DeltaError, TableNotFoundError
+
+
+def _table(path: Path, values: list[int], cdf: bool = True) -> str:
+    config = {"delta.enableChangeDataFeed": "true"} if cdf else None
+    write_deltalake(str(path), pa.table({"x": pa.array(values, pa.int64())}), configuration=config)
+    return str(path)
+
+
+def _xs(t: pa.Table) -> list[int]:
+    return sorted(t.column("x").to_pylist())
+
+
+def _session() -> SessionContext:
+    ctx = SessionContext()
+    dd.register(ctx)
+    return ctx
+
+
+def _sql_xs(ctx: SessionContext, sql: str) -> list[int]:
+    return sorted(r["x"] for r in ctx.sql(sql).to_pylist())
+
+
+# -- locations ---------------------------------------------------------------------------------
+
+
+def test_file_uri_with_a_host_or_a_relative_path_is_refused(tmp_path: Path, monkeypatch):
+    _table(tmp_path / "here", [1])
+    monkeypatch.chdir(tmp_path / "here")  # used to read the current folder's table
+    with pytest.raises(DeltaError, match="host.*'other-table'"):
+        dd.DeltaTable("file://other-table")
+    with pytest.raises(DeltaError, match="absolute path"):
+        dd.DeltaTable("file:here")
+    assert _xs(dd.DeltaTable(f"file://localhost{tmp_path}/here").snapshot().scan().to_table()) == [1]
+
+
+def test_fsspec_paths_keep_hash_and_question_mark(tmp_path: Path):
+    fs = fsspec.filesystem("memory")
+    root = f"/loc-{uuid.uuid4().hex}"
+    fs.put(_table(tmp_path / "a", [1, 2, 3]), f"{root}/h#x", recursive=True)
+    fs.put(_table(tmp_path / "b", [7]), f"{root}/h", recursive=True)
+    fs.put(_table(tmp_path / "c", [5, 6]), f"{root}/q?y", recursive=True)
+    try:
+        assert _xs(dd.DeltaTable(f"memory://{root}/h#x").snapshot().scan().to_table()) == [1, 2, 3]
+        assert _xs(dd.DeltaTable(f"memory://{root}/q?y").snapshot().scan().to_table()) == [5, 6]
+    finally:
+        fs.rm(root, recursive=True)
+
+
+def test_chained_fsspec_urls(tmp_path: Path):
+    t = _table(tmp_path / "t", [1, 2, 3])
+    archive = tmp_path / "t.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for folder, _, names in os.walk(t):
+            for n in names:
+                full = os.path.join(folder, n)
+                z.write(full, os.path.relpath(full, tmp_path))
+    for url in (f"simplecache::file://{t}", f"simplecache::{t}", f"zip://t::file://{archive}"):
+        table = dd.DeltaTable(url)
+        assert _xs(table.snapshot().scan().to_table()) == [1, 2, 3], url
+        assert table.storage.root_uri == url
+    # SQL over a chained URL, and a folder catalog whose root is one (child URLs keep the chain)
+    ctx = _session()
+    ctx.sql(f"CREATE EXTERNAL TABLE z STORED AS DELTA LOCATION 'zip://t::file://{archive}'")
+    assert _sql_xs(ctx, "SELECT x FROM z") == [1, 2, 3]
+    dd.register_catalog(ctx, "lake", f"simplecache::file://{tmp_path}")
+    assert _sql_xs(ctx, "SELECT x FROM lake.default.t") == [1, 2, 3]
+
+
+def test_listing_without_modification_times_is_an_error_not_1970(tmp_path: Path):
+    t = _table(tmp_path / "t", [1])
+    write_deltalake(t, pa.table({"x": pa.array([2], pa.int64())}), mode="append")
+    archive = tmp_path / "t.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for folder, _, names in os.walk(t):
+            for n in names:
+                full = os.path.join(folder, n)
+                z.write(full, os.path.relpath(full, tmp_path))
+    table = dd.DeltaTable("zip://t", {"fo": str(archive)})
+    assert _xs(table.snapshot().scan().to_table()) == [1, 2]  # reads need no times
+    with pytest.raises(DeltaError, match="no modification time"):  # used to pick version 1
+        table.snapshot(timestamp="2001-01-01T00:00:00Z")
+
+
+def test_sql_options_become_typed_filesystem_arguments(tmp_path: Path):
+    t = _table(tmp_path / "t", [1, 2, 3])
+    ctx = _session()
+    cache = tmp_path / "cache"
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION 'blockcache://{t}' OPTIONS "
+        f"('target_protocol' 'file', 'cache_storage' '{cache}', 'cache_check' '10', 'check_files' 'false')"
+    )
+    assert _sql_xs(ctx, "SELECT x FROM t") == [1, 2, 3]
+    from delta_datafusion.datafusion.session import _option_value
+
+    assert [_option_value(v) for v in ("10", "-3", "007", "TRUE", "false", "1.5", "abc")] == [
+        10,
+        -3,
+        "007",
+        True,
+        False,
+        "1.5",
+        "abc",
+    ]
+
+
+# -- table names in table_changes -------------------------------------------------------------
+
+
+def test_table_changes_names_resolve_as_select_does(tmp_path: Path):
+    big, small = _table(tmp_path / "big", [1, 2, 3]), _table(tmp_path / "small", [9])
+    ctx = _session()
+    dd.register_table(ctx, '"A"', big)
+    dd.register_table(ctx, "a", small)
+    assert _sql_xs(ctx, 'SELECT x FROM "A"') == [1, 2, 3]
+    assert _sql_xs(ctx, 'SELECT x FROM table_changes("A", 0)') == [1, 2, 3]  # was a's feed
+    assert _sql_xs(ctx, "SELECT x FROM table_changes(A, 0)") == [9]  # unquoted: a, as in SQL
+    assert _sql_xs(ctx, "SELECT x FROM table_changes('\"A\"', 0)") == [1, 2, 3]
+    # qualified spellings of one table
+    ctx2 = _session()
+    ctx2.sql(f"CREATE EXTERNAL TABLE t STORED AS DELTA LOCATION '{big}'")
+    dd.register_table(ctx2, "public.pt", small)
+    for name in ("'t'", "'public.t'", "'datafusion.public.t'", "public.t", "datafusion.public.t"):
+        assert _sql_xs(ctx2, f"SELECT x FROM table_changes({name}, 0)") == [1, 2, 3], name
+    assert _sql_xs(ctx2, "SELECT x FROM table_changes(pt, 0)") == [9]
+
+
+def test_table_changes_on_a_name_reused_for_another_table(tmp_path: Path):
+    t = _table(tmp_path / "t", [1, 2, 3])
+    ctx = _session()
+    dd.register_table(ctx, "t", t)
+    ctx.deregister_table("t")
+    ctx.register_record_batches("t", [[pa.record_batch({"y": [42]})]])
+    with pytest.raises(Exception, match="TableNotFoundError.*not a Delta table"):  # was the old feed
+        ctx.sql("SELECT * FROM table_changes('t', 0)").collect()
+    dd.register_table(ctx, "d", t)
+    ctx.sql("CREATE VIEW v AS SELECT * FROM d")
+    with pytest.raises(Exception, match="TableNotFoundError.*not a Delta table"):
+        ctx.sql("SELECT * FROM table_changes(v, 0)").collect()
+
+
+def test_relative_location_is_fixed_at_registration(tmp_path: Path, monkeypatch):
+    _table(tmp_path / "first" / "tbl", [1, 2, 3])
+    _table(tmp_path / "second" / "tbl", [7])
+    monkeypatch.chdir(tmp_path / "first")
+    ctx = _session()
+    dd.register_table(ctx, "r", "tbl")
+    ctx.sql("CREATE EXTERNAL TABLE e STORED AS DELTA LOCATION 'tbl'")
+    monkeypatch.chdir(tmp_path / "second")
+    for name in ("r", "e"):
+        assert _sql_xs(ctx, f"SELECT x FROM {name}") == [1, 2, 3]
+        assert _sql_xs(ctx, f"SELECT x FROM table_changes('{name}', 0)") == [1, 2, 3], name
+
+
+def test_explain_shows_only_this_statements_change_scans(tmp_path: Path):
+    t = _table(tmp_path / "t", [1, 2, 3])
+    ctx = _session()
+    dd.register_table(ctx, "t", t)
+    ctx.sql("SELECT count(*) FROM table_changes('t', 0)").collect()
+    plan = dd.explain(ctx, "SELECT * FROM t WHERE x > 1")
+    assert [line for line in plan.splitlines() if "DeltaScan" in line and "changes=" in line] == []
+    plan = dd.explain(ctx, "SELECT * FROM table_changes('t', 0) WHERE x > 1")
+    assert len([line for line in plan.splitlines() if "DeltaScan" in line and "changes=0..0" in line]) == 1
+
+
+# -- folder catalogs ----------------------------------------------------------------------------
+
+
+def test_folder_catalog_lists_links_and_any_folder_name(tmp_path: Path):
+    root = tmp_path / "lake"
+    for name in ("real", "sp ace", "2024_sales", "données"):
+        _table(root / name, [1, 2, 3])
+    _table(tmp_path / "elsewhere", [4])
+    os.symlink(tmp_path / "elsewhere", root / "linked")
+    (root / ".hidden" / "_delta_log").mkdir(parents=True)
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(root))
+    names = ctx.sql(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lake' AND table_schema = 'default' ORDER BY 1"
+    ).to_pydict()["table_name"]
+    assert names == ["2024_sales", "données", "linked", "real", "sp ace"]
+    assert _sql_xs(ctx, 'SELECT x FROM lake.default."2024_sales"') == [1, 2, 3]
+    assert _sql_xs(ctx, "SELECT x FROM lake.default.linked") == [4]
+
+
+def test_folder_catalog_with_a_table_being_created(tmp_path: Path):
+    root = tmp_path / "lake"
+    _table(root / "good", [1])
+    (root / "being_created" / "_delta_log").mkdir(parents=True)  # a writer's first moment
+    ctx = _session()
+    dd.register_table(ctx, "mine", str(root / "good"))
+    dd.register_catalog(ctx, "lake", str(root))
+    names = {r["table_name"] for r in ctx.sql("SHOW TABLES").to_pylist()}
+    assert {"mine", "good"} <= names  # the whole statement used to fail
+    with pytest.raises(Exception, match="being_created"):
+        ctx.sql("SELECT * FROM lake.default.being_created").collect()
+
+
+def test_folder_catalog_sees_a_table_written_again_at_the_same_version(tmp_path: Path):
+    root = tmp_path / "lake"
+    _table(root / "t", [1, 2, 3])
+    write_deltalake(str(root / "t"), pa.table({"x": pa.array([4], pa.int64())}), mode="append")
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(root))
+    assert _sql_xs(ctx, "SELECT x FROM lake.default.t") == [1, 2, 3, 4]
+    shutil.rmtree(root / "t")
+    _table(root / "t", [100])
+    write_deltalake(str(root / "t"), pa.table({"x": pa.array([200], pa.int64())}), mode="append")
+    assert _sql_xs(ctx, "SELECT x FROM lake.default.t") == [100, 200]  # was the old snapshot
+
+
+def test_cli_sql_with_a_statement_that_returns_no_columns(tmp_path: Path, capsys):
+    t = _table(tmp_path / "t", [1])
+    assert cli.main(["sql", f"CREATE EXTERNAL TABLE e STORED AS DELTA LOCATION '{t}'"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["(0 rows)"]  # was 52 blank lines first
+
+
+def test_missing_table_name_lists_only_live_registrations(tmp_path: Path):
+    t = _table(tmp_path / "t", [1])
+    ctx = _session()
+    dd.register_table(ctx, "kept", t)
+    dd.register_table(ctx, "dropped", t)
+    ctx.deregister_table("dropped")
+    with pytest.raises(Exception, match="TableNotFoundError") as info:
+        ctx.sql("SELECT * FROM table_changes(nope, 0)").collect()
+    assert "registered in this session: kept)" in str(info.value)
+    assert isinstance(dd.from_datafusion(info.value), TableNotFoundError)
