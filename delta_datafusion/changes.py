@@ -144,6 +144,19 @@ def _is_widening(old: pa.DataType, new: pa.DataType) -> bool:
     if old in _INT_RANK and pa.types.is_decimal(new):
         digits = {1: 3, 2: 5, 3: 10, 4: 20}[_INT_RANK[old]]
         return new.precision - new.scale >= digits
+    # nested: fields matched by (physical) name; added fields read as NULL, dropped ones are not
+    # read, the rest must widen
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        old_fields = {old.field(i).name: old.field(i).type for i in range(old.num_fields)}
+        return all(
+            _is_widening(old_fields[f.name], f.type)
+            for f in (new.field(i) for i in range(new.num_fields))
+            if f.name in old_fields
+        )
+    if pa.types.is_list(old) and pa.types.is_list(new):
+        return _is_widening(old.value_type, new.value_type)
+    if pa.types.is_map(old) and pa.types.is_map(new):
+        return _is_widening(old.key_type, new.key_type) and _is_widening(old.item_type, new.item_type)
     return False
 
 
@@ -251,7 +264,7 @@ class ChangeFeed:
             if p is not None:
                 protocol = Protocol.from_action(p, c.info.path)
                 protocol.check_readable(c.info.path, defer_variant=True)
-            md = Metadata.from_action(m, c.info.path) if m is not None else None
+            md = Metadata.from_action(m, c.info.path, protocol) if m is not None else None
             if p is not None:
                 in_force = md if md is not None else segments[-1][1]
                 protocol.check_readable(c.info.path, in_force.schema_json)

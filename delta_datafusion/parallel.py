@@ -398,7 +398,9 @@ class ParallelState:
         self.protocol = _protocol if _protocol is not None else Protocol.from_action(protocol, where)
         if _protocol is None:
             self.protocol.check_readable(where, defer_variant=True)
-        self.metadata = _metadata if _metadata is not None else Metadata.from_action(metadata, where)
+        self.metadata = (
+            _metadata if _metadata is not None else Metadata.from_action(metadata, where, self.protocol)
+        )
         if _protocol is None:
             self.protocol.check_readable(where, self.metadata.schema_json)
         self._table = _StateTable(self)

@@ -841,6 +841,9 @@ def bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
     return pred
 
 
+_EXACT = decimal.Context(prec=80)
+
+
 def _decimal_literal(column: Column, lit: Literal) -> Literal:
     """An integer literal compared with a decimal column, as that decimal type when exact (SQL
     compares ``dec > 2`` numerically; pyarrow would widen both sides past its precision limit)."""
@@ -1155,7 +1158,8 @@ class _SubstraitReader:
         if kind == "decimal":
             d = lit_.decimal
             unscaled = int.from_bytes(d.value, "little", signed=True)
-            value = decimal.Decimal(unscaled).scaleb(-d.scale)
+            # exact: the default context would round to 28 significant digits (decimal(38) has 38)
+            value = decimal.Decimal(unscaled).scaleb(-d.scale, context=_EXACT)
             return pa.scalar(value, pa.decimal128(d.precision, d.scale))
         if kind in ("precision_timestamp", "precision_timestamp_tz"):
             pt = getattr(lit_, kind)

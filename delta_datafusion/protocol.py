@@ -8,7 +8,14 @@ from typing import Any
 import pyarrow as pa
 
 from .errors import InvalidProtocolError, MissingMetadataError, SchemaError, UnsupportedFeatureError
-from .schema import column_mapping_mode, contains_type, parse_schema_string, physical_name, to_arrow_schema
+from .schema import (
+    annotated_field,
+    column_mapping_mode,
+    contains_type,
+    parse_schema_string,
+    physical_name,
+    to_arrow_schema,
+)
 
 #: Reader features a snapshot can be read with. Every other reader feature is refused by name.
 SUPPORTED_READER_FEATURES = frozenset(
@@ -66,6 +73,13 @@ class Protocol:
     def has_feature(self, name: str) -> bool:
         return name in self.reader_features or name in self.writer_features
 
+    @property
+    def supports_column_mapping(self) -> bool:
+        """Reader version 2, or 3 with the columnMapping feature. The mode property is allowed on
+        other tables but means nothing there (their files use the logical names)."""
+        v = self.min_reader_version
+        return v == 2 or (v == 3 and "columnMapping" in self.reader_features)
+
     def check_readable(
         self, where: str, schema_json: dict[str, Any] | None = None, defer_variant: bool = False
     ) -> None:
@@ -113,7 +127,8 @@ class Metadata:
     physical_schema: pa.Schema = field(default=None, repr=False)
 
     @classmethod
-    def from_action(cls, action: dict[str, Any], where: str) -> Metadata:
+    def from_action(cls, action: dict[str, Any], where: str, protocol: Protocol | None = None) -> Metadata:
+        """``protocol``: the protocol in force, which decides whether column mapping applies."""
         fmt = action.get("format") or {}
         provider = fmt.get("provider", "parquet") if isinstance(fmt, dict) else "parquet"
         if provider not in (None, "parquet"):
@@ -126,6 +141,19 @@ class Metadata:
             raise SchemaError(f"{where}: metaData.configuration is not an object")
         conf = {str(k): ("" if v is None else str(v)) for k, v in conf.items()}
         mode = column_mapping_mode(conf)
+        if protocol is not None and not protocol.supports_column_mapping:
+            # The mode property alone means nothing; physical names in the schema without the
+            # feature leave no way to know which names the data files use (delta-kernel-rs
+            # refuses such tables too; reading either way could give NULL columns silently).
+            annotated = annotated_field(schema_json)
+            if annotated is not None:
+                raise SchemaError(
+                    f"{where}: column {annotated!r} has a column-mapping physical name but the protocol "
+                    f"(reader version {protocol.min_reader_version}, reader features "
+                    f"{sorted(protocol.reader_features)}) does not enable column mapping: the table is "
+                    "inconsistent (its writer set delta.columnMapping.mode without the columnMapping feature)"
+                )
+            mode = "none"
         raw_parts = action.get("partitionColumns") or ()
         if not isinstance(raw_parts, list | tuple) or not all(isinstance(c, str) for c in raw_parts):
             raise SchemaError(

@@ -74,6 +74,28 @@ def contains_type(dtype: Any, name: str) -> bool:
     return False
 
 
+def annotated_field(dtype: Any, key: str = PHYSICAL_NAME_KEY) -> str | None:
+    """The first field (dotted path) whose metadata holds ``key``, nested fields included."""
+    if not isinstance(dtype, dict):
+        return None
+    kind = dtype.get("type")
+    if kind == "struct":
+        for f in dtype.get("fields") or ():
+            if not isinstance(f, dict):
+                continue
+            if key in (f.get("metadata") or {}):
+                return str(f.get("name"))
+            inner = annotated_field(f.get("type"), key)
+            if inner is not None:
+                return f"{f.get('name')}.{inner}"
+        return None
+    if kind == "array":
+        return annotated_field(dtype.get("elementType"), key)
+    if kind == "map":
+        return annotated_field(dtype.get("keyType"), key) or annotated_field(dtype.get("valueType"), key)
+    return None
+
+
 def _check_unique_names(dtype: Any, where: str, path: tuple[str, ...]) -> None:
     """Column names are unique per struct, ignoring case (as Delta writers require)."""
     if not isinstance(dtype, dict):

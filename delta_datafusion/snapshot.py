@@ -246,7 +246,7 @@ class Snapshot(TableVersionView):
         proto = Protocol.from_action(protocol, p_where)
         proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
         md = require_metadata(
-            Metadata.from_action(metadata, m_where) if metadata is not None else None, where_table
+            Metadata.from_action(metadata, m_where, proto) if metadata is not None else None, where_table
         )
         proto.check_readable(p_where, md.schema_json)
         return proto, md

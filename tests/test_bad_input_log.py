@@ -723,3 +723,35 @@ def test_log_file_removed_after_listing(tmp_path: Path):
     (log_dir(t) / f"{2:020d}.checkpoint.parquet").unlink()
     with pytest.raises(MissingLogFileError, match=r"00000000000000000002\.checkpoint\.parquet disappeared"):
         snap.files()
+
+
+def test_column_mapping_mode_without_the_protocol_feature(tmp_path: Path):
+    """deltalake 1.6 writes delta.columnMapping.mode=name with physical names in the schema but
+    no columnMapping feature when the table needs reader version 3 for another feature. Which
+    names the files use is then unknowable: refused clearly (as delta-kernel-rs does), where it
+    used to read every column as NULL. The mode property alone, without annotations, is ignored."""
+    import datetime as dt
+
+    path = tmp_path / "t"
+    data = pa.table(
+        {
+            "id": pa.array([1, 2], pa.int64()),
+            "ts": pa.array([dt.datetime(2024, 1, 1)] * 2, pa.timestamp("us")),
+        }
+    )
+    deltalake.write_deltalake(str(path), data, configuration={"delta.columnMapping.mode": "name"})
+    actions = [json.loads(line) for line in commit_path(path, 0).read_text().splitlines()]
+    protocol = next(a["protocol"] for a in actions if "protocol" in a)
+    assert "columnMapping" not in protocol.get("readerFeatures", [])  # what deltalake writes
+    with pytest.raises(SchemaError, match="physical name but the protocol .* does not enable column mapping"):
+        DeltaTable(str(path)).snapshot()
+    # the same table with the annotations stripped: the mode means nothing, logical names are read
+    for a in actions:
+        if "metaData" in a:
+            schema = json.loads(a["metaData"]["schemaString"])
+            for f in schema["fields"]:
+                f["metadata"] = {}
+            a["metaData"]["schemaString"] = json.dumps(schema)
+    commit_path(path, 0).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    got = DeltaTable(str(path)).snapshot().scan().to_table()
+    assert got.column("id").to_pylist() == [1, 2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 
+import pyarrow as pa
 import pytest
 from conftest import corpus_table
 
@@ -165,6 +166,21 @@ def test_sql_text_predicate_errors():
     # a contradiction DataFusion folds away reads nothing
     assert snap.scan(predicate="id = 1 AND id = 2").to_table().num_rows == 0
     assert snap.scan(predicate="TRUE").to_table().num_rows == snap.scan().to_table().num_rows
+
+
+def test_sql_text_predicate_on_a_nested_field_is_named_as_written(tmp_path):
+    import deltalake
+
+    from delta_datafusion.errors import PredicateError
+
+    struct = pa.array([{"a": 1}], pa.struct([("a", pa.int32())]))
+    deltalake.write_deltalake(str(tmp_path / "t"), pa.table({"id": [1], "st": struct}))
+    snap = DeltaTable(str(tmp_path / "t")).snapshot()
+    for text in ("st['a'] > 0", "get_field(st, 'a') > 0 AND id = 1"):
+        with pytest.raises(PredicateError, match="cannot be applied by a scan") as info:
+            snap.scan(predicate=text)
+        assert 'get_field(t.st, Utf8("a")) > Int32(0)' in str(info.value)
+        assert "__datafusion_extracted" not in str(info.value)
 
 
 @pytest.mark.parametrize("value", ["-5", "x"])

@@ -908,3 +908,27 @@ def test_to_pyarrow_matches_sql_semantics(hctx, pred):
     if not _datafusion_simplifier_trap(pred):
         theirs = sorted(hctx.sql(f"SELECT id FROM h WHERE {pred}").to_pydict()["id"])
         assert expected == theirs, str(pred)
+
+
+def test_decimal_literals_keep_all_38_digits(tmp_path):
+    """Literals are decoded exactly: Python's default decimal context rounds to 28 digits, which
+    made `d = <38-digit value>` match nothing and `<>` match the row."""
+    import deltalake
+
+    import delta_datafusion as dd
+
+    big = decimal.Decimal("1234567890123456789012345678.9012345678")
+    data = pa.table({"id": [1, 2], "d": pa.array([big, decimal.Decimal(0)], pa.decimal128(38, 10))})
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, data, configuration={"delta.dataSkippingNumIndexedCols": "1"})
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", path)
+    ctx.register_record_batches("ref", [data.to_batches()])
+    lit = f"CAST('{big}' AS DECIMAL(38,10))"
+    for where in (f"d = {lit}", f"d <> {lit}", f"d IN ({lit})", f"d < {lit}", f"d >= {lit}"):
+        want = ctx.sql(f"SELECT id FROM ref WHERE {where} ORDER BY id").to_pydict()["id"]
+        assert ctx.sql(f"SELECT id FROM t WHERE {where} ORDER BY id").to_pydict()["id"] == want, where
+    snap = dd.DeltaTable(path).snapshot()
+    assert snap.scan(predicate=f"d = {lit}").to_table().column("id").to_pylist() == [1]
+    expr = pc.field("d") == pa.scalar(big, pa.decimal128(38, 10))
+    assert snap.scan(predicate=expr).to_table().column("id").to_pylist() == [1]

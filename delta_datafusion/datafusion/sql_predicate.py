@@ -9,6 +9,7 @@ such text is refused with the part named, never silently dropped.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pyarrow as pa
@@ -73,9 +74,10 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
         raise planning_error(e) from e
     kept = [line.strip() for line in plan.splitlines() if line.strip().startswith("Filter:")]
     if kept:
+        part = _inline_extracted(kept[0][len("Filter:") :].strip(), plan)
         raise PredicateError(
-            f"predicate {text!r}: the part `{kept[0][len('Filter:') :].strip()}` cannot be applied by a "
-            "scan (functions and nested fields stay in DataFusion); filter those in SQL instead"
+            f"predicate {text!r}: the part `{part}` cannot be applied by a scan (functions and nested "
+            "fields stay in DataFusion); filter those in SQL instead"
         )
     pushed = capture.filters[-1] if capture.filters else None
     if pushed is None:
@@ -86,3 +88,24 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
         return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
     return from_pyarrow(pushed, schema)
+
+
+_EXTRACTED = re.compile(r" AS (__datafusion_extracted_\d+)")
+
+
+def _inline_extracted(part: str, plan: str) -> str:
+    """DataFusion moves nested-field accesses into a projection (``get_field(t.st, Utf8("a")) AS
+    __datafusion_extracted_1``); put the expressions back so the message shows what was written."""
+    for m in _EXTRACTED.finditer(plan):
+        depth, i = 0, m.start()
+        while i > 0:
+            c = plan[i - 1]
+            if c in ")]":
+                depth += 1
+            elif c in "([":
+                depth -= 1
+            elif depth == 0 and (plan.startswith(", ", i - 2) or plan.startswith(": ", i - 2)):
+                break
+            i -= 1
+        part = re.sub(rf"\b{m.group(1)}\b", plan[i : m.start()], part)
+    return part
