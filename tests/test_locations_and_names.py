@@ -39,6 +39,16 @@ def _session() -> SessionContext:
     return ctx
 
 
+def _zip(table: Path, archive: Path) -> Path:
+    """The table folder in a zip archive, under its own name."""
+    with zipfile.ZipFile(archive, "w") as z:
+        for folder, _, names in os.walk(table):
+            for n in names:
+                full = os.path.join(folder, n)
+                z.write(full, os.path.relpath(full, table.parent))
+    return archive
+
+
 def _sql_xs(ctx: SessionContext, sql: str) -> list[int]:
     return sorted(r["x"] for r in ctx.sql(sql).to_pylist())
 
@@ -71,12 +81,7 @@ def test_fsspec_paths_keep_hash_and_question_mark(tmp_path: Path):
 
 def test_chained_fsspec_urls(tmp_path: Path):
     t = _table(tmp_path / "t", [1, 2, 3])
-    archive = tmp_path / "t.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        for folder, _, names in os.walk(t):
-            for n in names:
-                full = os.path.join(folder, n)
-                z.write(full, os.path.relpath(full, tmp_path))
+    archive = _zip(Path(t), tmp_path / "t.zip")
     for url in (f"simplecache::file://{t}", f"simplecache::{t}", f"zip://t::file://{archive}"):
         table = dd.DeltaTable(url)
         assert _xs(table.snapshot().scan().to_table()) == [1, 2, 3], url
@@ -92,12 +97,7 @@ def test_chained_fsspec_urls(tmp_path: Path):
 def test_listing_without_modification_times_is_an_error_not_1970(tmp_path: Path):
     t = _table(tmp_path / "t", [1])
     write_deltalake(t, pa.table({"x": pa.array([2], pa.int64())}), mode="append")
-    archive = tmp_path / "t.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        for folder, _, names in os.walk(t):
-            for n in names:
-                full = os.path.join(folder, n)
-                z.write(full, os.path.relpath(full, tmp_path))
+    archive = _zip(Path(t), tmp_path / "t.zip")
     table = dd.DeltaTable("zip://t", {"fo": str(archive)})
     assert _xs(table.snapshot().scan().to_table()) == [1, 2]  # reads need no times
     with pytest.raises(DeltaError, match="no modification time"):  # used to pick version 1
