@@ -49,6 +49,9 @@ Rules (all conservative):
      every number in SQL, and NaN min/max values are treated as unknown. So for floating columns
      the max is never used for ``>``, ``>=``, ``!=``, ``NOT IN`` or NaN literals; ``<``, ``<=``,
      ``=`` and ``IN`` with non-NaN literals use min/max normally (NaN never satisfies them);
+   * decimals of more than 15 digits: some writers (deltalake) log their min/max through a
+     float64, so both are widened by more than that rounding could have moved them, and they
+     never prove a predicate true for every row;
    * binary min/max are not used.
 5. Anything that cannot be evaluated (unknown column, type mismatch, missing stats) keeps the file.
 """
@@ -118,6 +121,25 @@ def _widen(arr: pa.Array, sign: int) -> pa.Array | None:
     try:
         return pc.add_checked(arr, delta) if sign > 0 else pc.subtract_checked(arr, delta)
     except Exception:
+        return None
+
+
+#: Decimals with more digits than a float64 holds: some writers (deltalake 1.6) pass decimal
+#: statistics through a float, so 0.999999999999999999 is logged as 1.0.
+FLOAT_EXACT_DECIMAL_DIGITS = 15
+
+
+def _widen_decimal(arr: pa.Array, sign: int) -> pa.Array | None:
+    """A decimal bound moved outward by more than a float64 rounding of it could have moved it
+    (relative 2^-53; widened by 2^-50 of the value plus one unit of the scale)."""
+    t = arr.type
+    try:
+        err = pc.add(pc.multiply(pc.abs(arr.cast(pa.float64())), 2.0**-50), 10.0**-t.scale)
+        wide = pa.decimal256(t.precision + 1, t.scale)  # decimal128 arithmetic stops at 38 digits
+        err = err.cast(wide, safe=False)
+        moved = pc.add_checked(arr.cast(wide), err) if sign > 0 else pc.subtract_checked(arr.cast(wide), err)
+        return moved.cast(t)
+    except Exception:  # noqa: BLE001 - past the type's range: no bound
         return None
 
 
@@ -260,6 +282,9 @@ class _Files:
         elif pa.types.is_timestamp(t):
             mn = None if mn is None else _widen(mn, -1)
             mx = None if mx is None else _widen(mx, +1)
+        elif pa.types.is_decimal(t) and t.precision > FLOAT_EXACT_DECIMAL_DIGITS:
+            mn = None if mn is None else _widen_decimal(mn, -1)
+            mx = None if mx is None else _widen_decimal(mx, +1)
         elif pa.types.is_string(t) or pa.types.is_large_string(t):
             if mx is not None:
                 too_long = pc.fill_null(
@@ -440,7 +465,9 @@ class _Evaluator:
 def _exact_bounds(t: pa.DataType | None) -> bool:
     """Types whose min/max statistics bound every value exactly as stored: no truncation (strings,
     timestamps to milliseconds), no NaN (floats)."""
-    return t is not None and (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_decimal(t))
+    if t is not None and pa.types.is_decimal(t):
+        return t.precision <= FLOAT_EXACT_DECIMAL_DIGITS
+    return t is not None and (pa.types.is_integer(t) or pa.types.is_date(t))
 
 
 class _AllMatchEvaluator:

@@ -805,3 +805,39 @@ def test_small_batches_are_merged_for_datafusion() -> None:
     assert all(b.schema.metadata == {b"k": b"v"} for b in out)
     empty = [pa.record_batch({"n": pa.nulls(n)}).select([]) for n in (5, 6, 7)]
     assert [b.num_rows for b in coalesce_small(iter(empty), None)] == [5, 13]
+
+
+def test_decimal_statistics_rounded_through_a_float(tmp_path: Path):
+    """deltalake logs decimal min/max through a float64: 0.999999999999999999 (decimal(38,18)) is
+    logged as 1.0. Such bounds are widened and never prove a predicate for every row, so the
+    count shortcut reads the file and pruning keeps it; decimal(15, s) stays exact."""
+    import json
+
+    from datafusion import SessionContext
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+    from delta_datafusion.skipping import _widen_decimal
+
+    path = str(tmp_path / "t")
+    typ = pa.decimal128(38, 18)
+    for v in ("0.999999999999999999", "2"):
+        write_deltalake(path, pa.table({"v": pa.array([Decimal(v)], typ)}), mode="append")
+    first = (tmp_path / "t" / "_delta_log" / "00000000000000000000.json").read_text()
+    stats = json.loads(
+        next(json.loads(line)["add"]["stats"] for line in first.splitlines() if '"add"' in line)
+    )
+    assert stats["minValues"]["v"] == 1.0  # the writer's rounding this test is about
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", path)
+    ctx.register_record_batches(
+        "m", [pa.table({"v": pa.array([Decimal("0.999999999999999999"), Decimal(2)], typ)}).to_batches()]
+    )
+    for where in ("v >= 1", "v = 1", "v <> 1", "v IN (1)", "v NOT IN (1)", "v < 1", "v > 1.5"):
+        want = ctx.sql(f"SELECT count(*) AS n FROM m WHERE {where}").to_pydict()["n"]
+        assert ctx.sql(f"SELECT count(*) AS n FROM t WHERE {where}").to_pydict()["n"] == want, where
+    # widening: covers the float rounding, stays inside the type, gives up past its range
+    lo = _widen_decimal(pa.array([Decimal(1)], typ), -1)
+    assert Decimal("0.999999999999999") < lo[0].as_py() <= Decimal("0.999999999999999999")
+    top = Decimal("99999999999999999999.999999999999999999")
+    assert _widen_decimal(pa.array([top], typ), +1) is None

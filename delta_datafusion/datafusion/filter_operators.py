@@ -5,10 +5,12 @@ DataFusion turns each pushed filter into a pyarrow expression by calling ``opera
 *scalar*, not an expression. When the optimizer folds a conjunct to a constant that comes first
 (``id BETWEEN NULL AND 2`` -> ``NULL AND id <= 2``; a contradiction ``(id = 1 AND id = 2) AND
 s = 'a'`` -> ``false AND s = 'a'``), ``operator.and_(BooleanScalar, Expression)`` raises
-TypeError and the query fails before the provider is called (a plain pyarrow dataset too).
+TypeError and the query fails before the provider is called (a plain pyarrow dataset too). Two
+folded constants (``x IN (NULL) AND s IN (NULL)``) meet as two scalars, whose ``&`` pyarrow
+sends to a bitwise kernel that has no boolean version (ArrowNotImplementedError).
 
-The three functions are wrapped so that exactly that case, a pyarrow scalar operand where
-Python raised TypeError, is retried with the scalar as an expression literal
+The three functions are wrapped so that exactly those cases, a pyarrow scalar operand where
+the call raised TypeError or ArrowNotImplementedError, are retried with the scalar as an expression literal
 (``pc.scalar``; AND/OR of expressions are Kleene, as in SQL). Every other call, and every other
 outcome, is the original function's.
 """
@@ -34,7 +36,7 @@ def _binary(original: Any) -> Any:
     def wrapped(a: Any, b: Any) -> Any:
         try:
             return original(a, b)
-        except TypeError:
+        except (TypeError, pa.ArrowNotImplementedError):
             if isinstance(a, pa.Scalar) or isinstance(b, pa.Scalar):
                 return original(_as_expr(a), _as_expr(b))
             raise
@@ -49,7 +51,7 @@ def _unary(original: Any) -> Any:
     def wrapped(a: Any) -> Any:
         try:
             return original(a)
-        except TypeError:
+        except (TypeError, pa.ArrowNotImplementedError):
             if isinstance(a, pa.Scalar):
                 return original(_as_expr(a))
             raise
