@@ -243,6 +243,8 @@ def _sql_literal(s: pa.Scalar) -> str:
         return f"TIMESTAMP '{text}Z'" if t.tz is not None else f"TIMESTAMP '{text}'"
     if pa.types.is_dictionary(t):
         return _sql_literal(s.value)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return "[" + ", ".join(_sql_literal(v) for v in s.values) + "]"
     return "'" + str(s.as_py()).replace("'", "''") + "'"
 
 

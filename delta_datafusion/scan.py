@@ -73,11 +73,11 @@ def as_predicate(predicate: Any, schema: pa.Schema):
             f"got {type(predicate)}"
         )
     if pred is not None:
-        _check_evaluable(pred, schema)
+        check_evaluable(pred, schema)
     return pred
 
 
-def _check_evaluable(pred: Any, schema: pa.Schema) -> None:
+def check_evaluable(pred: Any, schema: pa.Schema) -> None:
     """Refuse a predicate whose comparisons pyarrow cannot evaluate on the table's types (a
     boolean column against 1, a string against 1.5) now, naming it, instead of when (and only
     if) a file is read."""

@@ -568,3 +568,27 @@ def test_dropped_sessions_release_their_tables(tmp_path: Path) -> None:
     for sid in ids:
         assert sid not in session_module._REGISTRY and sid not in session_module._CATALOGS
         assert sid not in table_function._SESSIONS
+
+
+def test_filter_pyarrow_cannot_evaluate_is_refused_at_planning(tmp_path):
+    """`l = [3]` on a list column is pushed to the provider, which pyarrow cannot compare: refused
+    while planning with a PredicateError naming the filter (it used to surface as a read error
+    naming a data file, as if the file were broken)."""
+    import deltalake
+    import pyarrow as pa
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.errors import PredicateError
+
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(
+        path, pa.table({"id": [1, 2], "l": pa.array([[3], [4, 5]], pa.list_(pa.int64()))})
+    )
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", path)
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT id FROM t WHERE l = [3]").collect()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, PredicateError)
+    assert "l = [3] cannot be evaluated" in str(err) and ".parquet" not in str(err)

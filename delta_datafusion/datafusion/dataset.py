@@ -284,9 +284,16 @@ class DeltaDataset(ds.Dataset):
         if isinstance(filter, pa.Scalar):  # a contradiction folded by DataFusion (e.g. a = 0 AND a = 1)
             return BoolLiteral(bool(filter.as_py()) if filter.is_valid else None)
         try:
-            return from_pyarrow(filter, self._schema)
+            pred = from_pyarrow(filter, self._schema)
         except PredicateError as e:
             raise DeltaError(f"{self.label}: cannot interpret pushed filter {filter}: {e}") from e
+        from ..scan import check_evaluable
+
+        try:  # refused while planning, naming the filter, not later as if a data file were bad
+            check_evaluable(pred, self._schema)
+        except PredicateError as e:
+            raise PredicateError(f"{self.label}: {e}") from e
+        return pred
 
     def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **_: Any) -> _Scanner:  # noqa: A002
         cols = self.output_columns(columns)
