@@ -353,18 +353,21 @@ class UnitReader:
 
     def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:
         """Physical file batch -> logical columns incl. partition values and constants."""
-        phys_names = self.rs.to_physical()
         n = batch.num_rows
         arrays, fields = [], []
-        for f in self.rs.logical:
+        for f, pf in zip(self.rs.logical, self.rs.physical, strict=True):
             name = f.name
             if name in unit.partition_values or name in unit.constants:
                 value = unit.partition_values.get(name, unit.constants.get(name))
                 arr = pa.array([value] * n, f.type) if n else pa.array([], f.type)
             elif name in needed:
-                idx = batch.schema.get_field_index(phys_names[name])
-                arr = batch.column(idx) if idx >= 0 else pa.nulls(n, f.type)
-                arr = _cast(arr, f.type)
+                idx = batch.schema.get_field_index(pf.name)
+                if idx < 0:
+                    arr = pa.nulls(n, f.type)
+                else:
+                    # to the physical type first: nested fields are matched by (physical) name,
+                    # whatever their order or number in this file; then renamed position by position
+                    arr = _cast(_cast(batch.column(idx), pf.type, by_name=True), f.type)
             else:
                 continue
             arrays.append(arr)
@@ -521,11 +524,13 @@ def _known_row_count(unit: ScanUnit) -> int | None:
     return None if cardinality is None else unit.num_records - int(cardinality)
 
 
-def _cast(arr: pa.Array, typ: pa.DataType) -> pa.Array:
+def _cast(arr: pa.Array, typ: pa.DataType, by_name: bool = False) -> pa.Array:
+    """``arr`` as ``typ``. Same shape: fields renamed by position (physical -> logical names),
+    unless ``by_name``: then pyarrow's cast matches struct fields by name (file -> physical)."""
     if arr.type == typ:
         return arr
     try:
-        if _same_shape(arr.type, typ):
+        if not by_name and _same_shape(arr.type, typ):
             return relabel(arr, typ)
         return arr.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
