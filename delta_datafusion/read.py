@@ -54,6 +54,61 @@ def _is_view(t: pa.DataType) -> bool:
     return False
 
 
+_FIELD_ID = b"PARQUET:field_id"
+_ID_CACHE: dict[tuple[str, int], dict[str, tuple[str, pa.DataType]] | None] = {}
+
+
+def _field_id(f: pa.Field) -> bytes | None:
+    return (f.metadata or {}).get(_FIELD_ID)
+
+
+def _named_by_id(file_type: pa.DataType, phys_type: pa.DataType) -> pa.DataType:
+    """``file_type`` with every nested field renamed to the physical field of the same parquet
+    field id (column mapping id mode); fields without a match get a name no target has."""
+    if pa.types.is_struct(file_type) and pa.types.is_struct(phys_type):
+        targets = {_field_id(f): f for f in phys_type if _field_id(f) is not None}
+        fields = []
+        for f in file_type:
+            target = targets.get(_field_id(f)) if _field_id(f) is not None else None
+            if target is None:
+                fields.append(f.with_name("\x00unmatched:" + f.name))
+            else:
+                fields.append(f.with_name(target.name).with_type(_named_by_id(f.type, target.type)))
+        return pa.struct(fields)
+    if pa.types.is_list(file_type) and pa.types.is_list(phys_type):
+        return pa.list_(
+            file_type.value_field.with_type(_named_by_id(file_type.value_type, phys_type.value_type))
+        )
+    if pa.types.is_large_list(file_type) and pa.types.is_large_list(phys_type):
+        return pa.large_list(
+            file_type.value_field.with_type(_named_by_id(file_type.value_type, phys_type.value_type))
+        )
+    if pa.types.is_map(file_type) and pa.types.is_map(phys_type):
+        return pa.map_(
+            _named_by_id(file_type.key_type, phys_type.key_type),
+            file_type.item_field.with_type(_named_by_id(file_type.item_type, phys_type.item_type)),
+        )
+    return file_type
+
+
+def id_mode_columns(file_schema: pa.Schema, physical: pa.Schema) -> dict[str, tuple[str, pa.DataType]] | None:
+    """Column mapping id mode resolves columns by parquet field id, not by name (PROTOCOL.md).
+    For a file whose names differ from the physical ones (e.g. converted from Iceberg): physical
+    column -> (the file's column, the file's type renamed by id). None when names already agree."""
+    by_id = {_field_id(f): f for f in file_schema if _field_id(f) is not None}
+    out: dict[str, tuple[str, pa.DataType]] = {}
+    differs = False
+    for pf in physical:
+        fid = _field_id(pf)
+        f = by_id.get(fid) if fid is not None else None
+        if f is None:
+            continue
+        typ = _named_by_id(f.type, pf.type)
+        differs = differs or f.name != pf.name or typ != f.type
+        out[pf.name] = (f.name, typ)
+    return out if differs else None
+
+
 @dataclass(frozen=True)
 class ReadSchema:
     """How logical columns map onto the files.
@@ -69,6 +124,11 @@ class ReadSchema:
 
     def to_physical(self) -> dict[str, str]:
         return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
+
+    @property
+    def id_mode(self) -> bool:
+        """Column mapping id mode: the physical schema carries parquet field ids."""
+        return any(_field_id(f) is not None for f in self.physical)
 
 
 def make_read_schema(
@@ -144,6 +204,12 @@ class UnitReader:
             units = [u for u, n in counted if n is None]
         plain = [u for u in units if not u.needs_row_selection]
         selected = [u for u in units if u.needs_row_selection]
+        if plain and self.rs.id_mode:
+            # files naming columns differently from the physical names are read by field id
+            renamed = [u for u in plain if self._id_columns(u) is not None]
+            if renamed:
+                plain = [u for u in plain if self._id_columns(u) is None]
+                selected = selected + renamed
         if plain and predicate is not None:
             text_cols = self._filtered_text_columns(predicate)
             if text_cols:
@@ -280,6 +346,24 @@ class UnitReader:
             _VIEW_CACHE[key] = found
         return found
 
+    def _id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
+        """:func:`id_mode_columns` of a file (footer read once, cached)."""
+        key = (unit.location, unit.size)
+        with _VIEW_LOCK:
+            if key in _ID_CACHE:
+                return _ID_CACHE[key]
+        try:
+            found = id_mode_columns(
+                pq.read_schema(unit.location, filesystem=self.storage.arrow_fs), self.rs.physical
+            )
+        except (OSError, pa.ArrowInvalid):
+            found = None  # the read itself will report the problem
+        with _VIEW_LOCK:
+            if len(_ID_CACHE) >= 65536:
+                _ID_CACHE.clear()
+            _ID_CACHE[key] = found
+        return found
+
     # -- fast path ---------------------------------------------------------------------------
     def _read_plain(
         self, units, columns, pfilter, out_schema, bs, post=None, post_columns=()
@@ -327,10 +411,22 @@ class UnitReader:
             pf = pq.ParquetFile(
                 unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
             )
-            present = set(pf.schema_arrow.names)
-            read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
+            file_schema = pf.schema_arrow
+            by_id = id_mode_columns(file_schema, self.rs.physical) if self.rs.id_mode else None
+            if by_id is not None:  # file column -> physical name, nested fields renamed by id
+                wanted = {phys_names[c] for c in needed}
+                sources = {by_id[p][0]: (p, by_id[p][1]) for p in wanted if p in by_id}
+                read_cols = list(sources)
+            else:
+                present = set(file_schema.names)
+                read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
             start = 0
             for raw in pf.iter_batches(batch_size=bs, columns=read_cols, use_threads=True):
+                if by_id is not None:
+                    raw = pa.RecordBatch.from_arrays(
+                        [relabel(raw.column(name), sources[name][1]) for name in raw.schema.names],
+                        names=[sources[name][0] for name in raw.schema.names],
+                    )
                 n = raw.num_rows
                 mask = None
                 if drop is not None:

@@ -74,3 +74,86 @@ def test_columns_are_read_by_name(table: Path) -> None:
     assert sorted(scan.to_table().to_pylist(), key=lambda r: r["id"]) == [
         {"score": i / 4, "id": i} for i in range(3)
     ]
+
+
+def test_column_mapping_id_mode_resolves_columns_by_field_id(tmp_path: Path) -> None:
+    """In id mode the parquet field id, not the name, says which column is which (PROTOCOL.md,
+    column mapping). A file naming its columns differently from the physical names (converted
+    from Iceberg, say) read as all NULL before; a Spark-style file with the physical names and a
+    nested struct whose fields are named differently are read alongside it."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+
+    def field(name: str, typ: object, fid: int) -> dict:
+        md = {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": f"col-{fid}"}
+        return {"name": name, "type": typ, "nullable": True, "metadata": md}
+
+    st_type = {"type": "struct", "fields": [field("a", "integer", 4), field("b", "string", 5)]}
+    schema = {
+        "type": "struct",
+        "fields": [field("id", "long", 1), field("score", "double", 2), field("st", st_type, 3)],
+    }
+
+    def pfield(name: str, typ: pa.DataType, fid: int) -> pa.Field:
+        return pa.field(name, typ, metadata={"PARQUET:field_id": str(fid)})
+
+    def write(name: str, names: dict[int, str], rows: list[tuple]) -> dict:
+        st = pa.struct([pfield(names[4], pa.int32(), 4), pfield(names[5], pa.string(), 5)])
+        arrow_schema = pa.schema(
+            [pfield(names[1], pa.int64(), 1), pfield(names[2], pa.float64(), 2), pfield(names[3], st, 3)]
+        )
+        data = pa.table(
+            {
+                names[1]: [r[0] for r in rows],
+                names[2]: [r[1] for r in rows],
+                names[3]: [{names[4]: r[2], names[5]: r[3]} for r in rows],
+            },
+            schema=arrow_schema,
+        )
+        pq.write_table(data, table / name)
+        size = (table / name).stat().st_size
+        return {
+            "add": {
+                "path": name,
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": 0,
+                "dataChange": True,
+            }
+        }
+
+    spark = {i: f"col-{i}" for i in range(1, 6)}
+    iceberg = {1: "id", 2: "score", 3: "st", 4: "a", 5: "b"}
+    rows1, rows2 = [(1, 0.5, 10, "x"), (2, 1.5, 20, "y")], [(3, 2.5, 30, "z"), (4, 3.5, 40, "w")]
+    actions = [
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["columnMapping"],
+                "writerFeatures": ["columnMapping"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "ids",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "5"},
+            }
+        },
+        write("f1.parquet", spark, rows1),
+        write("f2.parquet", iceberg, rows2),
+    ]
+    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    expected = [{"id": r[0], "score": r[1], "st": {"a": r[2], "b": r[3]}} for r in rows1 + rows2]
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    assert ctx.sql("SELECT * FROM t ORDER BY id").to_pylist() == expected
+    assert ctx.sql("SELECT id FROM t WHERE score > 2 ORDER BY id").to_pydict()["id"] == [3, 4]
+    assert ctx.sql("SELECT st['b'] AS b FROM t WHERE id >= 2 ORDER BY id").to_pydict()["b"] == ["y", "z", "w"]
+    got = dd.DeltaTable(str(table)).snapshot().scan(predicate="score < 3").to_table()
+    assert sorted(got.column("id").to_pylist()) == [1, 2, 3]
