@@ -699,6 +699,7 @@ class ChangeFeed:
         # have been written under any schema in force at or before v.
         written: set[int] = set()
         maybe_older: set[int] = set()
+        added_in_range: dict[str, int] | None = None
         for u in units:
             v = u.constants.get(COMMIT_VERSION)
             if v is None:
@@ -706,6 +707,13 @@ class ChangeFeed:
             old = not u.has_change_type_column and (
                 u.constants.get(CHANGE_TYPE) == "delete" or u.only_rows is not None
             )
+            if old:
+                # unless the range itself added the file earlier: then it was written then
+                if added_in_range is None:
+                    added_in_range = self._first_adds()
+                at = added_in_range.get(u.location)
+                if at is not None and at <= v:
+                    old, v = False, at
             (maybe_older if old else written).add(v)
         for c in bad:
             for first, last, why in self.incompatible[c]:
@@ -723,6 +731,18 @@ class ChangeFeed:
                         f"version {self.end}). Read a range that starts after the change, filter on "
                         f"_commit_version, or leave the column out"
                     )
+
+    def _first_adds(self) -> dict[str, int]:
+        """Location -> the first version of the range that added the file (add sources)."""
+        src = self.sources
+        kinds = src.column("kind").to_pylist()
+        out: dict[str, int] = {}
+        for kind, loc, v in zip(
+            kinds, src.column("location").to_pylist(), src.column("version").to_pylist(), strict=True
+        ):
+            if kind == KIND_ADD and (loc not in out or v < out[loc]):
+                out[loc] = v
+        return out
 
     def reader(self) -> UnitReader:
         from .read import UnitReader, make_read_schema
