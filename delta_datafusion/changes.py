@@ -697,8 +697,10 @@ class ChangeFeed:
         # Files added (or cdc files written) at version v were written with the schema in force at
         # v; a file removed at v (or whose deletion vector changed at v) may be older, so it may
         # have been written under any schema in force at or before v.
+        # A removed file the range itself added earlier was written at that add.
         written: set[int] = set()
         maybe_older: set[int] = set()
+        removed_known: set[tuple[int, int]] = set()  # (removed at, written at)
         added_in_range: dict[str, int] | None = None
         for u in units:
             v = u.constants.get(COMMIT_VERSION)
@@ -707,24 +709,28 @@ class ChangeFeed:
             old = not u.has_change_type_column and (
                 u.constants.get(CHANGE_TYPE) == "delete" or u.only_rows is not None
             )
-            if old:
-                # unless the range itself added the file earlier: then it was written then
-                if added_in_range is None:
-                    added_in_range = self._first_adds()
-                at = added_in_range.get(u.location)
-                if at is not None and at <= v:
-                    old, v = False, at
-            (maybe_older if old else written).add(v)
+            if not old:
+                written.add(v)
+                continue
+            if added_in_range is None:
+                added_in_range = self._first_adds()
+            at = added_in_range.get(u.location)
+            if at is not None and at <= v:
+                removed_known.add((v, at))
+            else:
+                maybe_older.add(v)
         for c in bad:
             for first, last, why in self.incompatible[c]:
                 hit = sorted(v for v in written if first <= v <= last)
+                known = sorted((v, at) for v, at in removed_known if first <= at <= last)
                 removed = sorted(v for v in maybe_older if first <= v)
-                if hit or removed:
-                    which = (
-                        f"changes of versions {first}..{last}"
-                        if hit
-                        else f"files removed at version {removed[0]} (possibly written before version {last + 1})"
-                    )
+                if hit or known or removed:
+                    if hit:
+                        which = f"changes of versions {first}..{last}"
+                    elif known:
+                        which = f"files removed at version {known[0][0]} (written at version {known[0][1]})"
+                    else:
+                        which = f"files removed at version {removed[0]} (possibly written before version {last + 1})"
                     raise ChangeDataFeedError(
                         f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: column {c!r} cannot be "
                         f"read for {which}: its schema {why} at version {last + 1} (the output uses the schema of "
