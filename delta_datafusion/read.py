@@ -37,6 +37,8 @@ from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
 MIN_BATCH_SIZE = 131072
+#: Batch size of an unfiltered scan's first row group (time to the first rows).
+FIRST_BATCH_ROWS = 8192
 
 _FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
 DV_CACHE = DeletionVectorCache()
@@ -385,7 +387,28 @@ class UnitReader:
         # 10: 190 -> 40 ms); full scans measured the same either way.
         parts = [frags[:1], frags[1:]] if len(frags) > 1 else [frags]
         try:
+            if pfilter is None and post is None:
+                # Unfiltered (a LIMIT's first rows): the dataset scanner decodes a whole row group
+                # before its first batch; the first row group streams in small batches instead
+                # (lineitem, SELECT * LIMIT 10: first batch 10 -> 4 ms).
+                rest = yield from self._stream_first_row_group(units[0], columns, out_schema)
+                first = (
+                    []
+                    if not rest
+                    else [
+                        fmt.make_fragment(
+                            units[0].location,
+                            fs,
+                            partition_expression=_guarantee(units[0], self.rs),
+                            row_groups=rest,
+                            file_size=units[0].size or None,
+                        )
+                    ]
+                )
+                parts = [first, frags[1:]]
             for part in parts:
+                if not part:
+                    continue
                 dataset = ds.FileSystemDataset(part, self.rs.physical, fmt, fs)
                 scanner = dataset.scanner(columns=scan_cols, filter=pfilter, batch_size=bs, use_threads=True)
                 for batch in scanner.to_batches():
@@ -396,6 +419,29 @@ class UnitReader:
                     yield _conform(batch, out_schema)
         except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise self._file_error(units, e) from e
+
+    def _stream_first_row_group(
+        self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema
+    ) -> Iterator[pa.RecordBatch]:
+        """Yield the unit's first row group in small batches; return its other row groups."""
+        pf = pq.ParquetFile(unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us")
+        groups = pf.metadata.num_row_groups
+        if groups == 0:
+            return []
+        phys_names = self.rs.to_physical()
+        file_schema = pf.schema_arrow
+        # cdc files store _change_type themselves (it is not a constant of the unit)
+        stored = self.rs.file_columns | ({"_change_type"} if unit.has_change_type_column else set())
+        needed = [c for c in columns if c in stored]
+        read_cols = [phys_names[c] for c in needed if phys_names[c] in file_schema.names]
+        physical = {f.name: f.type for f in self.rs.physical}
+        if not all(_same_storage(file_schema.field(c).type, physical[c]) for c in read_cols):
+            return list(range(groups))  # types the dataset converts (or refuses) its own way
+        for raw in pf.iter_batches(
+            batch_size=FIRST_BATCH_ROWS, row_groups=[0], columns=read_cols, use_threads=True
+        ):
+            yield _conform(self._to_logical(raw, unit, needed).select(list(columns)), out_schema)
+        return list(range(1, groups))
 
     # -- row-selection path -------------------------------------------------------------------
     def _read_selected(
@@ -455,7 +501,7 @@ class UnitReader:
             name = f.name
             if name in unit.partition_values or name in unit.constants:
                 value = unit.partition_values.get(name, unit.constants.get(name))
-                arr = pa.array([value] * n, f.type) if n else pa.array([], f.type)
+                arr = pa.nulls(n, f.type) if value is None else pa.repeat(pa.scalar(value, f.type), n)
             elif name in needed:
                 idx = batch.schema.get_field_index(pf.name)
                 if idx < 0:
@@ -631,6 +677,15 @@ def _cast(arr: pa.Array, typ: pa.DataType, by_name: bool = False) -> pa.Array:
         return arr.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise DeltaError(f"cannot convert column of type {arr.type} to the table type {typ}: {e}") from e
+
+
+def _same_storage(file_type: pa.DataType, table_type: pa.DataType) -> bool:
+    """Does a file column hold the table type as is (string views for strings included)?"""
+    if file_type == table_type:
+        return True
+    text = (pa.string(), pa.large_string(), pa.string_view())
+    raw = (pa.binary(), pa.large_binary(), pa.binary_view())
+    return (file_type in text and table_type in text) or (file_type in raw and table_type in raw)
 
 
 def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:
