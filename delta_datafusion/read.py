@@ -468,7 +468,7 @@ class UnitReader:
                 read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
             start = 0
             for raw in pf.iter_batches(batch_size=bs, columns=read_cols, use_threads=True):
-                if by_id is not None:
+                if by_id is not None and raw.num_columns:
                     raw = pa.RecordBatch.from_arrays(
                         [relabel(raw.column(name), sources[name][1]) for name in raw.schema.names],
                         names=[sources[name][0] for name in raw.schema.names],

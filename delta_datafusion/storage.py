@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
@@ -94,13 +95,34 @@ def _split_uri(uri: str) -> tuple[str, str]:
     return protocol, rest.rstrip("/")
 
 
+_PROTOCOL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
+
+
+def _is_chained(uri: str) -> bool:
+    """An fsspec chained URL (``simplecache::s3://b/t``, ``zip://t::file:///a.zip``): its first
+    link starts with a protocol. A local folder may have '::' in its name (``/x/a::b``)."""
+    if "::" not in uri:
+        return False
+    first = uri.split("::", 1)[0]
+    return bool(_PROTOCOL.match(first.split("://", 1)[0])) and (
+        "://" in first or first.lower() in _fsspec_protocols()
+    )
+
+
+def _fsspec_protocols() -> frozenset[str]:
+    import fsspec
+
+    return frozenset(p.lower() for p in fsspec.available_protocols())
+
+
 def _chain_child(uri: str, name: str) -> str:
     """A chained fsspec URL (``simplecache::s3://b/t``, ``zip://t::file:///a.zip``) for ``name``
     below its root: the path lives in the first link that has one."""
     links = uri.split("::")
     for i, link in enumerate(links):
         if "://" in link:
-            links[i] = link.rstrip("/") + "/" + name
+            protocol, path = link.split("://", 1)
+            links[i] = f"{protocol}://{path.rstrip('/') + '/' if path.rstrip('/') else ''}{name}"
             return "::".join(links)
     raise DeltaError(f"{uri!r}: no link of this chained URL names a path")
 
@@ -118,7 +140,7 @@ class Storage:
             )
         self.storage_options = dict(storage_options or {})
         self.uri = uri
-        self.chained = "::" in uri
+        self.chained = _is_chained(uri)
         if self.chained:  # fsspec URL chaining: the filesystems and the path come from fsspec
             self.protocol = "chain"
             path = self._open_chain(uri)
@@ -127,8 +149,6 @@ class Storage:
         if not self.is_local:
             self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
         self.root = path.rstrip("/") if path not in ("/", "") else path
-        if not self.root:
-            raise DeltaError(f"{uri!r} names no folder")
 
     def _open_chain(self, uri: str) -> str:
         import fsspec.core

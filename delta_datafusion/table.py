@@ -20,6 +20,13 @@ class DeltaTable:
         self.uri = uri
         self.storage = Storage(uri, storage_options)
 
+    @classmethod
+    def from_storage(cls, storage: Storage) -> DeltaTable:
+        """The table of an opened :class:`Storage` (no second parse of its location)."""
+        table = cls.__new__(cls)
+        table.uri, table.storage = storage.uri, storage
+        return table
+
     def listing(self) -> LogListing:
         """One listing of the table's _delta_log (pass it on to avoid listing again)."""
         return list_log(self.storage)

@@ -154,6 +154,7 @@ def test_column_mapping_id_mode_resolves_columns_by_field_id(tmp_path: Path) -> 
     dd.register_table(ctx, "t", str(table))
     assert ctx.sql("SELECT * FROM t ORDER BY id").to_pylist() == expected
     assert ctx.sql("SELECT id FROM t WHERE score > 2 ORDER BY id").to_pydict()["id"] == [3, 4]
+    assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict()["n"] == [4]  # no column read
     assert ctx.sql("SELECT st['b'] AS b FROM t WHERE id >= 2 ORDER BY id").to_pydict()["b"] == ["y", "z", "w"]
     got = dd.DeltaTable(str(table)).snapshot().scan(predicate="score < 3").to_table()
     assert sorted(got.column("id").to_pylist()) == [1, 2, 3]

@@ -6,8 +6,10 @@ table, or failed obscurely before it was fixed.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import threading
 import uuid
 import zipfile
 from pathlib import Path
@@ -20,7 +22,7 @@ from deltalake import write_deltalake
 
 import delta_datafusion as dd
 from delta_datafusion import cli
-from delta_datafusion.errors import DeltaError, TableNotFoundError
+from delta_datafusion.errors import DeltaError, InvalidProtocolError, TableNotFoundError
 
 
 def _table(path: Path, values: list[int], cdf: bool = True) -> str:
@@ -247,3 +249,94 @@ def test_missing_table_name_lists_only_live_registrations(tmp_path: Path):
         ctx.sql("SELECT * FROM table_changes(nope, 0)").collect()
     assert "registered in this session: kept)" in str(info.value)
     assert isinstance(dd.from_datafusion(info.value), TableNotFoundError)
+
+
+# -- review and stress findings ---------------------------------------------------------------
+
+
+def test_local_folder_names_with_url_characters(tmp_path: Path):
+    """'::' in a local folder name is not an fsspec chain; '%', '#' and '?' in a local table's
+    folder survive table_changes reopening the registered table."""
+    plain = _table(tmp_path / "plain", [1, 2, 3])
+    for name in ("a::b", "pct%41x", "hash#x", "q?x"):
+        shutil.copytree(plain, tmp_path / name)
+        assert _xs(dd.DeltaTable(str(tmp_path / name)).snapshot().scan().to_table()) == [1, 2, 3], name
+        ctx = _session()
+        dd.register_table(ctx, "t", str(tmp_path / name))
+        assert _sql_xs(ctx, "SELECT x FROM table_changes('t', 0)") == [1, 2, 3], name
+
+
+def test_folder_catalog_at_a_filesystem_root(tmp_path: Path):
+    name = f"root_{uuid.uuid4().hex[:8]}"
+    fs = fsspec.filesystem("memory")
+    fs.put(_table(tmp_path / "t", [1, 2, 3]), f"/{name}", recursive=True)
+    try:
+        ctx = _session()
+        dd.register_catalog(ctx, "lake", "memory://")
+        assert _sql_xs(ctx, f"SELECT x FROM lake.default.{name}") == [1, 2, 3]
+    finally:
+        fs.rm(f"/{name}", recursive=True)
+
+
+def test_table_changes_on_a_quoted_name_with_a_dot(tmp_path: Path):
+    t = _table(tmp_path / "t", [1, 2, 3])
+    ctx = _session()
+    ctx.sql(f"CREATE EXTERNAL TABLE \"My.T\" STORED AS DELTA LOCATION '{t}'")
+    ctx.sql(f"CREATE EXTERNAL TABLE \"Upper\" STORED AS DELTA LOCATION '{t}'")
+    assert _sql_xs(ctx, 'SELECT x FROM table_changes("My.T", 0)') == [1, 2, 3]
+    with pytest.raises(Exception, match="registered in this session: My.T, Upper\\)"):
+        ctx.sql("SELECT * FROM table_changes(nope, 0)").collect()
+
+
+def test_table_changes_raises_the_catalog_tables_own_error(tmp_path: Path):
+    """A catalog table whose log cannot be read: table_changes raises that error (it used to fall
+    back to reading the name as a path)."""
+    root = tmp_path / "lake"
+    _table(root / "orders", [1])
+    (root / "orders" / "_delta_log" / f"{1:020d}.json").write_text(
+        json.dumps({"protocol": {"minReaderVersion": 99, "minWriterVersion": 2}}) + "\n"
+    )
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(root))
+    with pytest.raises(Exception, match="InvalidProtocolError.*minReaderVersion 99") as info:
+        ctx.sql("SELECT * FROM table_changes('lake.default.orders', 0)").collect()
+    assert isinstance(dd.from_datafusion(info.value), InvalidProtocolError)
+
+
+def test_explain_counts_only_its_own_threads_plans(tmp_path: Path):
+    ctx = _session()
+    for name in ("a", "b"):
+        dd.register_table(ctx, name, _table(tmp_path / name, list(range(10))))
+    stop = threading.Event()
+
+    def noise() -> None:
+        while not stop.is_set():
+            ctx.sql("SELECT * FROM table_changes('b', 0)").collect()
+            ctx.sql("SELECT * FROM a WHERE x = 7").collect()
+
+    thread = threading.Thread(target=noise)
+    thread.start()
+    try:
+        for _ in range(20):
+            plan = dd.explain(ctx, "SELECT * FROM a WHERE x = 1")
+            scans = [line for line in plan.splitlines() if "DeltaScan" in line]
+            assert len(scans) == 1 and "pushed_filter=[x = 1]" in scans[0], scans
+    finally:
+        stop.set()
+        thread.join()
+
+
+def test_sessions_using_only_the_table_function_are_forgotten(tmp_path: Path):
+    import gc
+
+    from delta_datafusion.datafusion import table_function
+
+    t = _table(tmp_path / "t", [1])
+    before = len(table_function._SESSIONS)
+    for _ in range(20):
+        ctx = SessionContext()
+        table_function.install_table_changes(ctx)
+        ctx.sql(f"SELECT * FROM table_changes('{t}', 0)").collect()
+        del ctx
+    gc.collect()
+    assert len(table_function._SESSIONS) <= before

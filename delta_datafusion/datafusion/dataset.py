@@ -46,6 +46,8 @@ class ScanPlanInfo:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the pushed filter as the package's predicate tree (None: no filter)
     predicate: Any = field(default=None, repr=False, compare=False)
+    #: the thread that planned it (a statement is planned on the thread that runs it)
+    thread: int = field(default=0, repr=False, compare=False)
 
     def describe(self) -> str:
         text = (
@@ -232,6 +234,30 @@ class UnitGroupFragment:
 _IDENTITY_PROBE = threading.local()
 
 
+def lookup_dataset(get_table: Callable[[], Any]) -> DeltaDataset | None:
+    """``dataset_behind(get_table())``; a DeltaError a catalog provider of this package raised
+    while ``get_table`` ran (datafusion-python turns it into a KeyError) is raised as itself."""
+    _IDENTITY_PROBE.error = None
+    _IDENTITY_PROBE.in_lookup = True
+    try:
+        table = get_table()
+    except Exception as e:
+        cause = _IDENTITY_PROBE.error
+        if cause is not None:
+            raise cause from e
+        raise
+    finally:
+        _IDENTITY_PROBE.in_lookup = False
+        _IDENTITY_PROBE.error = None
+    return dataset_behind(table)
+
+
+def note_provider_error(error: Exception) -> None:
+    """Called by this package's catalog providers when opening a table fails (see lookup_dataset)."""
+    if getattr(_IDENTITY_PROBE, "in_lookup", False):
+        _IDENTITY_PROBE.error = error
+
+
 def dataset_behind(table: Any) -> DeltaDataset | None:
     """The :class:`DeltaDataset` a ``datafusion.Table`` serves, None for any other table."""
     _IDENTITY_PROBE.found = None
@@ -258,7 +284,6 @@ class DeltaDataset(ds.Dataset):
         #: the table's Storage (None for a change feed): table_changes() on this table reads it
         self.storage = storage
         self._lock = threading.Lock()
-        self._plans: dict[str, ScanPlanInfo] = {}
         # every planning in order (bounded), for dd.explain: a query may scan one table twice
         self._history: deque[ScanPlanInfo] = deque(maxlen=64)
         self.plans_made = 0
@@ -327,8 +352,8 @@ class DeltaDataset(ds.Dataset):
         info.predicate = pred
         groups = balance(units, target_fragments())
         info.fragments = len(groups)
+        info.thread = threading.get_ident()
         with self._lock:
-            self._plans[info.filter] = info
             self._history.append(info)
             self.plans_made += 1
         # Always at least one (possibly empty) fragment: with zero partitions DataFusion 55
@@ -347,15 +372,13 @@ class DeltaDataset(ds.Dataset):
         with self._lock:
             return self._history[-1] if self._history else None
 
-    def plans_since(self, count: int) -> list[ScanPlanInfo]:
-        """The plans made after the first ``count`` (see :attr:`plans_made`), oldest first."""
+    def plans_since(self, count: int, thread: int | None = None) -> list[ScanPlanInfo]:
+        """The plans made after the first ``count`` (see :attr:`plans_made`), oldest first; only
+        those planned on ``thread`` if given (other threads may be querying the same table)."""
         with self._lock:
             new = self.plans_made - count
-            return list(self._history)[-new:] if new > 0 else []
-
-    def plan_for(self, filter_text: str) -> ScanPlanInfo | None:
-        with self._lock:
-            return self._plans.get(filter_text)
+            plans = list(self._history)[-new:] if new > 0 else []
+        return [p for p in plans if thread is None or p.thread == thread]
 
     def __repr__(self) -> str:
         return f"DeltaDataset({self.label})"

@@ -24,7 +24,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFac
 from ..errors import DeltaError, TableNotFoundError
 from ..storage import Storage
 from ..table import DeltaTable
-from .dataset import DeltaDataset
+from .dataset import DeltaDataset, note_provider_error
 from .provider import table_dataset
 
 
@@ -238,6 +238,13 @@ class DeltaSchemaProvider(SchemaProvider):
         return name in self._names()
 
     def table(self, name: str) -> Table | None:
+        try:
+            return self._table(name)
+        except DeltaError as e:
+            note_provider_error(e)  # table_changes() raises it as itself, not as a lookup failure
+            raise
+
+    def _table(self, name: str) -> Table | None:
         if name not in self._names():
             return None
         table = DeltaTable(self.storage.child_location(name), self.storage_options)
@@ -345,8 +352,9 @@ def explain(ctx: SessionContext, sql: str) -> str:
     calls_before = table_changes_calls(sid)
     rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
     plans = []
+    me = threading.get_ident()  # planning runs on this thread; others may share the session
     for d in _session_datasets(sid):  # one line per scan: a table scanned twice shows twice
-        plans.extend(d.plans_since(before.get(id(d), 0)))
+        plans.extend(d.plans_since(before.get(id(d), 0), thread=me))
     if table_changes_calls(sid) != calls_before:  # this statement called table_changes
         plans.extend(recent_plans(sid))
     lines = []

@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -41,7 +40,7 @@ from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
 from ..table import DeltaTable
-from .dataset import DeltaDataset, ScanPlanInfo, dataset_behind
+from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
 
 FUNCTION_NAME = "table_changes"
 
@@ -81,34 +80,39 @@ class _SessionPlans:
         self.plans[id(dataset)] = info
 
 
-_SESSIONS: dict[str, _SessionPlans] = {}
+# Per session and thread: a statement is planned (its table_changes calls, then its scans) on
+# the thread that runs it, so threads sharing a session do not see each other's plans.
+_SESSIONS: dict[tuple[str, int], _SessionPlans] = {}
 _SESSIONS_LOCK = threading.Lock()
 
 
 def _session_plans(session_id: str) -> _SessionPlans:
+    key = (session_id, threading.get_ident())
     with _SESSIONS_LOCK:
-        plans = _SESSIONS.get(session_id)
+        plans = _SESSIONS.get(key)
         if plans is None:
-            plans = _SESSIONS[session_id] = _SessionPlans()
+            plans = _SESSIONS[key] = _SessionPlans()
         return plans
 
 
 def forget_session_plans(session_id: str) -> None:
     with _SESSIONS_LOCK:
-        _SESSIONS.pop(session_id, None)
+        for key in [k for k in _SESSIONS if k[0] == session_id]:
+            del _SESSIONS[key]
 
 
 def table_changes_calls(session_id: str) -> int:
-    """How many ``table_changes`` calls the session has planned so far."""
+    """How many ``table_changes`` calls the session has planned so far on this thread."""
     with _SESSIONS_LOCK:
-        plans = _SESSIONS.get(session_id)
+        plans = _SESSIONS.get((session_id, threading.get_ident()))
         return plans.calls if plans is not None else 0
 
 
 def recent_plans(session_id: str) -> list[ScanPlanInfo]:
-    """The change scans planned by the session's most recent statement (one per call)."""
+    """The change scans planned by the session's most recent statement on this thread (one per
+    call)."""
     with _SESSIONS_LOCK:
-        plans = _SESSIONS.get(session_id)
+        plans = _SESSIONS.get((session_id, threading.get_ident()))
         return list(plans.plans.values()) if plans is not None else []
 
 
@@ -281,10 +285,34 @@ def _references(name: str, identifier: bool) -> list[tuple[str, ...]]:
             return []
         normalized = [p if quoted else p.lower() for p, quoted in parts]
         spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
+    if "." in name:  # a quoted name holding a dot ("My.T") arrives as one dotted text
+        spellings.append([name.strip('"') if not identifier and name.count('"') == 2 else name])
     return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
 
 
-_LOOKUPS = ThreadPoolExecutor(1, thread_name_prefix="delta-table-lookup")
+#: Seconds a table lookup (a folder catalog listing a remote store, say) may take.
+LOOKUP_TIMEOUT_S = 300.0
+
+
+def _on_lookup_thread(fn: Callable[[], Any], what: str) -> Any:
+    """``fn()`` on a thread of its own: a daemon, so a slow lookup neither holds up other
+    sessions' lookups nor the interpreter's exit."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            box["error"] = e
+
+    thread = threading.Thread(target=target, name="delta-table-lookup", daemon=True)
+    thread.start()
+    thread.join(LOOKUP_TIMEOUT_S)
+    if thread.is_alive():
+        raise DeltaError(f"table_changes: looking up {what} took longer than {LOOKUP_TIMEOUT_S:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _quoted(ref: tuple[str, ...]) -> str:
@@ -306,23 +334,30 @@ def _delta_table_named(session: SessionContext, ref: tuple[str, ...]) -> DeltaDa
     except Exception:  # noqa: BLE001 - a reference the session cannot parse names no table
         return False
 
-    def lookup() -> DeltaDataset | None:
-        return dataset_behind(session.table_provider(quoted))
-
     try:
-        return _LOOKUPS.submit(lookup).result()
-    except Exception:  # noqa: BLE001 - dropped between the two calls
-        return False
+        return _on_lookup_thread(lambda: lookup_dataset(lambda: session.table_provider(quoted)), quoted)
+    except DeltaError:
+        raise  # the table's own error (a catalog table whose log is broken), or the timeout
+    except Exception as e:  # noqa: BLE001 - dropped between the two calls, or another failure
+        try:
+            still = session.table_exist(quoted)
+        except Exception:  # noqa: BLE001
+            still = False
+        if not still:
+            return False
+        raise DeltaError(f"table_changes: the session's table {quoted} cannot be opened: {e}") from e
 
 
 def _still_registered(session: SessionContext, entries: dict[str, Any]) -> list[str]:
     out = []
     for name in entries:
-        try:
-            if session.table_exist(name):
-                out.append(name)
-        except Exception:  # noqa: BLE001, S112 - a name the session cannot parse any more
-            continue
+        for spelling in (name, _quoted((name,))):  # as registered, or a quoted name ("Upper")
+            try:
+                if session.table_exist(spelling):
+                    out.append(name)
+                    break
+            except Exception:  # noqa: BLE001, S112 - a spelling the session cannot parse
+                continue
     return out
 
 
@@ -338,8 +373,7 @@ def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tupl
                 "registered through delta_datafusion (register_table, CREATE EXTERNAL TABLE ... STORED AS "
                 "DELTA or register_catalog)"
             )
-        storage = found.storage
-        return DeltaTable(storage.root_uri, storage.storage_options or None), name
+        return DeltaTable.from_storage(found.storage), name
     try:
         table = DeltaTable(name)
         exists = table.storage.exists(table.storage.root)
@@ -380,7 +414,10 @@ TABLE_CHANGES = udtf(_table_changes, FUNCTION_NAME, with_session=True)
 
 def install_table_changes(ctx: SessionContext) -> SessionContext:
     """Register ``table_changes`` in ``ctx`` (done by :func:`delta_datafusion.register`)."""
+    from .session import _track
+
     ctx.register_udtf(TABLE_CHANGES)
+    _track(ctx)  # the session's plans are forgotten with it
     return ctx
 
 
