@@ -741,14 +741,11 @@ class ChangeFeed:
     def _first_adds(self) -> dict[str, int]:
         """Location -> the first version of the range that added the file (add sources)."""
         src = self.sources
-        kinds = src.column("kind").to_pylist()
-        out: dict[str, int] = {}
-        for kind, loc, v in zip(
-            kinds, src.column("location").to_pylist(), src.column("version").to_pylist(), strict=True
-        ):
-            if kind == KIND_ADD and (loc not in out or v < out[loc]):
-                out[loc] = v
-        return out
+        adds = src.filter(pc.equal(src.column("kind"), KIND_ADD)).select(["location", "version"])
+        first = adds.group_by("location").aggregate([("version", "min")])
+        return dict(
+            zip(first.column("location").to_pylist(), first.column("version_min").to_pylist(), strict=True)
+        )
 
     def reader(self) -> UnitReader:
         from .read import UnitReader, make_read_schema
