@@ -14,7 +14,27 @@ import numpy.ma as _numpy_ma  # noqa: F401
 if "dateutil.relativedelta" not in _sys.modules and _importlib_util.find_spec("dateutil") is None:
     _sys.modules["dateutil.relativedelta"] = None  # type: ignore[assignment]
 
-from .errors import DeltaError, from_datafusion
+from .errors import (
+    CdfNotEnabledError,
+    ChangeDataFeedError,
+    DataFileNotFoundError,
+    DeletionVectorError,
+    DeltaError,
+    InvalidProtocolError,
+    InvalidRangeError,
+    LogCorruptError,
+    MissingLogFileError,
+    MissingMetadataError,
+    MissingProtocolError,
+    NonContiguousVersionsError,
+    ParallelStateError,
+    PredicateError,
+    SchemaError,
+    TableNotFoundError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+    from_datafusion,
+)
 from .scan import Scan, ScanMetadata
 from .snapshot import Snapshot
 from .table import DeltaTable
@@ -37,6 +57,23 @@ __all__ = [
     "Scan",
     "ScanMetadata",
     "DeltaError",
+    "TableNotFoundError",
+    "LogCorruptError",
+    "MissingLogFileError",
+    "NonContiguousVersionsError",
+    "InvalidProtocolError",
+    "MissingProtocolError",
+    "MissingMetadataError",
+    "UnsupportedFeatureError",
+    "VersionNotFoundError",
+    "SchemaError",
+    "DataFileNotFoundError",
+    "DeletionVectorError",
+    "ChangeDataFeedError",
+    "CdfNotEnabledError",
+    "InvalidRangeError",
+    "PredicateError",
+    "ParallelStateError",
     "from_datafusion",
     "register",
     "register_table",

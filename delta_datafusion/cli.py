@@ -30,7 +30,7 @@ def _format(table, max_rows: int = 20) -> str:
     if not cols:  # DDL; slicing a table without columns reports rows it does not have
         return f"({table.num_rows} rows)"
     rows = table.slice(0, max_rows).to_pylist()
-    cells = [[str(r[c]) for c in cols] for r in rows]
+    cells = [["NULL" if r[c] is None else str(r[c]) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
     line = " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
     sep = "-+-".join("-" * w for w in widths)

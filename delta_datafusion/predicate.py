@@ -1388,12 +1388,16 @@ def from_pyarrow(expr: pc.Expression | None, schema: pa.Schema) -> Predicate:
         raise PredicateError(f"expected a pyarrow.compute.Expression, got {type(expr).__name__}")
     if not isinstance(schema, pa.Schema):
         raise PredicateError(f"expected a pyarrow.Schema, got {type(schema).__name__}")
-    errors = []
+    errors: list[str] = []
     for route in (_from_substrait, _from_pickle):
         try:
             return route(expr, schema)
         except (_Unsupported, PredicateError) as e:
-            errors.append(f"{route.__name__[1:]}: {e}")
+            first = str(e).splitlines()[0]
+            errors.append(
+                f"{first} is not supported in a scan predicate" if first.startswith("function") else first
+            )
         except Exception as e:  # defensive: any surprise means "cannot parse"
-            errors.append(f"{route.__name__[1:]}: {type(e).__name__}: {e}")
-    raise PredicateError(f"cannot interpret filter {expr}: " + "; ".join(errors))
+            errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+    # the second route's reason is this package's own wording (the first's is pyarrow's)
+    raise PredicateError(f"cannot interpret filter {expr}: {errors[-1] or errors[0]}")

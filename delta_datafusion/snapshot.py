@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import LogCorruptError, MissingProtocolError
+from .errors import LogCorruptError, MissingProtocolError, VersionNotFoundError
 from .log.actions import (
     CommitData,
     commit_schema,
@@ -268,17 +268,15 @@ class Snapshot(TableVersionView):
         return CommitLog(self._commit_data, actions, per_row)
 
     def commit_timestamp(self, version: int | None = None) -> int:
-        """Commit timestamp (ms): the in-commit timestamp when enabled, else file modification time."""
-        version = self.version if version is None else version
-        for c in self._commit_data:
-            if c.version == version:
-                ict = self.metadata.ict_enablement
-                if ict is not None and version >= ict[0]:
-                    from .timestamps import read_in_commit_timestamp
+        """Commit timestamp (ms) of ``version`` (this snapshot's by default), as ``history()``,
+        time travel and ``_commit_timestamp`` have it: the in-commit timestamp when enabled, else
+        the file modification time made strictly increasing (which needs the whole log listed)."""
+        from .table import DeltaTable
 
-                    return read_in_commit_timestamp(c.data, c.info.path)
-                return c.info.mtime_ms
-        raise LogCorruptError(f"version {version} is not a commit of this snapshot's segment")
+        version = self.version if version is None else version
+        if version > self.version:
+            raise VersionNotFoundError(f"version {version} is after this snapshot's version {self.version}")
+        return DeltaTable.from_storage(self.storage).timeline().timestamp(version)
 
     # -- replay ----------------------------------------------------------------------------
     @cached_property

@@ -131,8 +131,10 @@ class Storage:
     """Access to one table root on some filesystem."""
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
+        if isinstance(uri, os.PathLike):
+            uri = os.fspath(uri)
         if not isinstance(uri, str) or not uri:
-            raise DeltaError(f"table URI must be a non-empty string, got {uri!r}")
+            raise DeltaError(f"table URI must be a non-empty string or path, got {uri!r}")
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise DeltaError(
                 f"storage_options for {uri!r} must be a dict of filesystem options, got "

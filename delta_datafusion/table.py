@@ -17,8 +17,8 @@ class DeltaTable:
     """A Delta table at a location (local path, ``file://`` or any fsspec URL)."""
 
     def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
-        self.uri = uri
         self.storage = Storage(uri, storage_options)
+        self.uri = self.storage.uri
 
     @classmethod
     def from_storage(cls, storage: Storage) -> DeltaTable:
@@ -53,7 +53,8 @@ class DeltaTable:
         return CommitTimeline(self.storage, listing, latest.metadata)
 
     def history(self) -> pa.Table:
-        """One row per available commit: version, timestamp (ms), operation, in-commit timestamp."""
+        """One row per available commit: version, timestamp (ms; the in-commit timestamp when
+        enabled, else the file modification time made strictly increasing) and operation."""
         import io
         import json
 

@@ -31,7 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the package is used from the checkout (it is not installed in the venv)
     sys.path.insert(0, str(REPO))
 
-CORPUS = REPO.parent / "shared" / "corpus"
+# ../shared/corpus next to the checkout (as CI has it), or wherever DELTA_DATAFUSION_CORPUS says
+CORPUS = Path(os.environ.get("DELTA_DATAFUSION_CORPUS") or REPO.parent / "shared" / "corpus").resolve()
 MANIFEST = CORPUS / "manifest.json"
 
 
@@ -202,3 +203,13 @@ def predicate_trees(leaves, max_leaves: int):
         ),
         max_leaves=max_leaves,
     )
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+    """Say loudly when the corpus was absent: its tests were skipped, not passed."""
+    if not corpus_available():
+        terminalreporter.write_sep(
+            "!",
+            f"{corpus_missing_reason()}: corpus tests were SKIPPED (set DELTA_DATAFUSION_CORPUS)",
+            red=True,
+        )

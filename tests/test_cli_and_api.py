@@ -303,3 +303,35 @@ def test_integer_literal_against_a_decimal_column(tmp_path):
         ("dec > 2", [Decimal("2.50")]),
     ):
         assert sorted(snap.scan(predicate=p).to_table().column("dec").to_pylist()) == want, p
+
+
+def test_walkthrough_papercuts(tmp_path, capsys):
+    """What a new user tripped over: path objects as locations, a file given as a table, error
+    classes at the top level, clear predicate errors, explain/register argument checks, NULL in
+    the CLI."""
+    from pathlib import Path
+
+    import pyarrow.compute as pc
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    example = Path(cli.example_table())
+    assert DeltaTable(example).snapshot().version == DeltaTable(str(example)).snapshot().version
+    assert DeltaTable(example).uri == str(example)
+    log_file = next((example / "_delta_log").glob("*.json"))
+    with pytest.raises(dd.TableNotFoundError, match="is a file, not a Delta table folder"):
+        DeltaTable(log_file).snapshot()
+    assert issubclass(dd.CdfNotEnabledError, dd.DeltaError) and dd.PredicateError is not None
+    snap = DeltaTable(example).snapshot()
+    with pytest.raises(dd.PredicateError) as info:
+        snap.scan(predicate=pc.field("nope") == 1)
+    assert str(info.value) == "cannot interpret filter (nope == 1): column 'nope' is not in the schema"
+    with pytest.raises(dd.PredicateError, match="LIKE patterns"):
+        snap.scan(predicate="rider LIKE 'rider-1%'")
+    ctx = SessionContext()
+    with pytest.raises(dd.DeltaError, match="non-empty SQL string"):
+        dd.explain(ctx, None)
+    with pytest.raises(dd.DeltaError, match="SessionContext"):
+        dd.register_table(None, "t", str(example))
+    assert cli._format(pa.table({"x": pa.array([None, 1], pa.int64())})).splitlines()[2].strip() == "NULL"

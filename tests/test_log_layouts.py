@@ -1389,3 +1389,22 @@ def test_timestamp_partition_values_with_a_zone_offset():
         parse_column(raw, pa.timestamp("us"), "pt")
     with pytest.raises(LogCorruptError, match="value 'x1' cannot be read"):
         parse_column(pa.array(["2024-01-01T01:00:00+01:00", "x1"]), pa.timestamp("us", "UTC"), "pt")
+
+
+def test_commit_timestamp_is_the_adjusted_timestamp(tmp_path: Path):
+    """Commits with equal file times (a fresh clone, a copy): commit_timestamp() gives the same
+    strictly increasing times as history(), time travel and _commit_timestamp (it used to give the
+    raw file time, so travelling to it found an older version)."""
+    t = tmp_path / "t"
+    for k in range(3):
+        deltalake.write_deltalake(str(t), pa.table({"x": pa.array([k], pa.int64())}), mode="append")
+    for v in range(3):
+        set_mtime(commit_path(t, v), BASE)
+    table = DeltaTable(str(t))
+    stamps = table.history().column("timestamp").to_pylist()
+    assert stamps == [BASE * 1000, BASE * 1000 + 1, BASE * 1000 + 2]
+    snap = table.snapshot()
+    assert [snap.commit_timestamp(v) for v in range(3)] == stamps
+    assert table.snapshot(timestamp=snap.commit_timestamp()).version == 2
+    with pytest.raises(VersionNotFoundError):
+        table.snapshot(version=1).commit_timestamp(2)

@@ -102,6 +102,8 @@ def register_table(
     storage_options: dict[str, Any] | None = None,
 ) -> DeltaDataset:
     """Register the Delta table at ``uri`` as ``name`` (snapshot pinned at registration)."""
+    if not isinstance(ctx, SessionContext):
+        raise DeltaError(f"register_table: expected a datafusion SessionContext, got {type(ctx).__name__}")
     if not isinstance(name, str) or not name:
         raise DeltaError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
@@ -347,6 +349,8 @@ def explain(ctx: SessionContext, sql: str) -> str:
     """
     from .table_function import recent_plans, table_changes_calls
 
+    if not isinstance(sql, str) or not sql.strip():
+        raise DeltaError(f"explain: the query must be a non-empty SQL string, got {sql!r}")
     sid = ctx.session_id()
     before = {id(d): d.plans_made for d in _session_datasets(sid)}
     calls_before = table_changes_calls(sid)

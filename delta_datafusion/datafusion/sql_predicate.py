@@ -76,7 +76,7 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     if kept:
         part = _inline_extracted(kept[0][len("Filter:") :].strip(), plan)
         raise PredicateError(
-            f"predicate {text!r}: the part `{part}` cannot be applied by a scan (functions and nested "
+            f"predicate {text!r}: the part `{part}` cannot be applied by a scan (functions, LIKE patterns and nested "
             "fields stay in DataFusion); filter those in SQL instead"
         )
     pushed = capture.filters[-1] if capture.filters else None

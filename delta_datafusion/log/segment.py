@@ -94,6 +94,8 @@ def list_log(storage: Storage) -> LogListing:
     if not files:
         if storage.isdir(log_dir):
             raise TableNotFoundError(f"{log_dir} is empty: not a Delta table (no commits or checkpoints)")
+        if storage.exists(storage.root) and not storage.isdir(storage.root):
+            raise TableNotFoundError(f"{storage.root} is a file, not a Delta table folder")
         raise TableNotFoundError(f"{storage.root} is not a Delta table: no _delta_log folder at {log_dir}")
     listing = LogListing(log_dir)
     multi: dict[tuple[int, int], dict[int, FileInfo]] = {}
