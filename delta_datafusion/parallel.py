@@ -55,7 +55,7 @@ import tempfile
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -96,7 +96,7 @@ __all__ = [
 #: First bytes of every serialized state (PNG-style: non-ASCII first byte, CR/LF to catch text mangling).
 MAGIC = b"\x89DDFPS\r\n"
 #: Version of the byte layout below; bump on any incompatible change.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 _DIGEST = 16  # BLAKE2b digest size closing the blob
 _FIXED = struct.Struct(">HB")  # format version, package-version length
 _U32 = struct.Struct(">I")
@@ -111,6 +111,7 @@ _HEADER_KEYS = (
     "columns",
     "predicate",
     "num_keys",
+    "leaves",
 )
 
 
@@ -376,6 +377,7 @@ class ParallelState:
         seen_keys: pa.Array,
         columns: Sequence[str] | None = None,
         predicate: Predicate | None = None,
+        leaves: Sequence[str] | None = None,
         _storage: Storage | None = None,
         _metadata: Metadata | None = None,
         _protocol: Protocol | None = None,
@@ -391,6 +393,9 @@ class ParallelState:
         self.seen_keys: pa.Array = seen_keys.cast(pa.string())
         self.columns = list(columns) if columns is not None else None
         self.predicate = predicate
+        #: the checkpoint's leaf files, as paths relative to ``_delta_log``: the only files a
+        #: worker of this state reads (None: any leaf of the checkpoint's version)
+        self.leaves = tuple(leaves) if leaves is not None else None
         where = f"parallel state of {table_root} at version {version}"
         self.storage = (
             _storage if _storage is not None else _storage_from_root(table_root, self.storage_options)
@@ -409,7 +414,7 @@ class ParallelState:
 
     # -- construction from the sequential phase ----------------------------------------------
     @classmethod
-    def from_scan(cls, scan: Scan, seen_keys: pa.Array) -> ParallelState:
+    def from_scan(cls, scan: Scan, seen_keys: pa.Array, leaves: Sequence[LeafFile] = ()) -> ParallelState:
         snap = scan.snapshot
         checkpoint_version = snap.checkpoint_version
         if checkpoint_version is None:
@@ -424,6 +429,7 @@ class ParallelState:
             seen_keys=_unique_keys(seen_keys),
             columns=scan.columns,
             predicate=scan.predicate,
+            leaves=sorted({_relative_to_log(snap.storage, leaf.path) for leaf in leaves}),
             _storage=snap.storage,
             _metadata=snap.metadata,
             _protocol=snap.protocol,
@@ -435,10 +441,15 @@ class ParallelState:
         ``_delta_log``, or a classic / multi-part checkpoint file of another version (sidecar names
         carry no version)."""
         log_dir = self.storage.join("_delta_log").rstrip("/") + "/"
-        path = self.storage.resolve(leaf.path)
+        path = _leaf_location(self.storage, leaf.path)
         if not path.startswith(log_dir):
             raise ParallelStateError(
                 f"leaf file {leaf.path} is not in {log_dir} (the state is for table {self.table_root})"
+            )
+        if self.leaves is not None and path[len(log_dir) :] not in self.leaves:
+            raise ParallelStateError(
+                f"leaf file {leaf.path} is not one of the {len(self.leaves)} leaf files of the checkpoint at "
+                f"version {self.checkpoint_version} the state was made from"
             )
         version = checkpoint_file_version(posixpath.basename(path))
         if version is not None and version != self.checkpoint_version:
@@ -450,7 +461,8 @@ class ParallelState:
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
         self.check_leaf(leaf)
-        table = read_leaf(self.storage, leaf, ["add"])
+        # read the checked location, not the path as given (relative, ../, file:// spellings)
+        table = read_leaf(self.storage, replace(leaf, path=_leaf_location(self.storage, leaf.path)), ["add"])
         raw = _project_raw(self._table.leaf_adds(table, self.seen_keys))
         files = self._typed(raw)
         return ScanMetadata(
@@ -480,6 +492,7 @@ class ParallelState:
             "columns": self.columns,
             "predicate": None if self.predicate is None else encode_value(self.predicate),
             "num_keys": len(self.seen_keys),
+            "leaves": None if self.leaves is None else list(self.leaves),
         }
 
     def to_bytes(self) -> bytes:
@@ -558,7 +571,15 @@ class ParallelState:
             raise ParallelStateError(
                 f"parallel state is corrupted: header announces {header['num_keys']} keys, found {len(keys)}"
             )
-        predicate = None if header["predicate"] is None else decode_value(header["predicate"])
+        try:
+            predicate = None if header["predicate"] is None else decode_value(header["predicate"])
+        except (DeltaError, KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ParallelStateError(
+                f"parallel state is corrupted: its predicate: {type(e).__name__}: {e}"
+            ) from e
+        bad = [k for k, t in _HEADER_TYPES.items() if header[k] is not None and not isinstance(header[k], t)]
+        if bad:
+            raise ParallelStateError(f"parallel state is corrupted: header fields {bad} have the wrong type")
         try:
             return cls(
                 table_root=header["table_root"],
@@ -570,10 +591,11 @@ class ParallelState:
                 seen_keys=keys,
                 columns=header["columns"],
                 predicate=predicate,
+                leaves=header["leaves"],
             )
         except ParallelStateError:
             raise
-        except (DeltaError, KeyError, TypeError, ValueError) as e:
+        except (DeltaError, KeyError, TypeError, ValueError, AttributeError) as e:
             raise ParallelStateError(f"parallel state cannot be rebuilt: {type(e).__name__}: {e}") from e
 
     # -- helpers ----------------------------------------------------------------------------------
@@ -707,7 +729,7 @@ class SequentialPhase(Iterator[ScanMetadata]):
                 if not self._leaves:
                     self._result = Done()
                 else:
-                    state = ParallelState.from_scan(self.scan, self._keys)
+                    state = ParallelState.from_scan(self.scan, self._keys, self._leaves)
                     self._result = Parallel(state, list(self._leaves))
             return self._result
 
@@ -726,6 +748,7 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
                 f"files must be a list of checkpoint leaf files (LeafFile or path), got {type(files).__qualname__}"
             )
         self.files = [_as_leaf(f) for f in files]
+        _refuse_overlaps(self.files, state.storage)
         self._it = (state.scan_leaf(f) for f in self.files)
 
     def __iter__(self) -> ParallelScanMetadata:
@@ -733,6 +756,50 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
 
     def __next__(self) -> ScanMetadata:
         return next(self._it)
+
+
+_HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
+    "table_root": str,
+    "storage_options": dict,
+    "version": int,
+    "checkpoint_version": int,
+    "protocol": dict,
+    "metaData": dict,
+    "columns": list,
+    "num_keys": int,
+    "leaves": list,
+}
+
+
+def _leaf_location(storage: Storage, path: str) -> str:
+    """A leaf path resolved against the table and normalized (no '..' escaping the log folder)."""
+    return posixpath.normpath(storage.resolve(path))
+
+
+def _relative_to_log(storage: Storage, path: str) -> str:
+    log_dir = storage.join("_delta_log").rstrip("/") + "/"
+    full = _leaf_location(storage, path)
+    return full[len(log_dir) :] if full.startswith(log_dir) else full
+
+
+def _refuse_overlaps(files: Sequence[LeafFile], storage: Storage) -> None:
+    """The same leaf (or row group) twice would yield its files twice."""
+    seen: dict[str, set[int] | None] = {}
+    for f in files:
+        where = _leaf_location(storage, f.path)
+        groups = None if f.row_groups is None else set(f.row_groups)
+        if groups is not None and len(groups) != len(f.row_groups):
+            raise ParallelStateError(f"leaf file {f.path} lists a row group twice: {list(f.row_groups)}")
+        if where in seen:
+            before = seen[where]
+            if before is None or groups is None or before & groups:
+                raise ParallelStateError(
+                    f"leaf file {f.path} is given twice (overlapping row groups): each leaf, or each row "
+                    "group of it, must be in exactly one split"
+                )
+            before |= groups
+        else:
+            seen[where] = groups
 
 
 def _as_leaf(f: LeafFile | str) -> LeafFile:
@@ -811,9 +878,10 @@ def split_leaves(
         raise DeltaError(f"parts must be at least 1, got {parts}")
     if not files:
         return []
+    storage = storage or _local_storage()
+    _refuse_overlaps(files, storage)
     if parts == 1:
         return [list(files)]
-    storage = storage or _local_storage()
     sizes = []
     for f in files:
         size = f.size

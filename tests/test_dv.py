@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from conftest import CORPUS  # noqa: E402
 from pyroaring import BitMap, BitMap64, FrozenBitMap64
 
 from delta_datafusion.dv import (
@@ -36,7 +37,6 @@ from delta_datafusion.dv import (
 from delta_datafusion.errors import DeletionVectorError
 from delta_datafusion.storage import Storage
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 DV_TABLES = [
     "table-with-dv-small",
     "with-short-dv",
@@ -59,7 +59,7 @@ TAIL_DV = "^Bg9^0rr910000000000iXQKl0rr91000005c8Xg##093"
 def corpus() -> Path:
     if not (CORPUS / "manifest.json").is_file():
         pytest.skip(
-            f"conformance corpus not found at {CORPUS} (expected ../shared/corpus next to the project)"
+            f"conformance corpus not found at {CORPUS} (../shared/corpus next to the project, or $DELTA_DATAFUSION_CORPUS)"
         )
     return CORPUS
 

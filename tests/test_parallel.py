@@ -51,8 +51,8 @@ from delta_datafusion.parallel import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-MANIFEST = CORPUS / "manifest.json"
+from conftest import CORPUS, MANIFEST, corpus_table  # noqa: E402
+
 BENCH = REPO / "benchmarks"
 if str(BENCH) not in sys.path:
     sys.path.insert(0, str(BENCH))
@@ -943,7 +943,7 @@ def test_leaves_of_another_checkpoint_or_table_are_refused(tmp_path):
     seq, new = sequential(path)
     assert isinstance(old, Parallel) and isinstance(new, Parallel)
     with pytest.raises(
-        ParallelStateError, match="belongs to the checkpoint at version 3, but the state was made from"
+        ParallelStateError, match="not one of the 1 leaf files of the checkpoint at version 4 the state"
     ):
         list(ParallelScanMetadata(new.state.to_bytes(), old.files))
     other = str(tmp_path / "other")
@@ -955,3 +955,65 @@ def test_leaves_of_another_checkpoint_or_table_are_refused(tmp_path):
     # the right leaves still give scan_metadata()
     got = concat_files(seq + list(ParallelScanMetadata(new.state.to_bytes(), new.files)))
     assert got.num_rows == DeltaTable(path).snapshot().files().num_rows == 2
+
+
+def test_a_split_must_name_each_leaf_of_its_own_checkpoint_once(tmp_path):
+    """Duplicates (a leaf twice, overlapping row groups), a classic checkpoint at the version of
+    the V2 one the state was made from, and a path escaping _delta_log with '..' used to give
+    duplicate or foreign files silently; relative and file:// spellings of a real leaf are read."""
+    import shutil
+
+    src = corpus_table("v2-checkpoints-json-with-sidecars")
+    root = tmp_path / "t"
+    shutil.copytree(src, root)
+    snap = DeltaTable(str(root)).snapshot()
+    phase = snap.scan().parallel_scan_metadata()
+    seq = list(phase)
+    done = phase.finish()
+    blob = done.state.to_bytes()
+    leaf = done.files[0]
+    for split in ([leaf, leaf], [leaf, leaf.path], [LeafFile(leaf.path, leaf.size, (0,)), leaf]):
+        with pytest.raises(ParallelStateError, match="given twice"):
+            ParallelScanMetadata(blob, split)
+        with pytest.raises(ParallelStateError, match="given twice"):
+            par.split_leaves(split, 2, done.state.storage)
+    with pytest.raises(ParallelStateError, match="lists a row group twice"):
+        ParallelScanMetadata(blob, [LeafFile(leaf.path, leaf.size, (0, 0))])
+    # a classic checkpoint next to the V2 one at the same version holds the same adds
+    classic = root / "_delta_log" / f"{done.state.checkpoint_version:020d}.checkpoint.parquet"
+    pq.write_table(pa.concat_tables([pq.read_table(f.path) for f in done.files]), classic)
+    with pytest.raises(ParallelStateError, match="not one of the .* leaf files"):
+        list(ParallelScanMetadata(blob, [str(classic)]))
+    escaping = str(root / "_delta_log" / ".." / "_delta_log" / ".." / "other.parquet")
+    with pytest.raises(ParallelStateError, match="is not in"):
+        list(ParallelScanMetadata(blob, [escaping]))
+    rel = os.path.relpath(leaf.path, root)
+    for spelling in (rel, "file://" + leaf.path):
+        got = concat_files(seq + list(ParallelScanMetadata(blob, [spelling, *done.files[1:]])))
+        assert got.num_rows == snap.files().num_rows, spelling
+
+
+def test_state_header_fields_of_the_wrong_type_are_refused():
+    """A forged state with a valid checksum but malformed header values: ParallelStateError, not
+    an AttributeError from deep inside."""
+    import hashlib
+
+    snap = DeltaTable(str(corpus_table("v2-checkpoints-json-with-sidecars"))).snapshot()
+    phase = snap.scan().parallel_scan_metadata()
+    list(phase)
+    state = phase.finish().state
+    for field, value in (("table_root", 5), ("protocol", []), ("leaves", "x"), ("storage_options", [1])):
+        forged = par.ParallelState.from_bytes(state.to_bytes())
+        header = forged.header()
+        header[field] = value
+        body = json.dumps(header, separators=(",", ":")).encode()
+        keys = par._keys_ipc(forged.seen_keys)
+        pkg = par._package_version().encode("ascii")
+        payload = b"".join([par._U32.pack(len(body)), body, par._U64.pack(len(keys)), keys])
+        total = len(par.MAGIC) + par._FIXED.size + len(pkg) + par._U64.size + len(payload) + par._DIGEST
+        blob = (
+            par.MAGIC + par._FIXED.pack(par.FORMAT_VERSION, len(pkg)) + pkg + par._U64.pack(total) + payload
+        )
+        blob += hashlib.blake2b(blob, digest_size=par._DIGEST).digest()
+        with pytest.raises(ParallelStateError, match="wrong type"):
+            par.ParallelState.from_bytes(blob)
