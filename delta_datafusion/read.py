@@ -559,12 +559,15 @@ class UnitReader:
 
 
 def _false_for_nan(pred: Any, floats: set[str]) -> bool:
-    """Is ``pred`` never TRUE for a row whose float columns hold NaN (whatever the rest holds)?
+    """Is ``pred`` never TRUE for a row whose float columns hold NaN (whatever the rest holds),
+    and safe from pyarrow's float statistics otherwise?
 
-    Shapes known safe: ``f < c``, ``f <= c``, ``f = c`` and ``f IN (...)`` against non-NaN
-    literals (NaN sorts above every number and equals only NaN), IS [NOT] NULL (statistics count
-    nulls exactly), comparisons not touching a float column, and AND / OR of such shapes.
-    Anything else (``f > c``, ``<>``, NOT, two float columns compared) is not."""
+    Shapes known safe: ``f < c``, ``f <= c`` and ``f = c`` against non-NaN literals (NaN sorts
+    above every number and equals only NaN), IS [NOT] NULL (statistics count nulls exactly),
+    comparisons not touching a float column, and AND / OR of such shapes. Anything else (``f >
+    c``, ``<>``, NOT, two float columns compared) is not. Neither is ``f IN (...)``: pyarrow drops
+    a row group of zeros (statistics min -0.0, max +0.0) for ``f IN (0.0, ...)``, its set lookup
+    telling -0.0 from 0.0."""
     from .predicate import And, Column, Comparison, In, IsNotNull, IsNull, Literal, Or
 
     if isinstance(pred, (And, Or)):
@@ -572,7 +575,8 @@ def _false_for_nan(pred: Any, floats: set[str]) -> bool:
     if isinstance(pred, (IsNull, IsNotNull)):
         return True
     if isinstance(pred, In):
-        return not pred.negated and not any(v.is_nan for v in pred.values)
+        on_float = isinstance(pred.operand, Column) and pred.operand.name in floats
+        return not on_float and not pred.negated and not any(v.is_nan for v in pred.values)
     if isinstance(pred, Comparison):
         left, right, op = pred.left, pred.right, pred.op
         if isinstance(left, Literal) and isinstance(right, Column):
