@@ -212,6 +212,14 @@ class Storage:
         return posixpath.join(self.root, path)
 
     # -- reads --------------------------------------------------------------------------
+    def list_names(self, path: str) -> tuple[list[str], dict[str, FileInfo] | None]:
+        """Names of the files directly under ``path``, sorted, and their FileInfo when the listing
+        gave more than names (object stores); local listings make FileInfo objects on demand."""
+        if self.is_local:
+            return _local_names(path), None
+        files = self.list_dir(path)
+        return [f.name for f in files], {f.name: f for f in files}
+
     def list_dir(self, path: str) -> list[FileInfo]:
         """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
         if self.is_local:
@@ -277,9 +285,8 @@ class Storage:
         return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
 
 
-def _list_local(path: str) -> list[FileInfo]:
-    """Names only (os.scandir, no stat per entry); sizes and mtimes are read lazily."""
-    prefix = path.rstrip("/") + "/"
+def _local_names(path: str) -> list[str]:
+    """Sorted names of the files in a local folder (os.scandir, no stat per entry)."""
     try:
         with os.scandir(path) as it:
             names = [e.name for e in it if not e.is_dir()]
@@ -288,7 +295,13 @@ def _list_local(path: str) -> list[FileInfo]:
     except PermissionError as e:
         raise DeltaError(f"cannot list {path}: permission denied") from e
     names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
-    return [FileInfo(prefix + n, n) for n in names]
+    return names
+
+
+def _list_local(path: str) -> list[FileInfo]:
+    """Names only; sizes and mtimes are read lazily."""
+    prefix = path.rstrip("/") + "/"
+    return [FileInfo(prefix + n, n) for n in _local_names(path)]
 
 
 def _fs_mtime_ms(fs: Any, path: str) -> int:
