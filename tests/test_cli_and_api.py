@@ -335,3 +335,14 @@ def test_walkthrough_papercuts(tmp_path, capsys):
     with pytest.raises(dd.DeltaError, match="SessionContext"):
         dd.register_table(None, "t", str(example))
     assert cli._format(pa.table({"x": pa.array([None, 1], pa.int64())})).splitlines()[2].strip() == "NULL"
+
+
+def test_refusal_of_shapes_datafusion_keeps_names_them():
+    """IS DISTINCT FROM and IS TRUE are neither functions nor nested fields: the refusal says what
+    DataFusion hands a scan instead of naming the wrong reason."""
+    from delta_datafusion.errors import PredicateError
+
+    snap = DeltaTable(cli.example_table()).snapshot()
+    for text in ("fare IS DISTINCT FROM 3", "(fare > 3) IS TRUE"):
+        with pytest.raises(PredicateError, match="hands a scan only comparisons, IN lists and IS .NOT. NULL"):
+            snap.scan(predicate=text)

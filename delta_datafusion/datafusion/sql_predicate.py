@@ -76,8 +76,10 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     if kept:
         part = _inline_extracted(kept[0][len("Filter:") :].strip(), plan)
         raise PredicateError(
-            f"predicate {text!r}: the part `{part}` cannot be applied by a scan (functions, LIKE patterns and nested "
-            "fields stay in DataFusion); filter those in SQL instead"
+            f"predicate {text!r}: the part `{part}` cannot be applied by a scan: DataFusion 55 hands a scan "
+            "only comparisons, IN lists and IS [NOT] NULL of columns and literals, joined by AND/OR/NOT "
+            "(functions, LIKE patterns, nested fields, IS DISTINCT FROM, IS TRUE/FALSE and some IN lists "
+            "stay in DataFusion); filter those in SQL instead"
         )
     pushed = capture.filters[-1] if capture.filters else None
     if pushed is None:
