@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from datafusion import SessionContext, Table
@@ -27,18 +26,9 @@ from ..table import DeltaTable
 from .dataset import DeltaDataset, note_provider_error
 from .provider import table_dataset
 
-
-@dataclass(frozen=True)
-class RegisteredTable:
-    name: str
-    uri: str
-    storage_options: dict[str, Any] = field(default_factory=dict)
-    version: int | None = None
-    timestamp: Any = None
-    dataset: DeltaDataset | None = None
-
-
-_REGISTRY: dict[str, dict[str, RegisteredTable]] = {}
+# The Delta tables registered through the package, per session id: name as registered -> dataset
+# (table_changes resolves names through the session itself; this serves explain and messages).
+_REGISTRY: dict[str, dict[str, DeltaDataset]] = {}
 _REGISTRY_LOCK = threading.Lock()
 # folder catalogs registered per session (dd.explain reports their tables' scans too)
 _CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
@@ -72,12 +62,12 @@ def _forget_session(session_id: str) -> None:
     forget_session_plans(session_id)
 
 
-def _remember(session_id: str, entry: RegisteredTable) -> None:
+def _remember(session_id: str, name: str, dataset: DeltaDataset) -> None:
     with _REGISTRY_LOCK:
-        _REGISTRY.setdefault(session_id, {})[entry.name] = entry
+        _REGISTRY.setdefault(session_id, {})[name] = dataset
 
 
-def registered_tables(session_id: str) -> dict[str, RegisteredTable]:
+def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
     with _REGISTRY_LOCK:
         return dict(_REGISTRY.get(session_id, {}))
 
@@ -109,9 +99,7 @@ def register_table(
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
     ctx.register_table(name, Table(dataset))
     _track(ctx)
-    _remember(
-        ctx.session_id(), RegisteredTable(name, uri, dict(storage_options or {}), version, timestamp, dataset)
-    )
+    _remember(ctx.session_id(), name, dataset)
     return dataset
 
 
@@ -193,10 +181,7 @@ class DeltaTableFactory(TableProviderFactory):
                     f"table at {locations[0]}; name every column or none (the Delta schema gives the "
                     "columns and types; select the columns you want in queries or a view)"
                 )
-        _remember(
-            self.session_id,
-            RegisteredTable(str(cmd.name()), locations[0], storage, version, timestamp, dataset),
-        )
+        _remember(self.session_id, str(cmd.name()), dataset)
         return Table(dataset)
 
 
@@ -333,7 +318,7 @@ def register(ctx: SessionContext) -> SessionContext:
 
 def _session_datasets(session_id: str) -> list[DeltaDataset]:
     """Datasets the session can scan: registered tables and folder-catalog tables opened so far."""
-    out = [e.dataset for e in registered_tables(session_id).values() if e.dataset is not None]
+    out = list(registered_tables(session_id).values())
     with _REGISTRY_LOCK:
         providers = list(_CATALOGS.get(session_id, ()))
     for provider in providers:

@@ -285,8 +285,8 @@ def _references(name: str, identifier: bool) -> list[tuple[str, ...]]:
             return []
         normalized = [p if quoted else p.lower() for p, quoted in parts]
         spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
-    if "." in name:  # a quoted name holding a dot ("My.T") arrives as one dotted text
-        spellings.append([name.strip('"') if not identifier and name.count('"') == 2 else name])
+    if identifier and "." in name:  # a quoted identifier holding a dot ("My.T") arrives unquoted
+        spellings.append([name])
     return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
 
 
@@ -348,9 +348,12 @@ def _delta_table_named(session: SessionContext, ref: tuple[str, ...]) -> DeltaDa
         raise DeltaError(f"table_changes: the session's table {quoted} cannot be opened: {e}") from e
 
 
-def _still_registered(session: SessionContext, entries: dict[str, Any]) -> list[str]:
+def _registered_names(session: SessionContext) -> str:
+    """The Delta tables registered through the package that the session still holds, for messages."""
+    from .session import registered_tables
+
     out = []
-    for name in entries:
+    for name in registered_tables(session.session_id()):
         for spelling in (name, _quoted((name,))):  # as registered, or a quoted name ("Upper")
             try:
                 if session.table_exist(spelling):
@@ -358,7 +361,7 @@ def _still_registered(session: SessionContext, entries: dict[str, Any]) -> list[
                     break
             except Exception:  # noqa: BLE001, S112 - a spelling the session cannot parse
                 continue
-    return out
+    return ", ".join(sorted(out)) or "none"
 
 
 def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
@@ -380,13 +383,10 @@ def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tupl
     except DeltaError:
         exists = False
     if not exists:
-        from .session import registered_tables
-
-        registered = sorted(_still_registered(session, registered_tables(session.session_id())))
         what = "table name" if identifier else "table name or location"
         raise TableNotFoundError(
             f"table_changes: {name!r} is not a table of this session and no such path exists "
-            f"(a {what}; Delta tables registered in this session: {', '.join(registered) or 'none'})"
+            f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
         )
     return table, name
 
@@ -401,10 +401,7 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     try:
         feed = load_change_feed(table, start, end)
     except TableNotFoundError as e:
-        from .session import registered_tables
-
-        registered = sorted(_still_registered(session, registered_tables(session.session_id())))
-        raise TableNotFoundError(f"{e} (registered Delta tables: {', '.join(registered) or 'none'})") from e
+        raise TableNotFoundError(f"{e} (registered Delta tables: {_registered_names(session)})") from e
     dataset = ChangesDataset(feed, f"table_changes({label}, {feed.start}..{feed.end})", session.session_id())
     return Table(dataset)
 
