@@ -20,7 +20,7 @@ is renamed to physical names, and the output is renamed back to logical names.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,8 +42,9 @@ FIRST_BATCH_ROWS = 8192
 
 _FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
 DV_CACHE = DeletionVectorCache()
+# Facts read once from a data file's footer, per (location, size)
+_FOOTER_LOCK = threading.Lock()
 _VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
-_VIEW_LOCK = threading.Lock()
 
 
 def _is_view(t: pa.DataType) -> bool:
@@ -208,10 +209,9 @@ class UnitReader:
         selected = [u for u in units if u.needs_row_selection]
         if plain and self.rs.id_mode:
             # files naming columns differently from the physical names are read by field id
-            renamed = [u for u in plain if self._id_columns(u) is not None]
-            if renamed:
-                plain = [u for u in plain if self._id_columns(u) is None]
-                selected = selected + renamed
+            by_id = [self._id_columns(u) is not None for u in plain]
+            selected = selected + [u for u, renamed in zip(plain, by_id, strict=True) if renamed]
+            plain = [u for u, renamed in zip(plain, by_id, strict=True) if not renamed]
         if plain and predicate is not None:
             text_cols = self._filtered_text_columns(predicate)
             if text_cols:
@@ -333,37 +333,37 @@ class UnitReader:
 
     def _view_columns(self, unit: ScanUnit) -> frozenset[str]:
         """Top-level columns the file stores as string_view/binary_view (footer read once, cached)."""
-        key = (unit.location, unit.size)
-        with _VIEW_LOCK:
-            if key in _VIEW_CACHE:
-                return _VIEW_CACHE[key]
-        try:
-            schema = pq.read_schema(unit.location, filesystem=self.storage.arrow_fs)
-            found = frozenset(f.name for f in schema if _is_view(f.type))
-        except (OSError, pa.ArrowInvalid):
-            found = frozenset()  # the read itself will report the problem
-        with _VIEW_LOCK:
-            if len(_VIEW_CACHE) >= 65536:  # bounded like the other per-file caches
-                _VIEW_CACHE.clear()
-            _VIEW_CACHE[key] = found
-        return found
+        return self._footer_fact(
+            _VIEW_CACHE,
+            unit,
+            lambda schema: frozenset(f.name for f in schema if _is_view(f.type)),
+            frozenset(),
+        )
 
     def _id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
         """:func:`id_mode_columns` of a file (footer read once, cached)."""
+        return self._footer_fact(
+            _ID_CACHE, unit, lambda schema: id_mode_columns(schema, self.rs.physical), None
+        )
+
+    def _footer_fact(
+        self, cache: dict, unit: ScanUnit, derive: Callable[[pa.Schema], Any], unreadable: Any
+    ) -> Any:
+        """``derive(file schema)`` of a data file, cached per file (data files never change, so the
+        footer is read once per process); ``unreadable`` when the footer cannot be read (the read
+        itself reports that). Each cache is bounded like the other per-file caches."""
         key = (unit.location, unit.size)
-        with _VIEW_LOCK:
-            if key in _ID_CACHE:
-                return _ID_CACHE[key]
+        with _FOOTER_LOCK:
+            if key in cache:
+                return cache[key]
         try:
-            found = id_mode_columns(
-                pq.read_schema(unit.location, filesystem=self.storage.arrow_fs), self.rs.physical
-            )
+            found = derive(pq.read_schema(unit.location, filesystem=self.storage.arrow_fs))
         except (OSError, pa.ArrowInvalid):
-            found = None  # the read itself will report the problem
-        with _VIEW_LOCK:
-            if len(_ID_CACHE) >= 65536:
-                _ID_CACHE.clear()
-            _ID_CACHE[key] = found
+            found = unreadable
+        with _FOOTER_LOCK:
+            if len(cache) >= 65536:
+                cache.clear()
+            cache[key] = found
         return found
 
     # -- fast path ---------------------------------------------------------------------------
@@ -417,7 +417,13 @@ class UnitReader:
                         if len(scan_cols) != len(phys_cols):
                             batch = batch.select(phys_cols)
                     yield _conform(batch, out_schema)
-        except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        except (
+            FileNotFoundError,
+            OSError,
+            pa.ArrowInvalid,
+            pa.ArrowNotImplementedError,
+            _ConversionError,
+        ) as e:
             raise self._file_error(units, e) from e
 
     def _stream_first_row_group(
@@ -490,7 +496,13 @@ class UnitReader:
                 # in the requested order (_conform casts by position)
                 batch = batch.select(list(columns))
                 yield _conform(batch, out_schema)
-        except (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        except (
+            FileNotFoundError,
+            OSError,
+            pa.ArrowInvalid,
+            pa.ArrowNotImplementedError,
+            _ConversionError,
+        ) as e:
             raise self._file_error([unit], e) from e
 
     def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:
@@ -680,7 +692,13 @@ def _cast(arr: pa.Array, typ: pa.DataType, by_name: bool = False) -> pa.Array:
             return relabel(arr, typ)
         return arr.cast(typ)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise DeltaError(f"cannot convert column of type {arr.type} to the table type {typ}: {e}") from e
+        raise _ConversionError(
+            f"cannot convert column of type {arr.type} to the table type {typ}: {e}"
+        ) from e
+
+
+class _ConversionError(DeltaError):
+    """A file column that cannot be read as the table type; the reader names the file."""
 
 
 def _same_storage(file_type: pa.DataType, table_type: pa.DataType) -> bool:

@@ -873,3 +873,54 @@ def test_deletion_vector_on_a_file_whose_struct_changed_since(tmp_path: Path, ch
     assert rows(2) == [r for r in before if r["id"] != 2]
     feed = rows(2, "SELECT id, st, _change_type FROM table_changes('t', 2, 2)")
     assert feed == [{**before[1], "_change_type": "delete"}]
+
+
+def test_deletion_vector_on_a_file_storing_a_column_as_another_type_names_the_file(tmp_path: Path) -> None:
+    """The row-selection path converts each file column to the table type; a file that cannot be
+    converted (strings for a long column) fails naming the file, the column and both types, as
+    the plain path does (it used to give only 'cannot convert column of type string')."""
+    import delta_datafusion as dd
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": ["1", "2x", "3"]}), table / "part-0.parquet")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    payload = struct.pack("<i", DV_MAGIC) + _hand_encode([0])
+    dv = {"storageType": "i", "pathOrInlineDv": _z85_encode(payload, "pad"), "sizeInBytes": len(payload)}
+    add = {
+        "path": "part-0.parquet",
+        "partitionValues": {},
+        "size": (table / "part-0.parquet").stat().st_size,
+        "modificationTime": 0,
+        "dataChange": True,
+        "deletionVector": {**dv, "cardinality": 1},
+    }
+    actions = [
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "x",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {"delta.enableDeletionVectors": "true"},
+            }
+        },
+        {"add": add},
+    ]
+    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    with pytest.raises(dd.DeltaError) as info:
+        dd.DeltaTable(str(table)).snapshot().scan().to_table()
+    msg = str(info.value)
+    assert (
+        f"data file {table / 'part-0.parquet'} stores column 'id' as string, but the table schema says int64"
+        in msg
+    )
+    assert "version 0" in msg

@@ -327,12 +327,11 @@ class DeltaDataset(ds.Dataset):
         only filters on such columns are checked."""
         from ..predicate import referenced_columns
 
+        raw_kinds = (pa.types.is_nested, pa.types.is_binary, pa.types.is_large_binary)
+        raw_kinds += (pa.types.is_fixed_size_binary, pa.types.is_binary_view)
         for name in referenced_columns(pred):
             i = self._schema.get_field_index(name)
-            t = self._schema.field(i).type if i >= 0 else None
-            if t is None or pa.types.is_nested(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t):
-                return True
-            if pa.types.is_fixed_size_binary(t) or pa.types.is_binary_view(t):
+            if i < 0 or any(kind(self._schema.field(i).type) for kind in raw_kinds):
                 return True
         return False
 
