@@ -51,61 +51,54 @@ def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]
         raise SchemaError(f"{where}: schemaString is not valid JSON: {e}") from e
     if not isinstance(schema, dict) or schema.get("type") != "struct" or "fields" not in schema:
         raise SchemaError(f"{where}: schemaString is not a struct type")
-    _check_unique_names(schema, where, ())
+    _check_unique_names(schema, where)
     return schema
 
 
-def contains_type(dtype: Any, name: str) -> bool:
-    """Does a Delta schema JSON type contain the primitive ``name`` (e.g. "variant") anywhere,
-    nested structs, arrays and maps included?"""
-    if dtype == name:
-        return True
+def _type_nodes(dtype: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every type of a Delta schema JSON type, nested structs, arrays and maps included, with the
+    path of field names (``element``, ``key``, ``value`` inside containers) leading to it."""
+    yield path, dtype
     if not isinstance(dtype, dict):
-        return False
+        return
     kind = dtype.get("type")
     if kind == "struct":
-        return any(
-            contains_type(f.get("type"), name) for f in dtype.get("fields") or () if isinstance(f, dict)
-        )
-    if kind == "array":
-        return contains_type(dtype.get("elementType"), name)
-    if kind == "map":
-        return contains_type(dtype.get("keyType"), name) or contains_type(dtype.get("valueType"), name)
-    return False
+        for f in dtype.get("fields") or ():
+            if isinstance(f, dict):
+                yield from _type_nodes(f.get("type"), (*path, str(f.get("name"))))
+    elif kind == "array":
+        yield from _type_nodes(dtype.get("elementType"), (*path, "element"))
+    elif kind == "map":
+        yield from _type_nodes(dtype.get("keyType"), (*path, "key"))
+        yield from _type_nodes(dtype.get("valueType"), (*path, "value"))
+
+
+def _struct_fields(dtype: Any) -> Iterator[tuple[tuple[str, ...], list[dict[str, Any]]]]:
+    """(path, fields) of every struct in a Delta schema JSON type (well-formed fields only)."""
+    for path, node in _type_nodes(dtype):
+        if isinstance(node, dict) and node.get("type") == "struct" and isinstance(node.get("fields"), list):
+            yield path, [f for f in node["fields"] if isinstance(f, dict) and isinstance(f.get("name"), str)]
+
+
+def contains_type(dtype: Any, name: str) -> bool:
+    """Does a Delta schema JSON type contain the primitive ``name`` (e.g. "variant") anywhere?"""
+    return any(node == name for _, node in _type_nodes(dtype))
 
 
 def annotated_field(dtype: Any, key: str = PHYSICAL_NAME_KEY) -> str | None:
     """The first field (dotted path) whose metadata holds ``key``, nested fields included."""
-    if not isinstance(dtype, dict):
-        return None
-    kind = dtype.get("type")
-    if kind == "struct":
-        for f in dtype.get("fields") or ():
-            if not isinstance(f, dict):
-                continue
+    for path, fields in _struct_fields(dtype):
+        for f in fields:
             if key in (f.get("metadata") or {}):
-                return str(f.get("name"))
-            inner = annotated_field(f.get("type"), key)
-            if inner is not None:
-                return f"{f.get('name')}.{inner}"
-        return None
-    if kind == "array":
-        return annotated_field(dtype.get("elementType"), key)
-    if kind == "map":
-        return annotated_field(dtype.get("keyType"), key) or annotated_field(dtype.get("valueType"), key)
+                return ".".join((*path, f["name"]))
     return None
 
 
-def _check_unique_names(dtype: Any, where: str, path: tuple[str, ...]) -> None:
+def _check_unique_names(schema: Any, where: str) -> None:
     """Column names are unique per struct, ignoring case (as Delta writers require)."""
-    if not isinstance(dtype, dict):
-        return
-    kind = dtype.get("type")
-    if kind == "struct" and isinstance(dtype.get("fields"), list):
+    for path, fields in _struct_fields(schema):
         seen: dict[str, str] = {}
-        for f in dtype["fields"]:
-            if not isinstance(f, dict) or not isinstance(f.get("name"), str):
-                continue  # malformed fields are reported when the schema is converted
+        for f in fields:
             key = f["name"].lower()
             if key in seen:
                 at = ".".join(path) or "the top level"
@@ -114,12 +107,6 @@ def _check_unique_names(dtype: Any, where: str, path: tuple[str, ...]) -> None:
                     "column names must be unique (ignoring case)"
                 )
             seen[key] = f["name"]
-            _check_unique_names(f.get("type"), where, (*path, f["name"]))
-    elif kind == "array":
-        _check_unique_names(dtype.get("elementType"), where, (*path, "element"))
-    elif kind == "map":
-        _check_unique_names(dtype.get("keyType"), where, (*path, "key"))
-        _check_unique_names(dtype.get("valueType"), where, (*path, "value"))
 
 
 def delta_type_to_arrow(dtype: Any, mode: str = "none", physical: bool = False) -> pa.DataType:

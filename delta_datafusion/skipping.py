@@ -134,11 +134,11 @@ def _widen_decimal(arr: pa.Array, sign: int) -> pa.Array | None:
     (relative 2^-53; widened by 2^-50 of the value plus one unit of the scale); bounds at the int64
     limits (where deltalake saturates larger values) become unknown."""
     t = arr.type
+    magnitude = pc.abs(arr.cast(pa.float64()))
     # deltalake saturates values past the int64 range at its limits instead: those bound nothing
-    saturated = pc.greater_equal(pc.abs(arr.cast(pa.float64())), 9.2e18)
-    arr = pc.if_else(saturated, pa.scalar(None, t), arr)
+    arr = pc.if_else(pc.greater_equal(magnitude, 9.2e18), pa.scalar(None, t), arr)
     try:
-        err = pc.add(pc.multiply(pc.abs(arr.cast(pa.float64())), 2.0**-50), 10.0**-t.scale)
+        err = pc.add(pc.multiply(magnitude, 2.0**-50), 10.0**-t.scale)
         wide = pa.decimal256(t.precision + 1, t.scale)  # decimal128 arithmetic stops at 38 digits
         err = err.cast(wide, safe=False)
         moved = pc.add_checked(arr.cast(wide), err) if sign > 0 else pc.subtract_checked(arr.cast(wide), err)
