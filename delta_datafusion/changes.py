@@ -147,12 +147,8 @@ def _is_widening(old: pa.DataType, new: pa.DataType) -> bool:
     # nested: fields matched by (physical) name; added fields read as NULL, dropped ones are not
     # read, the rest must widen
     if pa.types.is_struct(old) and pa.types.is_struct(new):
-        old_fields = {old.field(i).name: old.field(i).type for i in range(old.num_fields)}
-        return all(
-            _is_widening(old_fields[f.name], f.type)
-            for f in (new.field(i) for i in range(new.num_fields))
-            if f.name in old_fields
-        )
+        old_fields = {f.name: f.type for f in old}
+        return all(_is_widening(old_fields[f.name], f.type) for f in new if f.name in old_fields)
     if pa.types.is_list(old) and pa.types.is_list(new):
         return _is_widening(old.value_type, new.value_type)
     if pa.types.is_map(old) and pa.types.is_map(new):

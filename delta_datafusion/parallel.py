@@ -440,7 +440,7 @@ class ParallelState:
         """Refuse a leaf that cannot belong to this state's checkpoint: outside the table's
         ``_delta_log``, or a classic / multi-part checkpoint file of another version (sidecar names
         carry no version)."""
-        log_dir = self.storage.join("_delta_log").rstrip("/") + "/"
+        log_dir = _log_dir(self.storage)
         path = _leaf_location(self.storage, leaf.path)
         if not path.startswith(log_dir):
             raise ParallelStateError(
@@ -776,8 +776,12 @@ def _leaf_location(storage: Storage, path: str) -> str:
     return posixpath.normpath(storage.resolve(path))
 
 
+def _log_dir(storage: Storage) -> str:
+    return storage.join("_delta_log").rstrip("/") + "/"
+
+
 def _relative_to_log(storage: Storage, path: str) -> str:
-    log_dir = storage.join("_delta_log").rstrip("/") + "/"
+    log_dir = _log_dir(storage)
     full = _leaf_location(storage, path)
     return full[len(log_dir) :] if full.startswith(log_dir) else full
 
