@@ -40,6 +40,14 @@ MIN_BATCH_SIZE = 131072
 #: Batch size of an unfiltered scan's first row group (time to the first rows).
 FIRST_BATCH_ROWS = 8192
 
+
+class _ConversionError(DeltaError):
+    """A file column that cannot be read as the table type; the reader names the file."""
+
+
+#: What reading a data file may raise; both read paths turn it into an error naming the file.
+_READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, _ConversionError)
+
 _FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
 DV_CACHE = DeletionVectorCache()
 # Facts read once from a data file's footer, per (location, size)
@@ -417,13 +425,7 @@ class UnitReader:
                         if len(scan_cols) != len(phys_cols):
                             batch = batch.select(phys_cols)
                     yield _conform(batch, out_schema)
-        except (
-            FileNotFoundError,
-            OSError,
-            pa.ArrowInvalid,
-            pa.ArrowNotImplementedError,
-            _ConversionError,
-        ) as e:
+        except _READ_ERRORS as e:
             raise self._file_error(units, e) from e
 
     def _stream_first_row_group(
@@ -496,13 +498,7 @@ class UnitReader:
                 # in the requested order (_conform casts by position)
                 batch = batch.select(list(columns))
                 yield _conform(batch, out_schema)
-        except (
-            FileNotFoundError,
-            OSError,
-            pa.ArrowInvalid,
-            pa.ArrowNotImplementedError,
-            _ConversionError,
-        ) as e:
+        except _READ_ERRORS as e:
             raise self._file_error([unit], e) from e
 
     def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:
@@ -695,10 +691,6 @@ def _cast(arr: pa.Array, typ: pa.DataType, by_name: bool = False) -> pa.Array:
         raise _ConversionError(
             f"cannot convert column of type {arr.type} to the table type {typ}: {e}"
         ) from e
-
-
-class _ConversionError(DeltaError):
-    """A file column that cannot be read as the table type; the reader names the file."""
 
 
 def _same_storage(file_type: pa.DataType, table_type: pa.DataType) -> bool:

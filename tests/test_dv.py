@@ -680,6 +680,53 @@ def test_cache_keys_by_table_and_does_not_cache_errors(dv_copy: tuple[Storage, P
     assert len(cache) == 0
 
 
+def _inline_dv(rows: list[int]) -> dict[str, Any]:
+    """An inline deletion vector descriptor deleting ``rows``."""
+    payload = struct.pack("<i", DV_MAGIC) + _hand_encode(rows)
+    return {
+        "storageType": "i",
+        "pathOrInlineDv": _z85_encode(payload, "pad"),
+        "sizeInBytes": len(payload),
+        "cardinality": len(rows),
+    }
+
+
+def _add_action(table: Path, name: str, **extra: Any) -> dict[str, Any]:
+    size = (table / name).stat().st_size
+    return {
+        "path": name,
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 0,
+        "dataChange": True,
+        **extra,
+    }
+
+
+def _dv_protocol(features: list[str]) -> dict[str, Any]:
+    writer = features + ["changeDataFeed"]
+    return {
+        "protocol": {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": features,
+            "writerFeatures": writer,
+        }
+    }
+
+
+def _metadata_action(schema: dict[str, Any], configuration: dict[str, str]) -> dict[str, Any]:
+    md = {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema)}
+    return {"metaData": {**md, "partitionColumns": [], "configuration": configuration}}
+
+
+def _write_log(table: Path, commits: list[list[dict[str, Any]]]) -> None:
+    for version, actions in enumerate(commits):
+        (table / "_delta_log" / f"{version:020d}.json").write_text(
+            "\n".join(json.dumps(a) for a in actions) + "\n"
+        )
+
+
 def test_deletion_vector_on_a_file_storing_string_views(tmp_path: Path) -> None:
     """delta-rs UPDATE/MERGE store string columns as string_view; a later DV on such a file used
     to fail every read (pyarrow cannot filter string_view), through the scan, SQL and the change
@@ -712,47 +759,18 @@ def test_deletion_vector_on_a_file_storing_string_views(tmp_path: Path) -> None:
             },
         ],
     }
-    payload = struct.pack("<i", DV_MAGIC) + _hand_encode([0, 2])
-    dv = {"storageType": "i", "pathOrInlineDv": _z85_encode(payload, "pad"), "sizeInBytes": len(payload)}
-    add = {
-        "path": "part-0.parquet",
-        "partitionValues": {},
-        "size": (table / "part-0.parquet").stat().st_size,
-        "modificationTime": 0,
-        "dataChange": True,
-    }
-    commits = [
+    add = _add_action(table, "part-0.parquet")
+    conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+    _write_log(
+        table,
         [
-            {
-                "protocol": {
-                    "minReaderVersion": 3,
-                    "minWriterVersion": 7,
-                    "readerFeatures": ["deletionVectors"],
-                    "writerFeatures": ["deletionVectors", "changeDataFeed"],
-                }
-            },
-            {
-                "metaData": {
-                    "id": "sv",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(schema),
-                    "partitionColumns": [],
-                    "configuration": {
-                        "delta.enableDeletionVectors": "true",
-                        "delta.enableChangeDataFeed": "true",
-                    },
-                }
-            },
-            {"add": add},
+            [_dv_protocol(["deletionVectors"]), _metadata_action(schema, conf), {"add": add}],
+            [
+                {"remove": {**add, "deletionTimestamp": 1, "extendedFileMetadata": True}},
+                {"add": {**add, "deletionVector": _inline_dv([0, 2])}},
+            ],
         ],
-        [
-            {"remove": {**add, "deletionTimestamp": 1, "extendedFileMetadata": True}},
-            {"add": {**add, "deletionVector": {**dv, "cardinality": 2}}},
-        ],
-    ]
-    for version, actions in enumerate(commits):
-        lines = "\n".join(json.dumps(a) for a in actions)
-        (table / "_delta_log" / f"{version:020d}.json").write_text(lines + "\n")
+    )
     expected = [(1, "b", []), (3, "d", None), (4, "e", ["w"])]
     got = dd.DeltaTable(str(table)).snapshot().scan().to_table()
     assert sorted(zip(*(got.column(c).to_pylist() for c in ("id", "s", "tags")), strict=True)) == expected
@@ -805,15 +823,7 @@ def test_deletion_vector_on_a_file_whose_struct_changed_since(tmp_path: Path, ch
         conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
         if mapped:
             conf |= {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "5"}
-        return {
-            "metaData": {
-                "id": "t",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema),
-                "partitionColumns": [],
-                "configuration": conf,
-            }
-        }
+        return _metadata_action(schema, conf)
 
     a, b = _field("a", "integer", mapped, 3), _field("b", "integer", mapped, 4)
     later = {
@@ -826,41 +836,18 @@ def test_deletion_vector_on_a_file_whose_struct_changed_since(tmp_path: Path, ch
         + (["columnMapping"] if mapped else [])
         + (["typeWidening"] if change == "widen" else [])
     )
-    add = {
-        "path": "f1.parquet",
-        "partitionValues": {},
-        "size": (table / "f1.parquet").stat().st_size,
-        "modificationTime": 0,
-        "dataChange": True,
-        "stats": json.dumps({"numRecords": 3}),
-    }
-    payload = struct.pack("<i", DV_MAGIC) + _hand_encode([1])
-    dv = {
-        "storageType": "i",
-        "pathOrInlineDv": _z85_encode(payload, "pad"),
-        "sizeInBytes": len(payload),
-        "cardinality": 1,
-    }
-    commits = [
+    add = _add_action(table, "f1.parquet", stats=json.dumps({"numRecords": 3}))
+    _write_log(
+        table,
         [
-            {
-                "protocol": {
-                    "minReaderVersion": 3,
-                    "minWriterVersion": 7,
-                    "readerFeatures": features,
-                    "writerFeatures": features + ["changeDataFeed"],
-                }
-            },
-            metadata([a, b]),
-            {"add": add},
+            [_dv_protocol(features), metadata([a, b]), {"add": add}],
+            [metadata(later)],
+            [
+                {"remove": {**add, "deletionTimestamp": 1}},
+                {"add": {**add, "deletionVector": _inline_dv([1])}},
+            ],
         ],
-        [metadata(later)],
-        [{"remove": {**add, "deletionTimestamp": 1}}, {"add": {**add, "deletionVector": dv}}],
-    ]
-    for version, actions in enumerate(commits):
-        (table / "_delta_log" / f"{version:020d}.json").write_text(
-            "\n".join(json.dumps(x) for x in actions) + "\n"
-        )
+    )
 
     def rows(version: int, sql: str = "SELECT id, st FROM t ORDER BY id") -> list[dict[str, Any]]:
         ctx = SessionContext()
@@ -885,37 +872,9 @@ def test_deletion_vector_on_a_file_storing_a_column_as_another_type_names_the_fi
     (table / "_delta_log").mkdir(parents=True)
     pq.write_table(pa.table({"id": ["1", "2x", "3"]}), table / "part-0.parquet")
     schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-    payload = struct.pack("<i", DV_MAGIC) + _hand_encode([0])
-    dv = {"storageType": "i", "pathOrInlineDv": _z85_encode(payload, "pad"), "sizeInBytes": len(payload)}
-    add = {
-        "path": "part-0.parquet",
-        "partitionValues": {},
-        "size": (table / "part-0.parquet").stat().st_size,
-        "modificationTime": 0,
-        "dataChange": True,
-        "deletionVector": {**dv, "cardinality": 1},
-    }
-    actions = [
-        {
-            "protocol": {
-                "minReaderVersion": 3,
-                "minWriterVersion": 7,
-                "readerFeatures": ["deletionVectors"],
-                "writerFeatures": ["deletionVectors"],
-            }
-        },
-        {
-            "metaData": {
-                "id": "x",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema),
-                "partitionColumns": [],
-                "configuration": {"delta.enableDeletionVectors": "true"},
-            }
-        },
-        {"add": add},
-    ]
-    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    add = _add_action(table, "part-0.parquet", deletionVector=_inline_dv([0]))
+    conf = {"delta.enableDeletionVectors": "true"}
+    _write_log(table, [[_dv_protocol(["deletionVectors"]), _metadata_action(schema, conf), {"add": add}]])
     with pytest.raises(dd.DeltaError) as info:
         dd.DeltaTable(str(table)).snapshot().scan().to_table()
     msg = str(info.value)
