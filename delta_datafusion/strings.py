@@ -25,7 +25,8 @@ def string_bytes(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 
 def any_contains_byte(strings: pa.Array, byte: int) -> bool:
-    """Whether any string holds ``byte`` (null slots hold no bytes)."""
+    """Whether any string holds ``byte``. The bytes of null slots count too (Arrow allows them),
+    which can only send a caller down its exact per-string path needlessly."""
     if len(strings) == 0:
         return False
     offsets, data = string_bytes(strings)

@@ -133,6 +133,19 @@ def write_commit(table: Path | str, version: int, actions: list[dict[str, Any]])
     return path
 
 
+def add_action(table: Path | str, name: str, **extra: Any) -> dict[str, Any]:
+    """The add action of the data file ``name`` already written under ``table``."""
+    size = (Path(table) / name).stat().st_size
+    return {
+        "path": name,
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 0,
+        "dataChange": True,
+        **extra,
+    }
+
+
 def files_summary(files: pa.Table) -> list[tuple[str, int]]:
     """Sorted (decoded path, size) pairs of a scan-metadata file table."""
     return sorted(zip(files.column("path").to_pylist(), files.column("size").to_pylist(), strict=True))

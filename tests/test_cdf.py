@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from conftest import commit_path, copy_table, corpus_table, write_commit
+from conftest import add_action, commit_path, copy_table, corpus_table, write_commit
 from corpus_compare import assert_same_rows
 
 deltalake = pytest.importorskip("deltalake")
@@ -845,16 +845,7 @@ def test_file_added_after_a_type_change_and_removed_in_the_range_is_readable(tmp
 
     def add(name: str, ids: list, values: list, typ: pa.DataType) -> dict:
         pq.write_table(pa.table({"id": pa.array(ids, pa.int64()), "s": pa.array(values, typ)}), table / name)
-        size = (table / name).stat().st_size
-        stats = json.dumps({"numRecords": len(ids)})
-        return {
-            "path": name,
-            "partitionValues": {},
-            "size": size,
-            "modificationTime": 0,
-            "dataChange": True,
-            "stats": stats,
-        }
+        return add_action(table, name, stats=json.dumps({"numRecords": len(ids)}))
 
     def remove(a: dict) -> dict:
         return {"remove": {"path": a["path"], "deletionTimestamp": 1, "dataChange": True, "size": a["size"]}}

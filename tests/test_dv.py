@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import CORPUS  # noqa: E402
+from conftest import CORPUS, add_action  # noqa: E402
 from pyroaring import BitMap, BitMap64, FrozenBitMap64
 
 from delta_datafusion.dv import (
@@ -691,18 +691,6 @@ def _inline_dv(rows: list[int]) -> dict[str, Any]:
     }
 
 
-def _add_action(table: Path, name: str, **extra: Any) -> dict[str, Any]:
-    size = (table / name).stat().st_size
-    return {
-        "path": name,
-        "partitionValues": {},
-        "size": size,
-        "modificationTime": 0,
-        "dataChange": True,
-        **extra,
-    }
-
-
 def _dv_protocol(features: list[str]) -> dict[str, Any]:
     writer = features + ["changeDataFeed"]
     return {
@@ -759,7 +747,7 @@ def test_deletion_vector_on_a_file_storing_string_views(tmp_path: Path) -> None:
             },
         ],
     }
-    add = _add_action(table, "part-0.parquet")
+    add = add_action(table, "part-0.parquet")
     conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
     _write_log(
         table,
@@ -836,7 +824,7 @@ def test_deletion_vector_on_a_file_whose_struct_changed_since(tmp_path: Path, ch
         + (["columnMapping"] if mapped else [])
         + (["typeWidening"] if change == "widen" else [])
     )
-    add = _add_action(table, "f1.parquet", stats=json.dumps({"numRecords": 3}))
+    add = add_action(table, "f1.parquet", stats=json.dumps({"numRecords": 3}))
     _write_log(
         table,
         [
@@ -872,7 +860,7 @@ def test_deletion_vector_on_a_file_storing_a_column_as_another_type_names_the_fi
     (table / "_delta_log").mkdir(parents=True)
     pq.write_table(pa.table({"id": ["1", "2x", "3"]}), table / "part-0.parquet")
     schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-    add = _add_action(table, "part-0.parquet", deletionVector=_inline_dv([0]))
+    add = add_action(table, "part-0.parquet", deletionVector=_inline_dv([0]))
     conf = {"delta.enableDeletionVectors": "true"}
     _write_log(table, [[_dv_protocol(["deletionVectors"]), _metadata_action(schema, conf), {"add": add}]])
     with pytest.raises(dd.DeltaError) as info:
