@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_threads import arrow_threads
 from .errors import DeltaError, ParallelStateError
 from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
@@ -735,9 +736,14 @@ class SequentialPhase(Iterator[ScanMetadata]):
 
 
 class ParallelScanMetadata(Iterator[ScanMetadata]):
-    """Phase two over some leaf files: one ScanMetadata per leaf (or row-group range)."""
+    """Phase two over some leaf files: one ScanMetadata per leaf (or row-group range).
 
-    def __init__(self, state: ParallelState | bytes, files: Iterable[LeafFile | str]):
+    ``arrow_threads=False`` reads and parses each leaf on the calling thread only: for a task
+    that runs beside as many other tasks as there are CPUs (see :mod:`.arrow_threads`)."""
+
+    def __init__(
+        self, state: ParallelState | bytes, files: Iterable[LeafFile | str], arrow_threads: bool = True
+    ):
         if isinstance(state, bytes | bytearray | memoryview):
             state = ParallelState.from_bytes(state)
         if not isinstance(state, ParallelState):
@@ -749,13 +755,16 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
             )
         self.files = [_as_leaf(f) for f in files]
         _refuse_overlaps(self.files, state.storage)
-        self._it = (state.scan_leaf(f) for f in self.files)
+        self.arrow_threads = bool(arrow_threads)
+        self._it = iter(self.files)
 
     def __iter__(self) -> ParallelScanMetadata:
         return self
 
     def __next__(self) -> ScanMetadata:
-        return next(self._it)
+        leaf = next(self._it)
+        with arrow_threads(self.arrow_threads):
+            return self.state.scan_leaf(leaf)
 
 
 _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
@@ -950,14 +959,16 @@ def _cached_state(state_bytes: bytes) -> ParallelState:
     return state
 
 
-def scan_leaf_files(state_bytes: bytes, files: Sequence[LeafFile | str]) -> list[ScanMetadata]:
+def scan_leaf_files(
+    state_bytes: bytes, files: Sequence[LeafFile | str], arrow_threads: bool = True
+) -> list[ScanMetadata]:
     """Worker entry point (top-level, picklable): phase two over ``files`` from serialized state.
 
     The decoded state is cached per process (by digest), so a worker running many tasks of one
-    scan decodes it once.
+    scan decodes it once. ``arrow_threads`` as in :class:`ParallelScanMetadata`.
     """
     state = _cached_state(bytes(state_bytes))
-    return list(ParallelScanMetadata(state, files))
+    return list(ParallelScanMetadata(state, files, arrow_threads))
 
 
 @dataclass(frozen=True)
@@ -977,13 +988,15 @@ def shared_dir() -> str:
     return tempfile.gettempdir()
 
 
-def scan_leaf_files_shared(state_bytes: bytes, files: Sequence[LeafFile | str], directory: str) -> list[Any]:
+def scan_leaf_files_shared(
+    state_bytes: bytes, files: Sequence[LeafFile | str], directory: str, arrow_threads: bool = True
+) -> list[Any]:
     """Like :func:`scan_leaf_files`, for workers on the driver's machine: each batch's table is written
     as an Arrow IPC file in ``directory`` (normally tmpfs) and only its name travels back, so the
     driver maps it instead of unpickling a copy. Falls back to returning the batch when it cannot write.
     """
     out: list[Any] = []
-    for batch in scan_leaf_files(state_bytes, files):
+    for batch in scan_leaf_files(state_bytes, files, arrow_threads):
         path = None
         try:
             fd, path = tempfile.mkstemp(prefix="delta-leaf-", suffix=".arrow", dir=directory)
@@ -1035,8 +1048,15 @@ def _discard(futures: Sequence[Any]) -> None:
             _discard_items(f.result())
 
 
-def _scan_leaves_local(state: ParallelState, files: Sequence[LeafFile]) -> list[ScanMetadata]:
-    return list(ParallelScanMetadata(state, files))
+def _scan_leaves_local(
+    state: ParallelState, files: Sequence[LeafFile], threads: bool = True
+) -> list[ScanMetadata]:
+    return list(ParallelScanMetadata(state, files, threads))
+
+
+def _arrow_threads_for(tasks: int) -> bool:
+    """pyarrow's own pool only while the tasks leave this machine's CPUs idle."""
+    return tasks < _default_workers()
 
 
 def _default_workers() -> int:
@@ -1076,22 +1096,25 @@ def execute_parallel(
         return []
     workers = workers or getattr(executor, "_max_workers", None) or _default_workers()
     groups = split_leaves(files, workers, state.storage)
+    local = isinstance(executor, ThreadPoolExecutor | ProcessPoolExecutor) or executor is None
+    # several tasks on this machine's CPUs: each parses on its own thread only
+    threads = _arrow_threads_for(min(len(groups), workers)) if local else True
     if executor is None:
         if len(groups) <= 1:
             return _scan_leaves_local(state, files)
         with ThreadPoolExecutor(len(groups), thread_name_prefix="delta-leaf") as pool:
-            results = list(pool.map(lambda g: _scan_leaves_local(state, g), groups))
+            results = list(pool.map(lambda g: _scan_leaves_local(state, g, threads), groups))
         return [m for batch in results for m in batch]
     if isinstance(executor, ThreadPoolExecutor):
-        futures = [executor.submit(_scan_leaves_local, state, g) for g in groups]
+        futures = [executor.submit(_scan_leaves_local, state, g, threads) for g in groups]
         return [m for f in futures for m in f.result()]
     shared = transport == "shared" or (transport == "auto" and isinstance(executor, ProcessPoolExecutor))
     blob = state.to_bytes()
     if shared:
         directory = shared_dir()
-        futures = [executor.submit(scan_leaf_files_shared, blob, g, directory) for g in groups]
+        futures = [executor.submit(scan_leaf_files_shared, blob, g, directory, threads) for g in groups]
     else:
-        futures = [executor.submit(scan_leaf_files, blob, g) for g in groups]
+        futures = [executor.submit(scan_leaf_files, blob, g, threads) for g in groups]
     try:
         return [m for f in futures for m in _receive(f.result())]
     except BaseException:
@@ -1145,15 +1168,19 @@ def run_with_dask(
         workers = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()) or 1
     groups = split_leaves(after.files, workers, after.state.storage)
     blob = after.state.to_bytes()
-    shared = transport == "shared" or (transport == "auto" and _is_local_cluster(client))
+    on_this_machine = _is_local_cluster(client)
+    shared = transport == "shared" or (transport == "auto" and on_this_machine)
+    # several tasks on this machine's CPUs: each parses on its own thread only
+    threads = _arrow_threads_for(min(len(groups), workers)) if on_this_machine else True
     state_future = client.scatter(blob, broadcast=True, hash=False)
     if shared:
         directory = shared_dir()
         futures = [
-            client.submit(scan_leaf_files_shared, state_future, g, directory, pure=False) for g in groups
+            client.submit(scan_leaf_files_shared, state_future, g, directory, threads, pure=False)
+            for g in groups
         ]
     else:
-        futures = [client.submit(scan_leaf_files, state_future, g, pure=False) for g in groups]
+        futures = [client.submit(scan_leaf_files, state_future, g, threads, pure=False) for g in groups]
     try:
         results = client.gather(futures)
     except BaseException:

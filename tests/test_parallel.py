@@ -804,6 +804,37 @@ def test_run_parallel_threads(generated, name):
     assert_same_files(concat_files(out), expected, f"{name} explicit thread pool")
 
 
+@pytest.mark.parametrize("name", ["v2-json", "multi"])
+def test_single_threaded_leaf_tasks(generated, name, monkeypatch):
+    """``arrow_threads=False`` (what local pools use when the tasks fill the CPUs) reads and parses
+    every leaf with pyarrow's pool off, gives the same files, and leaves the caller's setting alone."""
+    from delta_datafusion.arrow_threads import use_threads
+
+    g = generated[name]
+    phase = DeltaTable(g.path).snapshot().scan().parallel_scan_metadata()
+    list(phase)
+    after = phase.finish()
+    assert isinstance(after, Parallel) and len(after.files) >= 2
+    seen: list[bool] = []
+    read = pq.ParquetFile.read
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("use_threads", True))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spy)
+    single = concat_files(ParallelScanMetadata(after.state, after.files, arrow_threads=False))
+    assert seen and not any(seen)
+    assert use_threads()
+    seen.clear()
+    pooled = concat_files(ParallelScanMetadata(after.state, after.files))
+    assert seen and all(seen)
+    assert_same_files(single, pooled, name)
+    # the drivers' choice: one thread per task once the tasks fill this machine's CPUs
+    monkeypatch.setattr(par, "_default_workers", lambda: 2)
+    assert par._arrow_threads_for(1) and not par._arrow_threads_for(2)
+
+
 def test_run_parallel_threads_corpus():
     if not MANIFEST.is_file():
         pytest.skip(f"conformance corpus not found at {CORPUS} (expected {MANIFEST})")

@@ -23,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from ..arrow_threads import use_threads
 from ..errors import LogCorruptError, MissingLogFileError
 from ..storage import FileInfo, Storage
 
@@ -345,7 +346,9 @@ def read_ndjson(buf: bytes | pa.Buffer, schema: pa.Schema) -> pa.Table:
     while True:
         try:
             return pajson.read_json(
-                pa.BufferReader(buf), read_options=pajson.ReadOptions(block_size=block), parse_options=opts
+                pa.BufferReader(buf),
+                read_options=pajson.ReadOptions(block_size=block, use_threads=use_threads()),
+                parse_options=opts,
             )
         except pa.ArrowInvalid as e:
             if "straddling" in str(e) and block <= len(buf):  # a line longer than a block

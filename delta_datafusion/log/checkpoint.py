@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..arrow_threads import use_threads
 from ..errors import LogCorruptError, MissingLogFileError
 from ..storage import Storage
 from .actions import (
@@ -193,6 +194,7 @@ def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = 
     """Read a leaf's action columns (whole file or the given row groups)."""
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
         present = present_columns(pf, columns or LEAF_COLUMNS)
+        threads = use_threads()
         if leaf.row_groups is None:
-            return pf.read(columns=present)
-        return pf.read_row_groups(list(leaf.row_groups), columns=present)
+            return pf.read(columns=present, use_threads=threads)
+        return pf.read_row_groups(list(leaf.row_groups), columns=present, use_threads=threads)
