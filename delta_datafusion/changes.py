@@ -992,19 +992,11 @@ class ChangeScan:
     """
 
     def __init__(self, feed: ChangeFeed, columns: Sequence[str] | None = None, predicate: Any = None):
-        from .scan import as_predicate
+        from .scan import as_predicate, requested_columns
 
         self.feed = feed
         schema = feed.schema
-        if columns is not None:
-            if isinstance(columns, str):
-                raise DeltaError("columns must be a list of column names, not a string")
-            unknown = [c for c in columns if c not in schema.names]
-            if unknown:
-                raise DeltaError(
-                    f"unknown column(s) {unknown} for the change feed of {feed.storage.root_uri}; columns are "
-                    f"{schema.names}"
-                )
+        columns = requested_columns(columns, schema.names, f"the change feed of {feed.storage.root_uri}")
         self.columns = list(columns) if columns is not None else list(schema.names)
         self.predicate = as_predicate(predicate, schema)
         self._plan: PlanResult | None = None

@@ -8,7 +8,7 @@ scans and change scans.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,23 @@ from .scan_unit import ScanUnit, units_from_files
 
 if TYPE_CHECKING:
     from .snapshot import Snapshot
+
+
+def requested_columns(columns: Sequence[str] | None, names: Sequence[str], of: str) -> list[str] | None:
+    """``columns`` checked against the schema's ``names`` (None: every column); ``of`` names the
+    table in the errors."""
+    if columns is None:
+        return None
+    if isinstance(columns, str):
+        raise DeltaError("columns must be a list of column names, not a string")
+    columns = list(columns)
+    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    if repeated:
+        raise DeltaError(f"columns {repeated} are listed more than once")
+    unknown = [c for c in columns if c not in names]
+    if unknown:
+        raise DeltaError(f"unknown column(s) {unknown} for {of}; columns are {list(names)}")
+    return columns
 
 
 @dataclass
@@ -97,19 +114,9 @@ class Scan:
     def __init__(self, snapshot: Snapshot, columns: list[str] | None = None, predicate: Any = None):
         self.snapshot = snapshot
         schema = snapshot.schema
-        if columns is not None:
-            if isinstance(columns, str):
-                raise DeltaError("columns must be a list of column names, not a string")
-            columns = list(columns)
-            repeated = sorted({c for c in columns if columns.count(c) > 1})
-            if repeated:
-                raise DeltaError(f"columns {repeated} are listed more than once")
-            unknown = [c for c in columns if c not in schema.names]
-            if unknown:
-                raise DeltaError(
-                    f"unknown column(s) {unknown} for table {snapshot.table_root} at version {snapshot.version}; "
-                    f"columns are {schema.names}"
-                )
+        columns = requested_columns(
+            columns, schema.names, f"table {snapshot.table_root} at version {snapshot.version}"
+        )
         self.columns = list(columns) if columns is not None else list(schema.names)
         self.predicate = as_predicate(predicate, schema)
 

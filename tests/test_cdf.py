@@ -36,6 +36,7 @@ from delta_datafusion.changes import load_change_feed  # noqa: E402
 from delta_datafusion.errors import (  # noqa: E402
     CdfNotEnabledError,
     ChangeDataFeedError,
+    DeltaError,
     InvalidRangeError,
     VersionNotFoundError,
 )
@@ -597,8 +598,12 @@ def test_python_api(part_table):
     pvs = files.column("partition_values").to_pylist()
     assert pvs and all(pv["part"] == "p1" for pv in pvs)
     assert scan.to_table().num_rows == got.num_rows
-    with pytest.raises(Exception, match="unknown column"):
+    with pytest.raises(DeltaError, match="unknown column"):
         t.changes(0, columns=["nope"])
+    # a repeated column is refused as Snapshot.scan refuses it (it read two `id` columns, or
+    # failed in pyarrow for a commit with both an add and a remove)
+    with pytest.raises(DeltaError, match=r"columns \['id'\] are listed more than once"):
+        t.changes(0, columns=["id", "_change_type", "id"])
 
 
 def test_to_reader_streams(flat_table):
@@ -870,3 +875,57 @@ def test_file_added_after_a_type_change_and_removed_in_the_range_is_readable(tmp
     assert sql(ctx, q.format(table, 0, "WHERE _commit_version >= 3")).to_pylist() == want
     with pytest.raises(Exception, match="ChangeDataFeedError"):  # f1's rows were written as strings
         sql(ctx, q.format(table, 0, ""))
+
+
+# --------------------------------------------------------------------------------------------
+# one version per statement while a writer commits
+# --------------------------------------------------------------------------------------------
+
+
+def test_one_statement_sees_one_version_of_a_table(tmp_path, monkeypatch):
+    """Open-ended table_changes() calls and folder-catalog references of one table in one SQL
+    statement end at one version, even when commits land while the statement is planned; the
+    next statement sees the new commits."""
+    from delta_datafusion.datafusion import session as session_mod
+    from delta_datafusion.datafusion import table_function as tf
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows(range(3)), configuration=CDF)  # v0
+
+    def commit() -> None:
+        write_deltalake(str(path), rows([100 + DLTable(str(path)).version()]), mode="append")
+
+    load, table = tf.load_change_feed, session_mod.DeltaSchemaProvider._table
+
+    def load_then_commit(*args, **kwargs):
+        feed = load(*args, **kwargs)
+        commit()
+        return feed
+
+    def table_then_commit(self, name):
+        found = table(self, name)
+        commit()
+        return found
+
+    monkeypatch.setattr(tf, "load_change_feed", load_then_commit)
+    monkeypatch.setattr(session_mod.DeltaSchemaProvider, "_table", table_then_commit)
+    ctx = new_ctx()
+    dd.register_catalog(ctx, "lake", str(tmp_path))
+    union = (
+        f"SELECT 'a' AS side, max(_commit_version) AS v, count(*) AS n FROM table_changes('{path}', 0) "
+        f"UNION ALL SELECT 'b', max(_commit_version), count(*) FROM table_changes('{path}', 0) ORDER BY side"
+    )
+    assert sql(ctx, union).to_pylist() == [{"side": "a", "v": 0, "n": 3}, {"side": "b", "v": 0, "n": 3}]
+    # the next statement resolves latest again: two commits landed during the first one
+    again = sql(ctx, union).to_pylist()
+    assert [r["v"] for r in again] == [2, 2] and [r["n"] for r in again] == [5, 5]
+    mixed = (
+        "SELECT (SELECT count(*) FROM lake.default.t) AS table_rows, "
+        "(SELECT count(*) FROM table_changes('lake.default.t', 0) WHERE _change_type = 'insert') AS inserted, "
+        "(SELECT max(_commit_version) FROM table_changes('lake.default.t', 0)) AS feed_end"
+    )
+    got = sql(ctx, mixed).to_pylist()[0]
+    assert got["table_rows"] == got["inserted"] and got["feed_end"] == got["table_rows"] - 3
+    # an explicit end is not pinned: it reads what it names
+    ended = sql(ctx, f"SELECT max(_commit_version) AS v FROM table_changes('{path}', 0, 1)").to_pylist()
+    assert ended == [{"v": 1}]

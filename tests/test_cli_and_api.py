@@ -346,3 +346,21 @@ def test_refusal_of_shapes_datafusion_keeps_names_them():
     for text in ("fare IS DISTINCT FROM 3", "(fare > 3) IS TRUE"):
         with pytest.raises(PredicateError, match="hands a scan only comparisons, IN lists and IS .NOT. NULL"):
             snap.scan(predicate=text)
+
+
+def test_decimal_against_a_fractional_literal_in_predicate_text(tmp_path):
+    """README: `price > 69.49` is a float comparison through a cast, which a scan cannot apply:
+    refused naming the part; the literal written as a decimal gives the right rows."""
+    from decimal import Decimal
+
+    from deltalake import write_deltalake
+
+    from delta_datafusion.errors import PredicateError
+
+    prices = [Decimal("69.48"), Decimal("69.49"), Decimal("69.50"), None]
+    write_deltalake(str(tmp_path), pa.table({"price": pa.array(prices, pa.decimal128(10, 2))}))
+    table = DeltaTable(str(tmp_path))
+    with pytest.raises(PredicateError, match=r"price > 69\.49.*CAST"):
+        table.snapshot().scan(predicate="price > 69.49").to_table()
+    got = table.snapshot().scan(predicate="price > CAST(69.49 AS DECIMAL(10, 2))").to_table()
+    assert got.column("price").to_pylist() == [Decimal("69.50")]

@@ -25,6 +25,7 @@ from ..storage import Storage
 from ..table import DeltaTable
 from .dataset import DeltaDataset, note_provider_error
 from .provider import table_dataset
+from .statement import statement_pins, table_key, track_statements
 
 # The Delta tables registered through the package, per session id: name as registered -> dataset
 # (table_changes resolves names through the session itself; this serves explain and messages).
@@ -41,6 +42,10 @@ def _track(ctx: SessionContext) -> None:
     """Forget the session's registered tables, catalogs and plans when its ``SessionContext`` is
     garbage collected (a process making a session per request would otherwise keep every
     snapshot it ever registered)."""
+    try:
+        track_statements(ctx)
+    except (AttributeError, TypeError):  # a session object that takes no attributes: unpinned
+        pass
     sid = ctx.session_id()
     with _REGISTRY_LOCK:
         if sid in _TRACKED:
@@ -240,6 +245,9 @@ class DeltaSchemaProvider(SchemaProvider):
         except TableNotFoundError:
             return None  # a folder whose _delta_log has no commit yet (a writer's first moment)
         latest = listing.latest_version()
+        pins = statement_pins()
+        if pins is not None:  # one version of the table per statement (see .statement)
+            latest = pins.setdefault(table_key(table.storage), latest)
         # the newest log file's size and time too: a table deleted and written again can come
         # back at the same version
         newest = listing.commits.get(latest) or listing.checkpoints[latest][0].parts[0]

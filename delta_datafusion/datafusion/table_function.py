@@ -41,6 +41,7 @@ from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
+from .statement import planning_for, statement_pins, table_key
 
 FUNCTION_NAME = "table_changes"
 
@@ -298,10 +299,12 @@ def _on_lookup_thread(fn: Callable[[], Any], what: str) -> Any:
     """``fn()`` on a thread of its own: a daemon, so a slow lookup neither holds up other
     sessions' lookups nor the interpreter's exit."""
     box: dict[str, Any] = {}
+    pins = statement_pins()  # the lookup is part of the statement being planned here
 
     def target() -> None:
         try:
-            box["value"] = fn()
+            with planning_for(pins):
+                box["value"] = fn()
         except BaseException as e:  # noqa: BLE001 - handed to the caller
             box["error"] = e
 
@@ -398,10 +401,16 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     start = _bound_argument(args[1], "start")
     end = _bound_argument(args[2], "end") if len(args) == 3 else None
     table, label = _resolve_table(session, name, identifier)
+    # without an end, "latest" is the version this statement already saw of the table, if any
+    pins = statement_pins() if end is None else None
+    key = table_key(table.storage)
+    pinned = None if pins is None else pins.get(key)
     try:
-        feed = load_change_feed(table, start, end)
+        feed = load_change_feed(table, start, end if pinned is None else pinned)
     except TableNotFoundError as e:
         raise TableNotFoundError(f"{e} (registered Delta tables: {_registered_names(session)})") from e
+    if pins is not None:
+        pins.setdefault(key, feed.end)
     dataset = ChangesDataset(feed, f"table_changes({label}, {feed.start}..{feed.end})", session.session_id())
     return Table(dataset)
 
