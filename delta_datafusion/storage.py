@@ -224,6 +224,9 @@ class Storage:
         """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
         if self.is_local:
             return _list_local(path)
+        # object-store filesystems cache listings per instance, and fsspec shares instances:
+        # a cached listing of _delta_log would hide every commit made after it
+        self.fs.invalidate_cache(path)
         try:
             entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:

@@ -531,6 +531,29 @@ def test_gap_after_checkpoint_names_missing_version(copy_corpus_table):
     )
 
 
+def test_listing_that_missed_a_commit_being_written_is_retried(copy_corpus_table, monkeypatch):
+    """A listing taken while a writer commits 12 and 13 can see 13 but not 12 (a directory is not
+    listed atomically): the log is listed again instead of reporting a gap that is not there."""
+    from delta_datafusion.storage import Storage
+
+    t = copy_corpus_table("dv-with-columnmapping")  # checkpoint 10, commits 0..15
+    real = Storage.list_names
+    calls = []
+
+    def racing(self, path):
+        names, info = real(self, path)
+        calls.append(path)
+        if len(calls) == 1:  # the first listing missed commit 12
+            names = [n for n in names if n != f"{12:020d}.json"]
+            info = None if info is None else {n: f for n, f in info.items() if n in names}
+        return names, info
+
+    monkeypatch.setattr(Storage, "list_names", racing)
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.version == 15 and len(calls) == 2
+    assert [v for v, _ in snap.segment.commits] == [11, 12, 13, 14, 15]
+
+
 def test_gap_before_checkpoint_only_breaks_older_versions(copy_corpus_table):
     t = copy_corpus_table("dv-with-columnmapping")
     commit_path(t, 3).unlink()

@@ -215,3 +215,58 @@ def test_storage_options_reach_every_route(store) -> None:
     ).collect()
     assert ctx.sql("SELECT count(*) AS n FROM ext").to_pydict() == rows
     assert ctx.sql(by_type.format("ext")).to_pydict() == want
+
+
+class _CachingMemoryFileSystem(MemoryFileSystem):
+    """A memory filesystem that caches listings until told otherwise, as s3fs, gcsfs and adlfs do."""
+
+    protocol = "cachingmem"
+
+    def ls(self, path, detail=True, **kwargs):
+        path = self._strip_protocol(path)
+        if path not in self.dircache:
+            self.dircache[path] = super().ls(path, detail=True, **kwargs)
+        entries = self.dircache[path]
+        return entries if detail else [e["name"] for e in entries]
+
+    def invalidate_cache(self, path=None):
+        if path is None:
+            self.dircache.clear()
+        else:
+            self.dircache.pop(self._strip_protocol(path), None)
+
+
+def test_listing_caches_never_hide_new_commits(tmp_path) -> None:
+    """A filesystem that caches directory listings (fsspec shares one instance per protocol and
+    options) still shows each new commit to a new snapshot, a folder catalog and table_changes."""
+    from deltalake import write_deltalake
+
+    fsspec.register_implementation("cachingmem", _CachingMemoryFileSystem, clobber=True)
+    fs = fsspec.filesystem("cachingmem")
+    local = tmp_path / "t"
+    root = f"/dd-test-{uuid.uuid4().hex}"
+    write_deltalake(
+        str(local), pa.table({"id": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"}
+    )
+    uri = _upload(fs, local, f"{root}/t").replace("memory://", "cachingmem://")
+    try:
+        assert dd.DeltaTable(uri).snapshot().version == 0
+        ctx = SessionContext()
+        dd.register(ctx)
+        dd.register_catalog(ctx, "lake", f"cachingmem://{root}")
+        assert ctx.sql("SELECT count(*) AS n FROM lake.default.t").to_pydict() == {"n": [2]}
+        write_deltalake(str(local), pa.table({"id": [3]}), mode="append")
+        name = "00000000000000000001.json"
+        fs.pipe(f"{root}/t/_delta_log/{name}", (local / "_delta_log" / name).read_bytes())
+        for f in local.glob("*.parquet"):
+            if not fs.exists(f"{root}/t/{f.name}"):
+                fs.pipe(f"{root}/t/{f.name}", f.read_bytes())
+        assert dd.DeltaTable(uri).snapshot().version == 1
+        assert ctx.sql("SELECT count(*) AS n FROM lake.default.t").to_pydict() == {"n": [3]}
+        got = ctx.sql(f"SELECT max(_commit_version) AS v FROM table_changes('{uri}', 0)").to_pydict()
+        assert got == {"v": [1]}
+        # a table created after the catalog listed its folder shows up too
+        _upload(fs, local, f"{root}/u")
+        assert ctx.sql("SELECT count(*) AS n FROM lake.default.u").to_pydict() == {"n": [3]}
+    finally:
+        fs.rm(root, recursive=True)

@@ -204,6 +204,7 @@ class DeltaSchemaProvider(SchemaProvider):
 
     def _names(self) -> list[str]:
         fs = self.storage.fs
+        fs.invalidate_cache(self.storage.root)  # a cached listing would hide tables made since
         try:
             entries = fs.ls(self.storage.root, detail=True)
         except FileNotFoundError as e:

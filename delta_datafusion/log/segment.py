@@ -118,8 +118,35 @@ class _Commits(Mapping[int, FileInfo]):
         return len(self._names)
 
 
+#: Listings of ``_delta_log`` tried before a gap in the commits after the checkpoint is believed.
+LISTING_ATTEMPTS = 3
+
+
 def list_log(storage: Storage) -> LogListing:
-    """List ``_delta_log`` once and classify its files."""
+    """List ``_delta_log`` and classify its files.
+
+    A listing is not atomic: one taken while a writer commits versions N and N+1 can miss N and
+    see N+1 (directory order is not version order). A gap after the newest checkpoint is
+    therefore listed again before it is reported; a real gap stays."""
+    for _ in range(LISTING_ATTEMPTS - 1):
+        listing, versions = _list_once(storage)
+        if not _gap_after_checkpoint(listing, versions):
+            return listing
+    return _list_once(storage)[0]
+
+
+def _gap_after_checkpoint(listing: LogListing, versions: pa.Array) -> bool:
+    base = max(listing.checkpoints, default=-1)
+    tail = versions.to_numpy()
+    tail = tail[tail > base]
+    if not len(tail):
+        return False
+    first = base + 1 if base >= 0 else int(tail[0])
+    return int(tail[0]) != first or int(tail[-1]) - int(tail[0]) + 1 != len(tail)
+
+
+def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
+    """One listing of ``_delta_log``, classified; plus the commit versions in ascending order."""
     log_dir = storage.join("_delta_log")
     names, info = storage.list_names(log_dir)
     prefix = log_dir.rstrip("/") + "/"
@@ -159,7 +186,7 @@ def list_log(storage: Storage) -> LogListing:
             listing.checkpoints.setdefault(version, []).append(ckpt)
     if not listing.commits and not listing.checkpoints:
         raise TableNotFoundError(f"{log_dir} holds no commit or checkpoint files: not a Delta table")
-    return listing
+    return listing, versions
 
 
 def _read_hint(storage: Storage, f: FileInfo) -> dict | None:
