@@ -63,7 +63,7 @@ from .log.actions import (
     partition_values_type,
     read_commits,
 )
-from .log.segment import LogListing, build_segment, list_log, version_ranges
+from .log.segment import LogListing, build_segment, list_log, missing_versions
 from .partition_values import typed_partition_values
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, flatten_file_actions, resolve_paths
@@ -219,12 +219,12 @@ class ChangeFeed:
         self.end = end
         listing = listing if listing is not None else table.listing()
         where = storage.root_uri
-        missing = [v for v in range(start, end + 1) if v not in listing.commits]
+        missing = missing_versions(listing, start, end)
         if missing:
             have = listing.commit_versions
             span = f"{have[0]}..{have[-1]}" if have else "none"
             raise VersionNotFoundError(
-                f"table_changes: the commit files of versions {version_ranges(missing)} of {where} are not available "
+                f"table_changes: the commit files of versions {missing} of {where} are not available "
                 f"(log cleaned up or never written); commits available: {span}"
             )
         commits = read_commits(storage, [(v, listing.commits[v]) for v in range(start, end + 1)])

@@ -8,6 +8,7 @@ scans and change scans.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,7 +31,7 @@ def requested_columns(columns: Sequence[str] | None, names: Sequence[str], of: s
     if isinstance(columns, str):
         raise DeltaError("columns must be a list of column names, not a string")
     columns = list(columns)
-    repeated = sorted({c for c in columns if columns.count(c) > 1})
+    repeated = sorted(c for c, n in Counter(columns).items() if n > 1)
     if repeated:
         raise DeltaError(f"columns {repeated} are listed more than once")
     unknown = [c for c in columns if c not in names]

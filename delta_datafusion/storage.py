@@ -224,9 +224,7 @@ class Storage:
         """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
         if self.is_local:
             return _list_local(path)
-        # object-store filesystems cache listings per instance, and fsspec shares instances:
-        # a cached listing of _delta_log would hide every commit made after it
-        self.fs.invalidate_cache(path)
+        forget_listing(self.fs, path)
         try:
             entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
@@ -344,3 +342,14 @@ def _mtime_ms(entry: dict[str, Any]) -> int | None:
         except (TypeError, ValueError):
             continue
     return None
+
+
+def forget_listing(fs: Any, path: str) -> None:
+    """Drop a filesystem's cached listing of ``path``: object-store filesystems cache listings per
+    instance and fsspec shares instances, so a cached listing of ``_delta_log`` would hide every
+    commit made after it. Only an optimisation of theirs is lost; a filesystem whose
+    ``invalidate_cache`` takes other arguments or fails is left as it is."""
+    try:
+        fs.invalidate_cache(path)
+    except Exception:  # noqa: BLE001, S110 - see above
+        pass

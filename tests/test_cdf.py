@@ -929,3 +929,63 @@ def test_one_statement_sees_one_version_of_a_table(tmp_path, monkeypatch):
     # an explicit end is not pinned: it reads what it names
     ended = sql(ctx, f"SELECT max(_commit_version) AS v FROM table_changes('{path}', 0, 1)").to_pylist()
     assert ended == [{"v": 1}]
+
+
+def test_statement_tracking_keeps_sessions_as_they_were(tmp_path, monkeypatch):
+    """The statement pins neither change how a session looks (signature, copies, the caller's
+    own wrapper, a later class-level patch) nor give a puzzling error when a statement's pin ends
+    before a later start."""
+    import copy
+    import gc
+    import inspect
+
+    from datafusion import SessionContext
+
+    from delta_datafusion.datafusion import session as session_mod
+
+    plain = SessionContext()
+    ctx = new_ctx()
+    assert isinstance(ctx, SessionContext)
+    assert inspect.signature(ctx.sql) == inspect.signature(plain.sql)
+    twin = copy.copy(ctx)
+    del ctx
+    gc.collect()
+    assert twin.sql("SELECT 1 AS x").to_pydict() == {"x": [1]}
+    seen = []
+    original = SessionContext.sql
+
+    def traced(self, *args, **kwargs):
+        seen.append(args[0])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SessionContext, "sql", traced)
+    twin.sql("SELECT 2 AS x")
+    assert seen == ["SELECT 2 AS x"]
+    monkeypatch.setattr(SessionContext, "sql", original)
+    mine, log = SessionContext(), []
+    inner = mine.sql
+    mine.sql = lambda q: (log.append(q), inner(q))[1]
+    dd.register(mine)
+    mine.sql("SELECT 3")
+    assert log == ["SELECT 3"]
+    # a start after the version the statement pinned: says so
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows(range(3)), configuration=CDF)
+    table = session_mod.DeltaSchemaProvider._table
+
+    def table_then_commit(self, name):
+        found = table(self, name)
+        write_deltalake(str(path), rows([7]), mode="append")
+        return found
+
+    monkeypatch.setattr(session_mod.DeltaSchemaProvider, "_table", table_then_commit)
+    ctx = new_ctx()
+    dd.register_catalog(ctx, "lake", str(tmp_path))
+    with pytest.raises(
+        Exception, match=r"start version 1 is after end version 0: this statement already read"
+    ):
+        sql(
+            ctx,
+            "SELECT (SELECT count(*) FROM lake.default.t) AS n, "
+            "(SELECT count(*) FROM table_changes('lake.default.t', 1)) AS c",
+        )

@@ -270,3 +270,27 @@ def test_listing_caches_never_hide_new_commits(tmp_path) -> None:
         assert ctx.sql("SELECT count(*) AS n FROM lake.default.u").to_pydict() == {"n": [3]}
     finally:
         fs.rm(root, recursive=True)
+
+
+def test_filesystems_whose_invalidate_cache_differs_still_read(store) -> None:
+    """invalidate_cache is an optimisation of the filesystem's: one that takes other arguments or
+    fails is left alone, and the table still reads."""
+
+    class NoPath(MemoryFileSystem):
+        protocol = "nopathmem"
+
+        def invalidate_cache(self):  # type: ignore[override]
+            pass
+
+    class Failing(MemoryFileSystem):
+        protocol = "failingmem"
+
+        def invalidate_cache(self, path=None):
+            raise NotImplementedError
+
+    fs, root = store
+    uri = _upload(fs, corpus_table("cdf-table"), root)
+    for cls in (NoPath, Failing):
+        fsspec.register_implementation(cls.protocol, cls, clobber=True)
+        other = uri.replace("memory://", f"{cls.protocol}://")
+        assert dd.DeltaTable(other).snapshot().version == dd.DeltaTable(uri).snapshot().version

@@ -21,7 +21,7 @@ from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
 from ..errors import DeltaError, TableNotFoundError
-from ..storage import Storage
+from ..storage import Storage, forget_listing
 from ..table import DeltaTable
 from .dataset import DeltaDataset, note_provider_error
 from .provider import table_dataset
@@ -204,7 +204,8 @@ class DeltaSchemaProvider(SchemaProvider):
 
     def _names(self) -> list[str]:
         fs = self.storage.fs
-        fs.invalidate_cache(self.storage.root)  # a cached listing would hide tables made since
+        if not self.storage.is_local:
+            forget_listing(fs, self.storage.root)  # a cached listing would hide tables made since
         try:
             entries = fs.ls(self.storage.root, detail=True)
         except FileNotFoundError as e:
@@ -245,22 +246,27 @@ class DeltaSchemaProvider(SchemaProvider):
             listing = table.listing()
         except TableNotFoundError:
             return None  # a folder whose _delta_log has no commit yet (a writer's first moment)
-        latest = listing.latest_version()
+        newest_version = listing.latest_version()
         pins = statement_pins()
-        if pins is not None:  # one version of the table per statement (see .statement)
-            latest = pins.setdefault(table_key(table.storage), latest)
+        # one version of the table per statement (see .statement); a table written again from
+        # scratch since the pin is read as it is now
+        latest = newest_version if pins is None else pins.setdefault(table_key(table.storage), newest_version)
+        if latest > newest_version:
+            latest = pins[table_key(table.storage)] = newest_version
         # the newest log file's size and time too: a table deleted and written again can come
         # back at the same version
-        newest = listing.commits.get(latest) or listing.checkpoints[latest][0].parts[0]
-        state = (latest, newest.size, newest.mtime_ms)
+        commit, checkpoints = listing.commits.get(latest), listing.checkpoints.get(latest)
+        newest = commit if commit is not None else (checkpoints[0].parts[0] if checkpoints else None)
+        state = None if newest is None else (latest, newest.size, newest.mtime_ms)
         with self._lock:
             cached = self._cache.get(name)
-            if cached and cached[0] == state:
+            if cached and state is not None and cached[0] == state:
                 return cached[1]
         dataset = table_dataset(table.snapshot(latest, listing=listing), label=name)
         provider = Table(dataset)
-        with self._lock:
-            self._cache[name] = (state, provider, dataset)
+        if state is not None and latest == newest_version:  # the cache holds the newest version only
+            with self._lock:
+                self._cache[name] = (state, provider, dataset)
         return provider
 
     def datasets(self) -> list[DeltaDataset]:

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -53,33 +52,52 @@ def planning_for(pins: dict[TableKey, int] | None) -> Iterator[None]:
 
 
 def track_statements(ctx: Any) -> None:
-    """Make each ``sql`` call on ``ctx`` a statement with its own pins (idempotent).
+    """Make each ``sql`` / ``sql_with_options`` call on ``ctx`` a statement with its own pins.
 
-    The wrappers are instance attributes that reach the session through a weak reference, so
-    they neither keep it alive nor change the class."""
-    if getattr(ctx, _MARK, False):
+    The session's class becomes a subclass whose two methods set the pins around the inherited
+    ones (idempotent): copies of the session stay independent, signatures are unchanged, and a
+    later patch of ``SessionContext.sql`` still runs. A session whose ``sql`` the caller replaced
+    on the instance keeps that replacement and goes unpinned."""
+    cls = type(ctx)
+    if getattr(cls, _MARK, False):
         return
-    ref = weakref.ref(ctx)
-    for name in _ENTRY_POINTS:
-        method = getattr(type(ctx), name, None)
-        if method is None:
-            continue
-        setattr(ctx, name, _statement_entry(ref, method))
-    setattr(ctx, _MARK, True)
+    ctx.__class__ = _tracked_class(cls)
 
 
-def _statement_entry(ref: weakref.ref, method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def entry(*args: Any, **kwargs: Any) -> Any:
-        ctx = ref()
-        if ctx is None:  # pragma: no cover - the wrapper lives in the session's own __dict__
-            raise ReferenceError("the SessionContext is gone")
-        if _PINS.get() is not None:  # sql_with_options calls sql: one statement
-            return method(ctx, *args, **kwargs)
-        token = _PINS.set({})
-        try:
-            return method(ctx, *args, **kwargs)
-        finally:
-            _PINS.reset(token)
+_TRACKED_CLASSES: dict[type, type] = {}
 
-    return entry
+
+def _tracked_class(cls: type) -> type:
+    tracked = _TRACKED_CLASSES.get(cls)
+    if tracked is None:
+
+        def sql(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _statement():
+                return super(tracked, self).sql(*args, **kwargs)
+
+        def sql_with_options(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _statement():
+                return super(tracked, self).sql_with_options(*args, **kwargs)
+
+        namespace: dict[str, Any] = {_MARK: True, "__module__": cls.__module__, "__doc__": cls.__doc__}
+        for name, fn in (("sql", sql), ("sql_with_options", sql_with_options)):
+            base = getattr(cls, name, None)
+            if base is not None:
+                namespace[name] = functools.wraps(base)(fn)
+        tracked = type(cls.__name__, (cls,), namespace)
+        tracked.__qualname__ = cls.__qualname__
+        _TRACKED_CLASSES[cls] = tracked
+    return tracked
+
+
+@contextmanager
+def _statement() -> Iterator[None]:
+    """A statement's pins; a statement inside another (sql_with_options calls sql) shares them."""
+    if _PINS.get() is not None:
+        yield
+        return
+    token = _PINS.set({})
+    try:
+        yield
+    finally:
+        _PINS.reset(token)

@@ -38,7 +38,7 @@ from datafusion import SessionContext, Table, udtf
 
 from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
-from ..errors import DeltaError, InvalidRangeError, TableNotFoundError
+from ..errors import DeltaError, InvalidRangeError, TableNotFoundError, VersionNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
 from .statement import planning_for, statement_pins, table_key
@@ -409,6 +409,14 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
         feed = load_change_feed(table, start, end if pinned is None else pinned)
     except TableNotFoundError as e:
         raise TableNotFoundError(f"{e} (registered Delta tables: {_registered_names(session)})") from e
+    except InvalidRangeError as e:
+        if pinned is None:
+            raise
+        raise VersionNotFoundError(
+            f"{e}: this statement already read {table.storage.root_uri} at version {pinned}, which ends "
+            "every range of it without an end in the statement (newer commits landed while it was "
+            "planned; run it again, or give the end)"
+        ) from e
     if pins is not None:
         pins.setdefault(key, feed.end)
     dataset = ChangesDataset(feed, f"table_changes({label}, {feed.start}..{feed.end})", session.session_id())

@@ -10,6 +10,7 @@ checkpoint at or before the version plus the contiguous commits after it.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Iterator, Mapping
@@ -19,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import (
+    LogCorruptError,
     NonContiguousVersionsError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -28,6 +30,7 @@ from ..storage import FileInfo, Storage
 _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
+_MAX_VERSION = f"{2**63 - 1:020d}"  # versions are longs
 _COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
 
@@ -154,7 +157,12 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
     arr = pa.array(names, pa.string())
     is_commit = pc.match_substring_regex(arr, r"^[0-9]{20}\.json$")
     commit_names = arr.filter(is_commit)
-    versions = pc.utf8_slice_codeunits(commit_names, 0, 20).cast(pa.int64())
+    digits = pc.utf8_slice_codeunits(commit_names, 0, 20)
+    if len(digits) and pc.max(digits).as_py() > _MAX_VERSION:
+        raise LogCorruptError(
+            f"{log_dir}/{pc.max(commit_names).as_py()}: a commit version beyond the largest a log can hold"
+        )
+    versions = digits.cast(pa.int64())
     commits = _Commits(dict(zip(versions.to_pylist(), commit_names.to_pylist(), strict=True)), prefix, info)
     others = arr.filter(pc.invert(is_commit)).to_pylist() if len(commits) != len(names) else []
     files = [info[n] if info is not None else FileInfo(prefix + n, n) for n in others]
@@ -227,7 +235,7 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
     checkpoint = _pick_checkpoint(listing, max(ckpt_versions)) if ckpt_versions else None
     start = checkpoint.version + 1 if checkpoint else 0
     wanted = range(start, version + 1)
-    missing = [v for v in wanted if v not in listing.commits]
+    missing = missing_versions(listing, start, version)
     if missing:
         if checkpoint is None and start == 0 and 0 not in listing.commits:
             raise VersionNotFoundError(
@@ -237,19 +245,22 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
             )
         raise NonContiguousVersionsError(
             f"{listing.log_dir}: commit versions are not contiguous, missing "
-            f"{version_ranges(missing)} between {start} and {version}"
+            f"{missing} between {start} and {version}"
         )
     commits = tuple((v, listing.commits[v]) for v in wanted)
     return LogSegment(listing.log_dir, version, checkpoint, commits)
 
 
-def version_ranges(vs: list[int]) -> str:
-    """[1, 2, 3, 7] -> "1..3, 7" for error messages."""
-    out, i = [], 0
-    while i < len(vs):
-        j = i
-        while j + 1 < len(vs) and vs[j + 1] == vs[j] + 1:
-            j += 1
-        out.append(str(vs[i]) if i == j else f"{vs[i]}..{vs[j]}")
-        i = j + 1
-    return ", ".join(out)
+def missing_versions(listing: LogListing, lo: int, hi: int) -> str | None:
+    """The commit versions in ``lo..hi`` the listing lacks, as text ("3..5, 9"); None when all are
+    there. Worked out from the versions present, so a stray file with a huge version costs nothing."""
+    versions = listing.commit_versions
+    present = versions[bisect.bisect_left(versions, lo) : bisect.bisect_right(versions, hi)]
+    if len(present) == hi - lo + 1:
+        return None
+    gaps, prev = [], lo - 1
+    for v in [*present, hi + 1]:
+        if v > prev + 1:
+            gaps.append(str(prev + 1) if v - 1 == prev + 1 else f"{prev + 1}..{v - 1}")
+        prev = v
+    return ", ".join(gaps)
