@@ -219,14 +219,7 @@ class ChangeFeed:
         self.end = end
         listing = listing if listing is not None else table.listing()
         where = storage.root_uri
-        missing = missing_versions(listing, start, end)
-        if missing:
-            have = listing.commit_versions
-            span = f"{have[0]}..{have[-1]}" if have else "none"
-            raise VersionNotFoundError(
-                f"table_changes: the commit files of versions {missing} of {where} are not available "
-                f"(log cleaned up or never written); commits available: {span}"
-            )
+        _require_commits(listing, start, end, where)
         commits = read_commits(storage, [(v, listing.commits[v]) for v in range(start, end + 1)])
         # The start snapshot gives protocol and metadata in force at the start.
         segment = build_segment(listing, start)
@@ -951,6 +944,7 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     """
     listing = list_log(table.storage)
     s, e = resolve_range(table, start, end, listing)
+    _require_commits(listing, s, e, table.storage.root_uri)
     commit_state = tuple(
         (v, listing.commits[v].size, listing.commits[v].mtime_ms) if v in listing.commits else (v, None, None)
         for v in range(s, e + 1)
@@ -967,6 +961,17 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
         while len(_FEEDS) > FEED_CACHE_SIZE:
             _FEEDS.popitem(last=False)
     return feed
+
+
+def _require_commits(listing: LogListing, start: int, end: int, where: str) -> None:
+    missing = missing_versions(listing, start, end)
+    if missing:
+        have = listing.commit_versions
+        span = f"{have[0]}..{have[-1]}" if have else "none"
+        raise VersionNotFoundError(
+            f"table_changes: the commit files of versions {missing} of {where} are not available "
+            f"(log cleaned up or never written); commits available: {span}"
+        )
 
 
 def clear_cache() -> None:

@@ -563,7 +563,7 @@ class ParallelState:
             (klen,) = _U64.unpack_from(data, pos)
             pos += _U64.size
             keys = _keys_from_ipc(data[pos : pos + klen])
-        except (struct.error, UnicodeDecodeError, ValueError, pa.ArrowException) as e:
+        except (struct.error, UnicodeDecodeError, ValueError, RecursionError, pa.ArrowException) as e:
             raise ParallelStateError(f"parallel state is corrupted: {type(e).__name__}: {e}") from e
         if not isinstance(header, dict) or any(k not in header for k in _HEADER_KEYS):
             missing = [k for k in _HEADER_KEYS if not isinstance(header, dict) or k not in header]

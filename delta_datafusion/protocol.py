@@ -154,12 +154,16 @@ class Metadata:
                     "inconsistent (its writer set delta.columnMapping.mode without the columnMapping feature)"
                 )
             mode = "none"
+        if "partitionColumns" not in action:  # required: reading as unpartitioned would drop values
+            raise SchemaError(f"{where}: metaData lacks partitionColumns (a required field)")
         raw_parts = action.get("partitionColumns") or ()
         if not isinstance(raw_parts, list | tuple) or not all(isinstance(c, str) for c in raw_parts):
             raise SchemaError(
                 f"{where}: partitionColumns must be a list of column names, got {raw_parts!r:.80}"
             )
         parts = tuple(raw_parts)
+        if len(set(parts)) != len(parts):
+            raise SchemaError(f"{where}: partitionColumns {list(parts)} name a column more than once")
         names = {f["name"] for f in schema_json["fields"]}
         missing = [p for p in parts if p not in names]
         if missing:

@@ -47,12 +47,37 @@ def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]
         raise SchemaError(f"{where}: metaData has no schemaString")
     try:
         schema = json.loads(schema_string)
-    except json.JSONDecodeError as e:
+    except (ValueError, RecursionError) as e:
         raise SchemaError(f"{where}: schemaString is not valid JSON: {e}") from e
     if not isinstance(schema, dict) or schema.get("type") != "struct" or "fields" not in schema:
         raise SchemaError(f"{where}: schemaString is not a struct type")
+    _check_field_shapes(schema, where)
     _check_unique_names(schema, where)
     return schema
+
+
+def _check_field_shapes(dtype: Any, where: str, path: tuple[str, ...] = ()) -> None:
+    """Every struct's ``fields`` is a list of objects with a string ``name`` and a ``type``."""
+    if not isinstance(dtype, dict):
+        return
+    at = ".".join(path) or "the top level"
+    kind = dtype.get("type")
+    if kind == "struct":
+        fields = dtype.get("fields")
+        if not isinstance(fields, list):
+            raise SchemaError(f"{where}: schemaString: the fields of the struct at {at} are not a list")
+        for f in fields:
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str) or "type" not in f:
+                raise SchemaError(
+                    f"{where}: schemaString: a field of the struct at {at} is not an object with a string "
+                    f"name and a type: {json.dumps(f)[:120]}"
+                )
+            _check_field_shapes(f["type"], where, (*path, f["name"]))
+    elif kind == "array":
+        _check_field_shapes(dtype.get("elementType"), where, (*path, "element"))
+    elif kind == "map":
+        _check_field_shapes(dtype.get("keyType"), where, (*path, "key"))
+        _check_field_shapes(dtype.get("valueType"), where, (*path, "value"))
 
 
 def _type_nodes(dtype: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], Any]]:

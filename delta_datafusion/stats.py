@@ -137,7 +137,7 @@ def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Arr
                     line = json.dumps({"s": obj}).encode()
                     t = pajson.read_json(io.BytesIO(line), parse_options=opts)
                     value = t.column("s")[0].as_py()
-            except (ValueError, pa.ArrowInvalid):
+            except (ValueError, RecursionError, pa.ArrowInvalid):
                 value = None
         out.append(value)
     return pa.array(out, parse_type)

@@ -56,7 +56,6 @@ class DeltaTable:
         """One row per available commit: version, timestamp (ms; the in-commit timestamp when
         enabled, else the file modification time made strictly increasing) and operation."""
         import io
-        import json
 
         listing = self.listing()
         timeline = self.timeline(listing)
@@ -67,10 +66,7 @@ class DeltaTable:
             op = None
             for line in io.BytesIO(data):
                 if b'"commitInfo"' in line:
-                    try:
-                        op = (json.loads(line).get("commitInfo") or {}).get("operation")
-                    except ValueError:
-                        op = None
+                    op = _operation(line)
                     break
             rows.append({"version": v, "timestamp": timeline.timestamp(v), "operation": op})
         return pa.Table.from_pylist(
@@ -92,3 +88,17 @@ class DeltaTable:
 
     def __repr__(self) -> str:
         return f"DeltaTable({self.uri!r})"
+
+
+def _operation(line: bytes) -> str | None:
+    """``commitInfo.operation`` of a commit line; None when the line or field is not what the
+    protocol describes (commitInfo is informational: history still lists the version)."""
+    import json
+
+    try:
+        action = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    info = action.get("commitInfo") if isinstance(action, dict) else None
+    op = info.get("operation") if isinstance(info, dict) else None
+    return op if isinstance(op, str) else None

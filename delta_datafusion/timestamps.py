@@ -26,7 +26,7 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
             continue
         try:
             action = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise LogCorruptError(f"{where}: malformed JSON action: {e}") from e
         info = action.get("commitInfo") if isinstance(action, dict) else None
         if isinstance(info, dict) and isinstance(info.get("inCommitTimestamp"), int):

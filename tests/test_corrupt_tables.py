@@ -64,3 +64,99 @@ def test_commit_version_beyond_a_long(trips: Path) -> None:
     shutil.copy(commit_path(trips, 1), log_dir(trips) / ("9" * 20 + ".json"))
     with pytest.raises(LogCorruptError, match=r"99999999999999999999\.json: a commit version beyond"):
         DeltaTable(str(trips)).snapshot()
+
+
+def _metadata_edit(trips: Path, fn) -> None:
+    def edit(action):
+        if "metaData" in action:
+            fn(action["metaData"])
+        return action
+
+    _edit(commit_path(trips, 0), edit)
+
+
+def test_metadata_without_partition_columns_is_refused(trips: Path) -> None:
+    """partitionColumns is required: read as unpartitioned, `city` came back NULL and
+    `WHERE city = 'Porto'` matched nothing."""
+    from delta_datafusion.errors import SchemaError
+
+    _metadata_edit(trips, lambda md: md.pop("partitionColumns"))
+    with pytest.raises(SchemaError, match=r"00000000000000000000\.json: metaData lacks partitionColumns"):
+        DeltaTable(str(trips)).snapshot()
+
+
+def test_repeated_partition_column_is_refused(trips: Path) -> None:
+    from delta_datafusion.errors import SchemaError
+
+    _metadata_edit(trips, lambda md: md.update(partitionColumns=["city", "city"]))
+    with pytest.raises(
+        SchemaError, match=r"partitionColumns \['city', 'city'\] name a column more than once"
+    ):
+        _sql(trips, "SELECT count(*) AS n FROM t")
+
+
+@pytest.mark.parametrize(
+    "mangle, message",
+    [
+        (lambda s: s["fields"][0].pop("name"), "not an object with a string name and a type"),
+        (lambda s: s["fields"][0].update(name=5), "not an object with a string name and a type"),
+        (lambda s: s.update(fields={"a": 1}), "the fields of the struct at the top level are not a list"),
+    ],
+)
+def test_malformed_schema_fields_are_schema_errors(trips: Path, mangle, message) -> None:
+    from delta_datafusion.errors import SchemaError
+
+    def edit(md):
+        schema = json.loads(md["schemaString"])
+        mangle(schema)
+        md["schemaString"] = json.dumps(schema)
+
+    _metadata_edit(trips, edit)
+    with pytest.raises(SchemaError, match=message):
+        DeltaTable(str(trips)).snapshot()
+
+
+def test_deeply_nested_json_is_corrupt_not_a_recursion_error(trips: Path) -> None:
+    from delta_datafusion.errors import SchemaError
+
+    _metadata_edit(trips, lambda md: md.update(schemaString="[" * 100_000 + "]" * 100_000))
+    with pytest.raises(SchemaError, match="schemaString is not valid JSON"):
+        DeltaTable(str(trips)).snapshot()
+
+
+def test_history_tolerates_odd_commit_info(trips: Path) -> None:
+    """commitInfo is informational: history lists every version, with no operation where the
+    line is not what the protocol describes."""
+    _edit(commit_path(trips, 3), lambda a: {"commitInfo": "odd"} if "commitInfo" in a else a)
+    _edit(commit_path(trips, 4), lambda a: {"commitInfo": {"operation": 7}} if "commitInfo" in a else a)
+    deep = commit_path(trips, 5)
+    deep.write_text('{"commitInfo": ' + "[" * 100_000 + "]" * 100_000 + "}\n" + deep.read_text())
+    ops = DeltaTable(str(trips)).history().column("operation").to_pylist()
+    assert len(ops) == 6 and ops[3] is None and ops[4] is None and ops[5] is None
+    assert ops[0] is not None
+
+
+def test_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path) -> None:
+    """A V2 manifest naming a sidecar elsewhere (another table's, any file) was read as part of
+    the table."""
+    from conftest import corpus_table
+
+    t = copy_table(corpus_table("v2-checkpoints-json-with-sidecars"), tmp_path / "t")
+    manifest = next(log_dir(t).glob("00000000000000000006.checkpoint.*.json"))
+    sidecar = sorted((log_dir(t) / "_sidecars").glob("00000000000000000006.checkpoint.*.parquet"))[0]
+    outside = tmp_path / sidecar.name
+    shutil.move(sidecar, outside)
+
+    def point_outside(action):
+        if "sidecar" in action and action["sidecar"]["path"] == sidecar.name:
+            action["sidecar"]["path"] = outside.as_uri()
+        return action
+
+    _edit(manifest, point_outside)
+    with pytest.raises(LogCorruptError, match=r"sidecar 'file://.*' is outside .*_delta_log/_sidecars"):
+        DeltaTable(str(t)).snapshot().files()
+    _edit(
+        manifest, lambda a: {"sidecar": {**a["sidecar"], "path": "../../x.parquet"}} if "sidecar" in a else a
+    )
+    with pytest.raises(Exception, match=r"LogCorruptError.*sidecar '\.\./\.\./x\.parquet' is outside"):
+        _sql(t, "SELECT count(*) AS n FROM t")

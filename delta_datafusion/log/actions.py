@@ -125,7 +125,7 @@ def find_protocol_and_metadata(data: bytes, where: str) -> tuple[dict | None, di
             continue
         try:
             action = json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise LogCorruptError(f"{where}: malformed JSON action at byte {start}: {e}") from e
         if not isinstance(action, dict):
             raise LogCorruptError(f"{where}: action at byte {start} is not a JSON object")

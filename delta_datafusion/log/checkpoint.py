@@ -85,7 +85,7 @@ def _check_json_lines(data: bytes, where: str) -> None:
             continue
         try:
             json.loads(line)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise LogCorruptError(f"{where}: malformed JSON action on line {n}: {e}") from e
 
 
@@ -96,11 +96,21 @@ def _read(storage: Storage, path: str) -> bytes:
         raise MissingLogFileError(f"checkpoint file {path} is missing") from e
 
 
-def sidecar_path(storage: Storage, log_dir: str, path: str) -> str:
-    """Sidecar paths are relative to ``_delta_log/_sidecars/`` unless absolute."""
+def sidecar_path(storage: Storage, log_dir: str, path: str, manifest: str) -> str:
+    """Sidecar paths are relative to ``_delta_log/_sidecars/`` unless absolute; either way the file
+    must be in that folder (the protocol keeps sidecars there), so a manifest cannot pull another
+    table's (or any other) files into this one."""
+    folder = posixpath.normpath(posixpath.join(log_dir, "_sidecars"))
     if "://" in path or path.startswith("/") or path.startswith("file:"):
-        return storage.resolve(path)
-    return posixpath.join(log_dir, "_sidecars", path)
+        full = posixpath.normpath(storage.resolve(path))
+    else:
+        full = posixpath.normpath(posixpath.join(folder, path))
+    if not full.startswith(folder + "/"):
+        raise LogCorruptError(
+            f"{manifest}: sidecar {path!r} is outside {folder} (sidecars must be in the table's "
+            "_delta_log/_sidecars folder)"
+        )
+    return full
 
 
 def read_manifest(
@@ -116,7 +126,7 @@ def read_manifest(
         schema = commit_schema(partition_values_type(physical_partitions))
         table, _ = parse_json_actions([_read(storage, part.path)], schema, [part.path])
         sidecars = _sidecar_rows(table)
-        leaves = [LeafFile(sidecar_path(storage, log_dir, p), s or 0) for p, s in sidecars]
+        leaves = [LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars]
         return CheckpointManifest(ckpt, table, leaves)
     leaves: list[LeafFile] = []
     inline_tables = []
@@ -128,7 +138,7 @@ def read_manifest(
         sidecars = _sidecar_rows(side) if side.num_columns else []
         if sidecars:
             inline_tables.append(read_parquet_actions(storage, part, LEAF_COLUMNS))
-            leaves.extend(LeafFile(sidecar_path(storage, log_dir, p), s or 0) for p, s in sidecars)
+            leaves.extend(LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars)
         else:
             leaves.append(LeafFile(part.path, part.size))
     inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None

@@ -202,7 +202,7 @@ def _read_hint(storage: Storage, f: FileInfo) -> dict | None:
     try:
         hint = json.loads(storage.read_bytes(f.path))
         return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
 
 
