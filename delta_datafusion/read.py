@@ -30,7 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .dv import DeletionVectorCache, DeletionVectorDescriptor, deleted_row_mask
-from .errors import DataFileNotFoundError, DeltaError
+from .errors import DataFileNotFoundError, DeletionVectorError, DeltaError
 from .scan_unit import ScanUnit
 from .schema import relabel
 from .storage import Storage
@@ -466,6 +466,14 @@ class UnitReader:
                 unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
             )
             file_schema = pf.schema_arrow
+            rows = pf.metadata.num_rows
+            for dv, what in ((drop, "deletion vector"), (only, "rows-to-keep deletion vector")):
+                if dv is not None and len(dv) and dv.max() >= rows:
+                    at = f" version {self.version}" if self.version is not None else ""
+                    raise DeletionVectorError(
+                        f"table {self.label}{at}: the {what} of data file {unit.location} names "
+                        f"row {dv.max()}, but the file has {rows} rows"
+                    )
             by_id = id_mode_columns(file_schema, self.rs.physical) if self.rs.id_mode else None
             if by_id is not None:  # file column -> physical name, nested fields renamed by id
                 wanted = {phys_names[c] for c in needed}
@@ -668,14 +676,23 @@ def _constant_batches(
             total -= n
 
 
+#: More rows than a data file is taken to hold: statistics claiming more are read, not trusted.
+MAX_TRUSTED_ROWS = 2**31 - 1
+
+
 def _known_row_count(unit: ScanUnit) -> int | None:
-    """Live rows of a unit known from the log alone, or None when the file must be read."""
-    if unit.num_records is None or unit.only_rows is not None:
+    """Live rows of a unit known from the log alone, or None when the file must be read (also
+    when the log's figures are impossible: a negative or huge numRecords, a deletion vector
+    deleting fewer than none or more rows than the file has; the read then checks the file)."""
+    n = unit.num_records
+    if n is None or unit.only_rows is not None or not 0 <= n <= MAX_TRUSTED_ROWS:
         return None
     if unit.drop_rows is None:
-        return unit.num_records
+        return n
     cardinality = unit.drop_rows.get("cardinality")
-    return None if cardinality is None else unit.num_records - int(cardinality)
+    if not isinstance(cardinality, int) or not 0 <= cardinality <= n:
+        return None
+    return n - cardinality
 
 
 def _cast(arr: pa.Array, typ: pa.DataType, by_name: bool = False) -> pa.Array:

@@ -160,3 +160,63 @@ def test_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path) -> None:
     )
     with pytest.raises(Exception, match=r"LogCorruptError.*sidecar '\.\./\.\./x\.parquet' is outside"):
         _sql(t, "SELECT count(*) AS n FROM t")
+
+
+@pytest.mark.parametrize("num_records", [-100, 2**62])
+def test_impossible_num_records_are_not_trusted_for_counts(trips: Path, num_records: int) -> None:
+    """count(*) from the log used numRecords as given: -100 failed in pyarrow, 2**62 tried to
+    allocate it; such a file is read instead."""
+    want = _sql(trips, "SELECT count(*) AS n FROM t")
+
+    def lie(action):
+        if "add" in action and action["add"].get("stats"):
+            stats = json.loads(action["add"]["stats"])
+            stats["numRecords"] = num_records
+            action["add"]["stats"] = json.dumps(stats)
+        return action
+
+    for version in range(6):
+        _edit(commit_path(trips, version), lie)
+    assert _sql(trips, "SELECT count(*) AS n FROM t") == want
+
+
+def _dv_table(tmp_path: Path) -> Path:
+    from conftest import corpus_table
+
+    return copy_table(corpus_table("table-with-dv-small"), tmp_path / "dv")  # 10 rows, DV of 2 at v1
+
+
+def test_negative_deletion_vector_cardinality_is_not_counted(tmp_path: Path) -> None:
+    t = _dv_table(tmp_path)
+
+    def negative(action):
+        if "add" in action and action["add"].get("deletionVector"):
+            action["add"]["deletionVector"]["cardinality"] = -3
+        return action
+
+    _edit(commit_path(t, 1), negative)
+    with pytest.raises(Exception, match="DeletionVectorError.*cardinality must be a non-negative integer"):
+        _sql(t, "SELECT count(*) AS n FROM t")
+
+
+def test_deletion_vector_naming_a_row_past_the_file_is_refused(tmp_path: Path) -> None:
+    """A well-formed DV (magic, size, checksum) deleting row 700 of a 10-row file was applied
+    silently."""
+    import struct
+    import zlib
+
+    from pyroaring import BitMap64
+
+    t = _dv_table(tmp_path)
+    dv_file = next(t.glob("deletion_vector_*.bin"))
+    body = struct.pack("<I", 1681511377) + BitMap64([0, 700]).serialize()
+    dv_file.write_bytes(b"\x01" + struct.pack(">I", len(body)) + body + struct.pack(">I", zlib.crc32(body)))
+
+    def resize(action):
+        if "add" in action and action["add"].get("deletionVector"):
+            action["add"]["deletionVector"]["sizeInBytes"] = len(body)
+        return action
+
+    _edit(commit_path(t, 1), resize)
+    with pytest.raises(Exception, match=r"DeletionVectorError.*names row 700, but the file has 10 rows"):
+        _sql(t, "SELECT * FROM t")
