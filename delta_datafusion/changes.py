@@ -66,7 +66,7 @@ from .log.actions import (
 from .log.segment import LogListing, build_segment, list_log, missing_versions
 from .partition_values import typed_partition_values
 from .protocol import Metadata, Protocol
-from .replay import decode_paths, flatten_file_actions, resolve_paths
+from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import ScanUnit
 from .schema import physical_name
 from .stats import typed_stats
@@ -328,7 +328,7 @@ class ChangeFeed:
                 return t.append_column("location", pa.array([], pa.string()))
             decoded = decode_paths(t.column("path"))
             t = t.set_column(t.schema.get_field_index("path"), "path", decoded)
-            return t.append_column("location", resolve_paths(storage, decoded))
+            return _once_per_commit(t.append_column("location", resolve_paths(storage, decoded)))
 
         cdc = flat("cdc")
         adds = flat("add")
@@ -961,6 +961,26 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
         while len(_FEEDS) > FEED_CACHE_SIZE:
             _FEEDS.popitem(last=False)
     return feed
+
+
+def _once_per_commit(actions: pa.Table) -> pa.Table:
+    """File actions with one row per (version, file, deletion vector): a commit listing the same
+    action twice changes the file once (as replay has it), not twice."""
+    n = actions.num_rows
+    if n < 2:
+        return actions
+    dv = (
+        actions.column("deletionVector").combine_chunks()
+        if "deletionVector" in actions.column_names
+        else None
+    )
+    locations = actions.column("location").combine_chunks()
+    keys = locations if dv is None else file_keys(locations, dv)
+    rows = pa.table({"v": actions.column("version"), "k": keys, "i": pa.array(np.arange(n, dtype=np.int64))})
+    last = rows.group_by(["v", "k"], use_threads=False).aggregate([("i", "max")]).column("i_max")
+    if len(last) == n:
+        return actions
+    return actions.take(pa.array(np.sort(last.to_numpy())))
 
 
 def _require_commits(listing: LogListing, start: int, end: int, where: str) -> None:

@@ -30,7 +30,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .dv import DeletionVectorCache, DeletionVectorDescriptor, deleted_row_mask
-from .errors import DataFileNotFoundError, DeletionVectorError, DeltaError
+from .errors import ChangeDataFeedError, DataFileNotFoundError, DeletionVectorError, DeltaError
 from .scan_unit import ScanUnit
 from .schema import relabel
 from .storage import Storage
@@ -46,6 +46,7 @@ class _ConversionError(DeltaError):
 
 
 #: What reading a data file may raise; both read paths turn it into an error naming the file.
+_CHANGE_TYPE = "_change_type"
 _READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, _ConversionError)
 
 _FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
@@ -197,6 +198,31 @@ class UnitReader:
 
         ``predicate`` is a :mod:`.predicate` tree; it is turned into an SQL-exact pyarrow filter.
         """
+        batches = self._read(units, columns, predicate, batch_size)
+        if _CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
+            return batches
+        return self._checked_change_types(batches, units)
+
+    def _checked_change_types(
+        self, batches: Iterator[pa.RecordBatch], units: Sequence[ScanUnit]
+    ) -> Iterator[pa.RecordBatch]:
+        """Change types are never null: only a change-data file without the column makes one."""
+        for batch in batches:
+            if batch.column(_CHANGE_TYPE).null_count:
+                cdc = [u.location for u in units if u.has_change_type_column]
+                which = cdc[0] if len(cdc) == 1 else f"one of {len(cdc)} read together, the first {cdc[0]}"
+                raise ChangeDataFeedError(
+                    f"table {self.label}: a change data file has no {_CHANGE_TYPE} column ({which})"
+                )
+            yield batch
+
+    def _read(
+        self,
+        units: Sequence[ScanUnit],
+        columns: Sequence[str],
+        predicate: Any = None,
+        batch_size: int | None = None,
+    ) -> Iterator[pa.RecordBatch]:
         from .predicate import referenced_columns, to_pyarrow
 
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])

@@ -220,3 +220,39 @@ def test_deletion_vector_naming_a_row_past_the_file_is_refused(tmp_path: Path) -
     _edit(commit_path(t, 1), resize)
     with pytest.raises(Exception, match=r"DeletionVectorError.*names row 700, but the file has 10 rows"):
         _sql(t, "SELECT * FROM t")
+
+
+def test_change_data_file_without_change_type_is_refused(trips: Path) -> None:
+    """A cdc file lacking _change_type gave rows with a NULL change type."""
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.errors import ChangeDataFeedError
+
+    cdc = next((trips / "_change_data").rglob("*.parquet"))
+    pq.write_table(pq.read_table(cdc).drop_columns(["_change_type"]), cdc)
+    version = next(
+        v
+        for v in range(6)
+        if cdc.name in commit_path(trips, v).read_text() and '"cdc"' in commit_path(trips, v).read_text()
+    )
+    with pytest.raises(
+        ChangeDataFeedError, match=rf"change data file has no _change_type column \(.*{cdc.name}"
+    ):
+        DeltaTable(str(trips)).changes(version, version).to_table()
+    with pytest.raises(Exception, match="ChangeDataFeedError.*no _change_type column"):
+        _sql(
+            trips,
+            f"SELECT _change_type, count(*) FROM table_changes('{trips}', {version}, {version}) GROUP BY 1",
+        )
+    # the columns around it still read: the rows do not depend on the missing column
+    assert DeltaTable(str(trips)).changes(version, version, columns=["trip_id"]).to_table().num_rows > 0
+
+
+def test_an_action_listed_twice_in_a_commit_changes_the_feed_once(trips: Path) -> None:
+    """The snapshot counted a doubled add once; the change feed gave its rows twice."""
+    once = DeltaTable(str(trips)).changes(5, 5).to_table().num_rows
+    path = commit_path(trips, 5)
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines + [line for line in lines if '"add"' in line]) + "\n")
+    assert DeltaTable(str(trips)).changes(5, 5).to_table().num_rows == once > 0
+    assert _sql(trips, "SELECT count(*) AS n FROM t") == _sql(TRIPS, "SELECT count(*) AS n FROM t")
