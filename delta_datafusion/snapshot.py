@@ -347,6 +347,8 @@ class Snapshot(TableVersionView):
 
             with ThreadPoolExecutor(threads) as pool:
                 parts += list(pool.map(lambda leaf: reduce(read_leaf(self.storage, leaf)), leaves))
+        if manifest.checkpoint.kind == "multi" and len(parts) > 1:
+            _refuse_repeated_adds([adds for adds, _, _ in parts], manifest.checkpoint.parts[0].path)
         for adds, txn, dom in parts:
             out.adds.append(adds)
             if txn is not None:
@@ -464,6 +466,17 @@ _RAW_COLUMNS = [
     "version",
     "key",
 ]
+
+
+def _refuse_repeated_adds(parts: list[pa.Table], where: str) -> None:
+    """The parts of a multi-part checkpoint hold each live file once; a part that repeats
+    another's files (a copied part) would give their rows twice."""
+    keys = [t.column("key") for t in parts if t.num_rows and "key" in t.column_names]
+    if not keys:
+        return
+    keys = pa.chunked_array([c for k in keys for c in k.chunks], pa.string())
+    if pc.count_distinct(keys).as_py() != len(keys):
+        raise LogCorruptError(f"{where}: the parts of this multi-part checkpoint list a file more than once")
 
 
 def _project_raw(t: pa.Table) -> pa.Table:

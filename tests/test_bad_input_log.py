@@ -565,10 +565,12 @@ def test_checkpoint_add_without_path_or_without_add_column(tmp_path: Path):
     original = _replace_checkpoint_add_field(ckpt, "path", lambda add: pa.nulls(len(add), pa.string()))
     with pytest.raises(LogCorruptError, match="checkpoint 1 of .* without a path"):
         DeltaTable(str(t)).snapshot().files()
-    # no add column at all is legal (Spark's multi-part checkpoints have such parts, see the
-    # corpus table parquet_row_group_skipping): no files from it, and no crash (was a KeyError)
+    # a part of a multi-part checkpoint may lack the add column (Spark writes such parts, see the
+    # corpus table parquet_row_group_skipping); a classic checkpoint always has it: one without
+    # is not a checkpoint (it was read as "no files", losing every row)
     pq.write_table(original.drop_columns(["add"]), ckpt)
-    assert DeltaTable(str(t)).snapshot().files().num_rows == 0
+    with pytest.raises(LogCorruptError, match=r"checkpoint has no add column .*not a checkpoint"):
+        DeltaTable(str(t)).snapshot().files()
 
 
 def test_duplicate_column_names_in_schema(tmp_path: Path):

@@ -256,3 +256,40 @@ def test_an_action_listed_twice_in_a_commit_changes_the_feed_once(trips: Path) -
     path.write_text("\n".join(lines + [line for line in lines if '"add"' in line]) + "\n")
     assert DeltaTable(str(trips)).changes(5, 5).to_table().num_rows == once > 0
     assert _sql(trips, "SELECT count(*) AS n FROM t") == _sql(TRIPS, "SELECT count(*) AS n FROM t")
+
+
+def test_parquet_that_is_not_a_sidecar_is_refused(tmp_path: Path) -> None:
+    """A sidecar replaced by an unrelated parquet file was read as "no files"."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from conftest import corpus_table
+
+    t = copy_table(corpus_table("v2-checkpoints-json-with-sidecars"), tmp_path / "t")
+    sidecar = sorted((log_dir(t) / "_sidecars").glob("00000000000000000006.checkpoint.*.parquet"))[0]
+    pq.write_table(pa.table({"x": [1]}), sidecar)
+    with pytest.raises(
+        LogCorruptError, match=rf"{sidecar.name}: sidecar has neither an add nor a remove column"
+    ):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_sidecar_listed_twice_is_refused(tmp_path: Path) -> None:
+    from conftest import corpus_table
+
+    t = copy_table(corpus_table("v2-checkpoints-json-with-sidecars"), tmp_path / "t")
+    manifest = next(log_dir(t).glob("00000000000000000006.checkpoint.*.json"))
+    lines = manifest.read_text().splitlines()
+    manifest.write_text("\n".join(lines + [next(line for line in lines if '"sidecar"' in line)]) + "\n")
+    with pytest.raises(LogCorruptError, match="is listed more than once"):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_multi_part_checkpoint_repeating_a_part_is_refused(tmp_path: Path) -> None:
+    """A part copied over another gave its files' rows twice."""
+    from conftest import corpus_table
+
+    t = copy_table(corpus_table("v1-multi-part-struct-stats-only"), tmp_path / "t")
+    part = log_dir(t) / "00000000000000000005.checkpoint.{:010d}.0000000003.parquet"
+    shutil.copy(part.parent / part.name.format(2), part.parent / part.name.format(3))
+    with pytest.raises(LogCorruptError, match="multi-part checkpoint list a file more than once"):
+        DeltaTable(str(t)).snapshot().files()

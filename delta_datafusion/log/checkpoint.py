@@ -127,7 +127,7 @@ def read_manifest(
         table, _ = parse_json_actions([_read(storage, part.path)], schema, [part.path])
         sidecars = _sidecar_rows(table)
         leaves = [LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars]
-        return CheckpointManifest(ckpt, table, leaves)
+        return CheckpointManifest(ckpt, table, _unique_leaves(leaves, part.path))
     leaves: list[LeafFile] = []
     inline_tables = []
     for part in ckpt.parts:
@@ -142,7 +142,30 @@ def read_manifest(
         else:
             leaves.append(LeafFile(part.path, part.size))
     inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None
-    return CheckpointManifest(ckpt, inline, leaves)
+    if ckpt.kind == "classic" and not inline_tables:
+        _require_add_column(storage, ckpt.parts[0].path)
+    return CheckpointManifest(ckpt, inline, _unique_leaves(leaves, ckpt.parts[0].path))
+
+
+def _unique_leaves(leaves: list[LeafFile], manifest: str) -> list[LeafFile]:
+    """A leaf named twice would give its files twice."""
+    seen: set[str] = set()
+    for leaf in leaves:
+        if leaf.path in seen:
+            raise LogCorruptError(f"{manifest}: sidecar {leaf.path} is listed more than once")
+        seen.add(leaf.path)
+    return leaves
+
+
+def _require_add_column(storage: Storage, path: str) -> None:
+    """A classic checkpoint always has the ``add`` column (empty when the table has no files);
+    a parquet file without it is something else, and reading it as "no files" loses rows."""
+    with checkpoint_read_errors(path):
+        names = open_parquet(storage, path).schema_arrow.names
+    if "add" not in names:
+        raise LogCorruptError(
+            f"{path}: checkpoint has no add column (it holds {names[:8]}): not a checkpoint"
+        )
 
 
 def _no_sidecar_rows(storage: Storage, path: str) -> bool:
@@ -203,6 +226,10 @@ def open_leaf(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
 def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:
     """Read a leaf's action columns (whole file or the given row groups)."""
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
+        if "/_sidecars/" in leaf.path and not {"add", "remove"} & set(pf.schema_arrow.names):
+            raise LogCorruptError(
+                f"{leaf.path}: sidecar has neither an add nor a remove column: not a sidecar"
+            )
         present = present_columns(pf, columns or LEAF_COLUMNS)
         threads = use_threads()
         if leaf.row_groups is None:
