@@ -103,6 +103,8 @@ def sql(args: argparse.Namespace, out=None) -> int:
 
 def info(args: argparse.Namespace, out=None) -> int:
     out = out or sys.stdout
+    import pyarrow.compute as pc
+
     from .table import DeltaTable
 
     snap = DeltaTable(args.uri).snapshot(version=args.version)
@@ -115,7 +117,10 @@ def info(args: argparse.Namespace, out=None) -> int:
         file=out,
     )
     print(f"partition columns: {snap.partition_columns}", file=out)
-    print(f"live files: {files.num_rows}, bytes: {sum(files.column('size').to_pylist())}", file=out)
+    sizes = files.column("size")
+    total = pc.sum(sizes).as_py() or 0
+    unknown = f" ({sizes.null_count} of unknown size)" if sizes.null_count else ""
+    print(f"live files: {files.num_rows}, bytes: {total}{unknown}", file=out)
     for f in snap.schema:
         print(f"  {f.name}: {f.type}", file=out)
     return 0

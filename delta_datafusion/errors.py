@@ -129,9 +129,9 @@ def from_datafusion(exc: BaseException) -> DeltaError | None:
 
 
 def describe(exc: BaseException) -> str:
-    """``"ClassName: message"`` of a package error (also one wrapped by DataFusion), else the
-    exception's own text."""
+    """``"ClassName: message"`` of a package error (also one wrapped by DataFusion), else of the
+    exception itself."""
     err = from_datafusion(exc)
     if err is not None:
         return f"{type(err).__name__}: {err}"
-    return str(exc)
+    return f"{type(exc).__name__}: {exc}"

@@ -40,7 +40,7 @@ def child(struct: pa.Array | pa.ChunkedArray, name: str, typ: pa.DataType | None
     """A struct child honouring parent nulls; nulls of ``typ`` when the child is absent."""
     if isinstance(struct, pa.ChunkedArray):
         struct = struct.combine_chunks()
-    if struct.type.get_field_index(name) < 0:
+    if not pa.types.is_struct(struct.type) or struct.type.get_field_index(name) < 0:
         return pa.nulls(len(struct), typ or pa.null())
     out = pc.struct_field(struct, name)
     if typ is not None and out.type != typ:
@@ -67,6 +67,8 @@ def flatten_file_actions(
     n = len(rows)
     if n:
         paths = child(rows, "path")
+        if not (pa.types.is_string(paths.type) or pa.types.is_large_string(paths.type)):
+            raise LogCorruptError(f"{where}: file action paths are {paths.type}, not strings")
         if paths.null_count:
             at = ""
             if versions is not None:
@@ -103,6 +105,18 @@ def flatten_file_actions(
                     fields=[pa.field(c, pa.string()) for c in physical_partition_columns],
                 )
             )
+    try:
+        cols = _flat_columns(rows, pv, n)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise LogCorruptError(
+            f"{where}: a file action field has the wrong type: {str(e).splitlines()[0]}"
+        ) from e
+    if versions is not None:
+        cols["version"] = versions.filter(valid)
+    return pa.table(cols)
+
+
+def _flat_columns(rows: pa.Array, pv: pa.Array, n: int) -> dict[str, pa.Array]:
     cols = {
         "path": child(rows, "path", pa.string()),
         "partitionValues": pv,
@@ -118,9 +132,7 @@ def flatten_file_actions(
         cols["stats_parsed"] = child(rows, "stats_parsed")
     if rows.type.get_field_index("partitionValues_parsed") >= 0:
         cols["partitionValues_parsed"] = child(rows, "partitionValues_parsed")
-    if versions is not None:
-        cols["version"] = versions.filter(valid)
-    return pa.table(cols)
+    return cols
 
 
 def _valid_rows(actions: pa.Array, valid: pa.Array) -> pa.Array:

@@ -135,6 +135,8 @@ class Storage:
             uri = os.fspath(uri)
         if not isinstance(uri, str) or not uri:
             raise DeltaError(f"table URI must be a non-empty string or path, got {uri!r}")
+        if "\x00" in uri:
+            raise DeltaError(f"table URI {uri!r} contains a NUL character")
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise DeltaError(
                 f"storage_options for {uri!r} must be a dict of filesystem options, got "

@@ -573,6 +573,31 @@ def test_checkpoint_add_without_path_or_without_add_column(tmp_path: Path):
         DeltaTable(str(t)).snapshot().files()
 
 
+@pytest.mark.parametrize(
+    "field, make, message",
+    [
+        ("size", lambda add: pa.array(["big"] * len(add)), "a file action field has the wrong type"),
+        (
+            "path",
+            lambda add: pa.array(range(len(add)), pa.int64()),
+            "file action paths are int64, not strings",
+        ),
+    ],
+)
+def test_checkpoint_add_fields_of_the_wrong_type(tmp_path: Path, field, make, message):
+    """A string size failed in pyarrow; integer paths were cast to file names "0", "1"."""
+    t = _small_table(tmp_path / "t", commits=2, checkpoint=True)
+    _replace_checkpoint_add_field(log_dir(t) / f"{1:020d}.checkpoint.parquet", field, make)
+    with pytest.raises(LogCorruptError, match=f"checkpoint 1 of .*: {message}"):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_nul_character_in_a_location(tmp_path: Path):
+    t = _small_table(tmp_path / "t", commits=1)
+    with pytest.raises(DeltaError, match="contains a NUL character"):
+        DeltaTable(str(t) + "\x00x")
+
+
 def test_duplicate_column_names_in_schema(tmp_path: Path):
     t = _small_table(tmp_path / "t", commits=1)
     _add_schema_field(t, {"name": "ID", "type": "long", "nullable": True, "metadata": {}})

@@ -364,3 +364,22 @@ def test_decimal_against_a_fractional_literal_in_predicate_text(tmp_path):
         table.snapshot().scan(predicate="price > 69.49").to_table()
     got = table.snapshot().scan(predicate="price > CAST(69.49 AS DECIMAL(10, 2))").to_table()
     assert got.column("price").to_pylist() == [Decimal("69.50")]
+
+
+def test_cli_info_with_a_file_of_unknown_size(tmp_path, capsys):
+    """An add without a size read fine but `info` failed summing the sizes."""
+    import shutil
+    from pathlib import Path
+
+    import delta_datafusion as dd
+
+    t = tmp_path / "trips"
+    shutil.copytree(Path(dd.__file__).parent / "examples" / "trips", t)
+    commit = t / "_delta_log" / f"{5:020d}.json"
+    lines = [json.loads(line) for line in commit.read_text().splitlines() if line.strip()]
+    for action in lines:
+        if "add" in action:
+            action["add"].pop("size")
+    commit.write_text("\n".join(json.dumps(a) for a in lines) + "\n")
+    assert cli.main(["info", str(t)]) == 0
+    assert "(1 of unknown size)" in capsys.readouterr().out
