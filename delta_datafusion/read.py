@@ -481,8 +481,8 @@ class UnitReader:
     def _read_selected(
         self, unit, columns, row_filter, filter_columns, out_schema, bs
     ) -> Iterator[pa.RecordBatch]:
-        drop = self._bitmap(unit.drop_rows)
-        only = self._bitmap(unit.only_rows)
+        drop = self._bitmap(unit.drop_rows, unit)
+        only = self._bitmap(unit.only_rows, unit)
         phys_names = self.rs.to_physical()
         # cdc files store _change_type themselves (it is not a constant of the unit)
         stored = self.rs.file_columns | ({"_change_type"} if unit.has_change_type_column else set())
@@ -558,10 +558,16 @@ class UnitReader:
             fields.append(pa.field(name, f.type))
         return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)) if fields else batch.select([])
 
-    def _bitmap(self, dv: dict | None):
+    def _bitmap(self, dv: dict | None, unit: ScanUnit):
         if dv is None:
             return None
-        return DV_CACHE.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
+        try:
+            return DV_CACHE.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
+        except DeletionVectorError as e:
+            if unit.location in str(e):
+                raise
+            at = f" version {self.version}" if self.version is not None else ""
+            raise DeletionVectorError(f"table {self.label}{at}, data file {unit.location}: {e}") from e
 
     def _file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
         missing = [u.location for u in units if not self.storage.exists(u.location)]
@@ -578,8 +584,10 @@ class UnitReader:
                 f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
                 f"schema says {expected} ({reason})"
             )
-        if len(units) == 1:
-            return DeltaError(f"{where}: cannot read data file {units[0].location}: {reason}")
+        text = str(e)
+        named = [u.location for u in units if u.location in text or _local_path(u.location) in text]
+        if len(units) == 1 or named:
+            return DeltaError(f"{where}: cannot read data file {(named or [units[0].location])[0]}: {reason}")
         return DeltaError(
             f"{where}: cannot read one of {len(units)} data files (the first is {units[0].location}): {reason}"
         )
@@ -775,3 +783,8 @@ def read_units_table(
 ) -> pa.Table:
     out_schema = pa.schema([reader.rs.logical.field(c) for c in columns])
     return pa.Table.from_batches(list(reader.read(units, columns, predicate)), schema=out_schema)
+
+
+def _local_path(location: str) -> str:
+    """``location`` without a ``file://`` scheme, as pyarrow names local files in its errors."""
+    return location[len("file://") :] if location.startswith("file://") else location

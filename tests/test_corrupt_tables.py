@@ -293,3 +293,32 @@ def test_multi_part_checkpoint_repeating_a_part_is_refused(tmp_path: Path) -> No
     shutil.copy(part.parent / part.name.format(2), part.parent / part.name.format(3))
     with pytest.raises(LogCorruptError, match="multi-part checkpoint list a file more than once"):
         DeltaTable(str(t)).snapshot().files()
+
+
+def test_deletion_vector_descriptor_errors_name_the_data_file(tmp_path: Path) -> None:
+    from delta_datafusion.errors import DeletionVectorError
+
+    t = _dv_table(tmp_path)
+    data_file = None
+
+    def bad_type(action):
+        nonlocal data_file
+        if "add" in action and action["add"].get("deletionVector"):
+            action["add"]["deletionVector"]["storageType"] = "q"
+            data_file = action["add"]["path"]
+        return action
+
+    _edit(commit_path(t, 1), bad_type)
+    with pytest.raises(
+        DeletionVectorError,
+        match=rf"version 1, data file .*{data_file}: unknown deletion vector storageType 'q'",
+    ):
+        DeltaTable(str(t)).snapshot().scan().to_table()
+
+
+def test_unreadable_data_file_is_named_among_several(trips: Path) -> None:
+    """The error named the first file of the read, a healthy one."""
+    broken = sorted((trips / "city=Porto").glob("*.parquet"))[0]
+    broken.write_bytes(broken.read_bytes()[:100])
+    with pytest.raises(DeltaError, match=rf"cannot read data file .*{broken.name}"):
+        DeltaTable(str(trips)).snapshot().scan().to_table()
