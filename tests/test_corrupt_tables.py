@@ -322,3 +322,30 @@ def test_unreadable_data_file_is_named_among_several(trips: Path) -> None:
     broken.write_bytes(broken.read_bytes()[:100])
     with pytest.raises(DeltaError, match=rf"cannot read data file .*{broken.name}"):
         DeltaTable(str(trips)).snapshot().scan().to_table()
+
+
+def test_empty_v2_manifest_is_named(tmp_path: Path) -> None:
+    """An empty manifest was reported as "no protocol action found in the log"."""
+    from conftest import corpus_table
+
+    t = copy_table(corpus_table("v2-checkpoints-json-with-sidecars"), tmp_path / "t")
+    manifest = next(log_dir(t).glob("00000000000000000006.checkpoint.*.json"))
+    manifest.write_bytes(b"")
+    with pytest.raises(LogCorruptError, match=rf"{manifest.name}: the checkpoint manifest is empty"):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_incomplete_multi_part_checkpoint_is_mentioned(tmp_path: Path) -> None:
+    from conftest import corpus_table
+
+    from delta_datafusion.errors import VersionNotFoundError
+
+    t = copy_table(corpus_table("v1-multi-part-struct-stats-only"), tmp_path / "t")
+    for v in range(5):
+        commit_path(t, v).unlink(missing_ok=True)
+    (log_dir(t) / "00000000000000000005.checkpoint.0000000002.0000000003.parquet").unlink()
+    with pytest.raises(
+        VersionNotFoundError,
+        match=r"incomplete multi-part checkpoints ignored at versions 5 \(2 of its 3 parts\)",
+    ):
+        DeltaTable(str(t)).snapshot(version=5)

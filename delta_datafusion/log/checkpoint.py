@@ -66,11 +66,16 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
     for part in ckpt.parts:
         if part.name.endswith(".json"):
             data = _read(storage, part.path)
+            if not data.strip():
+                raise LogCorruptError(f"{part.path}: the checkpoint manifest is empty")
             p, m = find_protocol_and_metadata(data, part.path)
             if p is None or m is None:
                 _check_json_lines(data, part.path)  # a truncated manifest is corrupt, not protocol-less
         else:
-            p, m = protocol_from_checkpoint_row(read_parquet_actions(storage, part, ["protocol", "metaData"]))
+            found = read_parquet_actions(storage, part, ["protocol", "metaData"])
+            if not found.num_columns and len(ckpt.parts) == 1:
+                raise LogCorruptError(f"{part.path}: no protocol or metaData column: not a checkpoint")
+            p, m = protocol_from_checkpoint_row(found)
         protocol = protocol or p
         metadata = metadata or m
         if protocol and metadata:
@@ -124,7 +129,10 @@ def read_manifest(
     if ckpt.kind == "v2" and ckpt.parts[0].name.endswith(".json"):
         part = ckpt.parts[0]
         schema = commit_schema(partition_values_type(physical_partitions))
-        table, _ = parse_json_actions([_read(storage, part.path)], schema, [part.path])
+        data = _read(storage, part.path)
+        if not data.strip():
+            raise LogCorruptError(f"{part.path}: the checkpoint manifest is empty")
+        table, _ = parse_json_actions([data], schema, [part.path])
         sidecars = _sidecar_rows(table)
         leaves = [LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars]
         return CheckpointManifest(ckpt, table, _unique_leaves(leaves, part.path))

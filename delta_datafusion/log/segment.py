@@ -55,6 +55,8 @@ class LogListing:
     commits: Mapping[int, FileInfo] = field(default_factory=dict)
     checkpoints: dict[int, list[Checkpoint]] = field(default_factory=dict)
     last_checkpoint_hint: dict | None = None
+    #: multi-part checkpoints with parts missing (ignored), by version: what is there
+    incomplete_checkpoints: dict[int, str] = field(default_factory=dict)
 
     @property
     def commit_versions(self) -> list[int]:
@@ -192,6 +194,8 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
         if total >= 1 and sorted(parts) == list(range(1, total + 1)):  # incomplete sets are ignored
             ckpt = Checkpoint(version, "multi", tuple(parts[i] for i in range(1, total + 1)))
             listing.checkpoints.setdefault(version, []).append(ckpt)
+        else:
+            listing.incomplete_checkpoints[version] = f"{len(parts)} of its {total} parts"
     if not listing.commits and not listing.checkpoints:
         raise TableNotFoundError(f"{log_dir} holds no commit or checkpoint files: not a Delta table")
     return listing, versions
@@ -238,10 +242,18 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
     missing = missing_versions(listing, start, version)
     if missing:
         if checkpoint is None and start == 0 and 0 not in listing.commits:
+            ignored = [
+                f"{v} ({what})" for v, what in sorted(listing.incomplete_checkpoints.items()) if v <= version
+            ]
+            why = (
+                f"; incomplete multi-part checkpoints ignored at versions {', '.join(ignored)}"
+                if ignored
+                else ""
+            )
             raise VersionNotFoundError(
                 f"version {version} of {listing.log_dir} cannot be reconstructed: commit 0 is missing "
                 f"and no checkpoint precedes it (available versions are "
-                f"{listing.earliest_version()}..{latest})"
+                f"{listing.earliest_version()}..{latest}{why})"
             )
         raise NonContiguousVersionsError(
             f"{listing.log_dir}: commit versions are not contiguous, missing "
