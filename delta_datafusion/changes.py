@@ -53,6 +53,7 @@ from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
     DeltaError,
+    LogCorruptError,
     VersionNotFoundError,
 )
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
@@ -407,12 +408,17 @@ class ChangeFeed:
         md = self.metadata
         n = raw.num_rows
         part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
-        pv = typed_partition_values(
-            raw.column("partitionValues").combine_chunks() if n else None,
-            self.physical_partitions,
-            part_fields,
-            n,
-        )
+        try:
+            pv = typed_partition_values(
+                raw.column("partitionValues").combine_chunks() if n else None,
+                self.physical_partitions,
+                part_fields,
+                n,
+            )
+        except LogCorruptError as e:  # name the table and the range, not only the column and value
+            raise LogCorruptError(
+                f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: {e}"
+            ) from e
         stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n)
         versions = raw.column("version").combine_chunks()
         ts = (

@@ -349,3 +349,18 @@ def test_incomplete_multi_part_checkpoint_is_mentioned(tmp_path: Path) -> None:
         match=r"incomplete multi-part checkpoints ignored at versions 5 \(2 of its 3 parts\)",
     ):
         DeltaTable(str(t)).snapshot(version=5)
+
+
+def test_bad_partition_value_in_the_change_feed_names_the_table_and_range(trips: Path) -> None:
+    """The error named only the column and value ("Porto" is no date)."""
+
+    def as_date(md):
+        schema = json.loads(md["schemaString"])
+        for f in schema["fields"]:
+            if f["name"] == "city":
+                f["type"] = "date"
+        md["schemaString"] = json.dumps(schema)
+
+    _metadata_edit(trips, as_date)
+    with pytest.raises(LogCorruptError, match=r"table_changes on .*trips 0\.\.5: partition column 'city'"):
+        DeltaTable(str(trips)).changes(0, 5).to_table()
