@@ -12,6 +12,9 @@ the case's setup, as a long-running service would keep them):
 * ``sequential``      -- ``list(scan.scan_metadata())`` (``Snapshot.files()``) with
   ``delta_datafusion.snapshot.LEAF_THREADS = 1``: leaves read and reduced one after another, the
   baseline;
+* ``sequential, one thread`` -- the same with pyarrow's own thread pool off as well (the package's
+  ``arrow_threads(False)``), so the whole replay uses one core: the baseline for the scaling of
+  the work itself, since the baseline above already uses ~1.4 cores through pyarrow;
 * ``scan_metadata() default`` -- the same with the package's default, which reads the leaves on
   a thread pool automatically (the issue's "local thread pool for the parallel phase");
 * ``two-phase, 1 worker`` -- ``run_parallel(scan, workers=1)``: the same two-phase code inline,
@@ -170,17 +173,20 @@ def _record_workers(mem_file: str | None, engine: str, peaks_mb: list[float]) ->
 
 
 @prepared
-def case_sequential(path: str, leaf_threads: int | None = 1):
+def case_sequential(path: str, leaf_threads: int | None = 1, arrow_pool: bool = True):
     import delta_datafusion.snapshot
     from delta_datafusion import DeltaTable
+    from delta_datafusion.arrow_threads import arrow_threads
 
     # 1: the leaves are read and reduced one after another (sequential replay); None, the
     # package's default, is the automatic thread pool over leaves (one thread per core locally).
+    # arrow_pool=False: pyarrow's own thread pool off too, so the whole replay runs on one core.
     delta_datafusion.snapshot.LEAF_THREADS = leaf_threads
 
     def run():
-        scan = DeltaTable(path).snapshot().scan()
-        return _summary(_concat(list(scan.scan_metadata())))
+        with arrow_threads(arrow_pool):
+            scan = DeltaTable(path).snapshot().scan()
+            return _summary(_concat(list(scan.scan_metadata())))
 
     return run
 
@@ -261,6 +267,7 @@ def case_dask(path: str, workers: int, mem_file: str | None = None):
 
 ENGINES = {
     "sequential": "sequential scan_metadata() (leaves one at a time)",
+    "one_core": "sequential, one thread (pyarrow's pool off too)",
     "auto": "scan_metadata() default (leaves on a thread pool)",
     "inline": "two-phase, 1 worker (inline)",
     "threads": "threads, 2 workers",
@@ -277,6 +284,12 @@ def build_cases(path: str, mem_file: str, recipe: dict) -> list[Case]:
     common = dict(section="parallel scan metadata", group=group)
     return [
         Case("parallel_replay:case_sequential", dict(path=path), engine=ENGINES["sequential"], **common),
+        Case(
+            "parallel_replay:case_sequential",
+            dict(path=path, arrow_pool=False),
+            engine=ENGINES["one_core"],
+            **common,
+        ),
         Case(
             "parallel_replay:case_sequential",
             dict(path=path, leaf_threads=8),
