@@ -37,7 +37,7 @@ import pyarrow as pa
 import pytest
 
 pytest.importorskip("deltalake")
-from conftest import CORPUS, corpus_table  # noqa: E402
+from conftest import CORPUS, add_action, corpus_table, write_commit  # noqa: E402
 from datafusion import SessionContext  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
@@ -907,11 +907,9 @@ def test_unfiltered_scan_streams_the_first_row_group_then_reads_the_rest(tmp_pat
         pq.write_table(
             pa.table({"id": ids, "s": [f"s{i}" for i in ids]}), table / f"f{k}.parquet", row_group_size=10
         )
-        size = (table / f"f{k}.parquet").stat().st_size
-        add = {"path": f"f{k}.parquet", "partitionValues": {"p": part}, "size": size, "modificationTime": 0}
-        actions.append({"add": {**add, "dataChange": True}})
+        actions.append({"add": add_action(table, f"f{k}.parquet", partitionValues={"p": part})})
         expected += [{"id": i, "s": f"s{i}", "p": part} for i in ids]
-    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    write_commit(table, 0, actions)
     assert pq.ParquetFile(table / "f0.parquet").metadata.num_row_groups == 3
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(table))
@@ -924,10 +922,9 @@ def test_unfiltered_scan_streams_the_first_row_group_then_reads_the_rest(tmp_pat
         rows_k = pq.read_table(table / f"f{k}.parquet")
         bad = rows_k.set_column(0, "id", pa.array([f"{v}x" for v in rows_k.column("id").to_pylist()]))
         pq.write_table(bad, table / f"f{k}.parquet", row_group_size=10)
-    fixed = [json.loads(line) for line in (table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
-    for a in fixed:
+    for a in actions:
         if "add" in a:
-            a["add"]["size"] = (table / a["add"]["path"]).stat().st_size
-    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in fixed) + "\n")
+            a["add"] = add_action(table, a["add"]["path"], partitionValues=a["add"]["partitionValues"])
+    write_commit(table, 0, actions)
     with pytest.raises(DeltaError, match="stores column 'id' as string"):
         dd.DeltaTable(str(table)).snapshot().scan().to_table()

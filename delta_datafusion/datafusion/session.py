@@ -247,12 +247,12 @@ class DeltaSchemaProvider(SchemaProvider):
         except TableNotFoundError:
             return None  # a folder whose _delta_log has no commit yet (a writer's first moment)
         newest_version = listing.latest_version()
+        latest = newest_version
         pins = statement_pins()
-        # one version of the table per statement (see .statement); a table written again from
-        # scratch since the pin is read as it is now
-        latest = newest_version if pins is None else pins.setdefault(table_key(table.storage), newest_version)
-        if latest > newest_version:
-            latest = pins[table_key(table.storage)] = newest_version
+        if pins is not None:  # one version of the table per statement (see .statement); a table
+            # written again from scratch since the pin is read as it is now
+            key = table_key(table.storage)
+            latest = pins[key] = min(pins.get(key, newest_version), newest_version)
         # the newest log file's size and time too: a table deleted and written again can come
         # back at the same version
         commit, checkpoints = listing.commits.get(latest), listing.checkpoints.get(latest)
