@@ -121,8 +121,11 @@ def info(args: argparse.Namespace, out=None) -> int:
     total = pc.sum(sizes).as_py() or 0
     unknown = f" ({sizes.null_count} of unknown size)" if sizes.null_count else ""
     print(f"live files: {files.num_rows}, bytes: {total}{unknown}", file=out)
+    delta_types = {f.get("name"): f.get("type") for f in snap.metadata.schema_json.get("fields", [])}
     for f in snap.schema:
-        print(f"  {f.name}: {f.type}", file=out)
+        # a VARIANT is served as its parquet struct of binaries: say so
+        kind = f"variant, read as {f.type}" if delta_types.get(f.name) == "variant" else f"{f.type}"
+        print(f"  {f.name}: {kind}", file=out)
     return 0
 
 

@@ -27,19 +27,21 @@ SUPPORTED_READER_FEATURES = frozenset(
         "vacuumProtocolCheck",  # only constrains VACUUM; nothing to do on read
         "typeWidening",
         "typeWidening-preview",
+        # VARIANT columns are served as their parquet struct of binaries (value, metadata): the
+        # protocol's alternative for engines without a variant type, which DataFusion 55 is
+        "variantType",
+        "variantType-preview",
     }
 )
 #: Known reader features we refuse, with the reason shown to users.
 REFUSED_READER_FEATURES = {
-    "variantType": "VARIANT columns are not decoded by this reader",
-    "variantType-preview": "VARIANT columns are not decoded by this reader",
-    "variantShredding-preview": "shredded VARIANT columns are not decoded by this reader",
+    "variantShredding-preview": "shredded VARIANT columns are not reassembled by this reader",
     "catalogManaged": "catalog-managed commits need the catalog to list unpublished commits",
     "catalogOwned-preview": "catalog-managed commits need the catalog to list unpublished commits",
 }
 
 
-_VARIANT_FEATURES = frozenset({"variantType", "variantType-preview", "variantShredding-preview"})
+_VARIANT_SHREDDING = frozenset({"variantShredding-preview"})
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,8 @@ class Protocol:
     ) -> None:
         """Refuse protocols this reader cannot honour, naming the version or feature.
 
-        ``schema_json``: the table schema in force; a VARIANT feature is honoured vacuously when
-        no column is a variant (deltalake 1.6 lists ``variantType`` on every table it creates
-        with deletion vectors enabled). Without a schema the feature is refused, unless
+        ``schema_json``: the table schema in force; variant shredding is honoured vacuously when
+        no column is a variant. Without a schema the feature is refused, unless
         ``defer_variant`` (the caller checks again once the metadata is parsed)."""
         v = self.min_reader_version
         if v not in (1, 2, 3):
@@ -102,7 +103,7 @@ class Protocol:
         for feat in sorted(self.reader_features):
             if feat in SUPPORTED_READER_FEATURES:
                 continue
-            if feat in _VARIANT_FEATURES and (
+            if feat in _VARIANT_SHREDDING and (
                 defer_variant or (schema_json is not None and not contains_type(schema_json, "variant"))
             ):
                 continue

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -30,9 +31,15 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from .dv import DeletionVectorCache, DeletionVectorDescriptor, deleted_row_mask
-from .errors import ChangeDataFeedError, DataFileNotFoundError, DeletionVectorError, DeltaError
+from .errors import (
+    ChangeDataFeedError,
+    DataFileNotFoundError,
+    DeletionVectorError,
+    DeltaError,
+    UnsupportedFeatureError,
+)
 from .scan_unit import ScanUnit
-from .schema import relabel
+from .schema import VARIANT_TYPE, relabel
 from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
@@ -142,6 +149,15 @@ class ReadSchema:
         """Column mapping id mode: the physical schema carries parquet field ids."""
         return any(_field_id(f) is not None for f in self.physical)
 
+    @cached_property
+    def variant_columns(self) -> frozenset[str]:
+        """Logical names of the stored columns holding a VARIANT (nested ones included)."""
+        return frozenset(
+            lf.name
+            for lf, pf in zip(self.logical, self.physical, strict=True)
+            if lf.name in self.file_columns and _holds_variant(pf.type)
+        )
+
 
 def make_read_schema(
     logical: pa.Schema,
@@ -185,6 +201,8 @@ class UnitReader:
         self.version = version
         self._lock = threading.Lock()
         self._fmt: ds.ParquetFileFormat | None = None
+        # per reader: the fact depends on which columns of this table version are variants
+        self._shredded: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {}
 
     # -- public -----------------------------------------------------------------------------
     def read(
@@ -227,6 +245,13 @@ class UnitReader:
 
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
         bs = max(batch_size or 0, MIN_BATCH_SIZE)
+        variants = self.rs.variant_columns
+        if variants:
+            variants = variants.intersection(columns) | (
+                variants & referenced_columns(predicate) if predicate is not None else frozenset()
+            )
+        if variants:
+            self._refuse_shredded_variants(units, variants)
         if not any(c in self.rs.file_columns for c in columns):
             # Only row counts, partition values or constants are asked for (count(*), GROUP BY a
             # partition column, count by _change_type): a file whose rows all match (see
@@ -373,6 +398,39 @@ class UnitReader:
             lambda schema: frozenset(f.name for f in schema if _is_view(f.type)),
             frozenset(),
         )
+
+    def _refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
+        """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
+        reading the struct of binaries would silently lose: such a file is refused (the tables
+        that may hold one, with ``variantShredding-preview``, are refused before this)."""
+        phys = self.rs.to_physical()
+        # every variant column of this version, in table order (one cached fact per file serves
+        # any request)
+        declared = {
+            phys[c]: (c, self.rs.physical.field(phys[c]).type)
+            for c in self.rs.logical.names
+            if c in self.rs.variant_columns
+        }
+        wanted = {phys[c] for c in columns}
+
+        def shredded(schema: pa.Schema) -> tuple[tuple[str, str], ...]:
+            out = []
+            for name, (logical, want) in declared.items():
+                idx = schema.get_field_index(name)
+                found = _shredded_field(schema.field(idx).type, want, logical) if idx >= 0 else None
+                if found:
+                    out.append((name, found))
+            return tuple(out)
+
+        for u in units:
+            where = [w for name, w in self._footer_fact(self._shredded, u, shredded, ()) if name in wanted]
+            if where:
+                at = f" version {self.version}" if self.version is not None else ""
+                raise UnsupportedFeatureError(
+                    f"table {self.label}{at}: data file {u.location} stores the VARIANT {where[0]} "
+                    "shredded (fields besides value and metadata): shredded variants are not "
+                    "reassembled by this reader"
+                )
 
     def _id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
         """:func:`id_mode_columns` of a file (footer read once, cached)."""
@@ -635,6 +693,43 @@ def _false_for_nan(pred: Any, floats: set[str]) -> bool:
             return not (isinstance(right, Column) and right.name in floats)
         return isinstance(right, Literal) and not right.is_nan and op in ("<", "<=", "=")
     return False
+
+
+def _holds_variant(t: pa.DataType) -> bool:
+    if t == VARIANT_TYPE:
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_variant(f.type) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_variant(t.value_type)
+    if pa.types.is_map(t):
+        return _holds_variant(t.key_type) or _holds_variant(t.item_type)
+    return False
+
+
+def _shredded_field(stored: pa.DataType, declared: pa.DataType, path: str) -> str | None:
+    """The path of a variant that ``stored`` (a file's type) keeps shredded, if any: a struct
+    with a field other than value, metadata and ignorable ``_``-prefixed ones, or without value."""
+    if declared == VARIANT_TYPE:
+        if not pa.types.is_struct(stored):
+            return None  # not a struct at all: the read reports the type mismatch
+        names = {f.name for f in stored}
+        extra = sorted(n for n in names if n not in ("value", "metadata") and not n.startswith("_"))
+        return f"{path!r} (field {extra[0]!r})" if extra else (None if "value" in names else f"{path!r}")
+    if pa.types.is_struct(declared) and pa.types.is_struct(stored):
+        for f in declared:
+            idx = stored.get_field_index(f.name)
+            if idx >= 0:
+                found = _shredded_field(stored.field(idx).type, f.type, f"{path}.{f.name}")
+                if found:
+                    return found
+        return None
+    lists = (pa.types.is_list, pa.types.is_large_list)
+    if any(k(declared) for k in lists) and any(k(stored) for k in lists):
+        return _shredded_field(stored.value_type, declared.value_type, f"{path}[]")
+    if pa.types.is_map(declared) and pa.types.is_map(stored):
+        return _shredded_field(stored.item_type, declared.item_type, f"{path}[value]")
+    return None
 
 
 def _type_kind(t: pa.DataType) -> str:

@@ -719,10 +719,11 @@ def test_protocol_and_metadata_that_are_not_objects(tmp_path: Path, edit, error,
         DeltaTable(str(t)).snapshot()
 
 
-def test_variant_feature_is_refused_only_with_a_variant_column(tmp_path: Path):
+def test_variant_feature_listed_by_deltalake(tmp_path: Path):
     """deltalake 1.6 lists ``variantType`` on every table it creates with deletion vectors
-    enabled; without a VARIANT column the feature is honoured vacuously (the table, its deletion
-    vectors and its change feed read as deltalake reads them). A VARIANT column is refused."""
+    enabled: the table, its deletion vectors and its change feed read as deltalake reads them.
+    A VARIANT column added later reads as NULL from files written before it (VARIANT columns
+    themselves: tests/test_variant.py)."""
     t = tmp_path / "dv"
     rows = pa.table({"id": pa.array(range(6), pa.int64()), "s": [f"r{i}" for i in range(6)]})
     deltalake.write_deltalake(
@@ -738,8 +739,8 @@ def test_variant_feature_is_refused_only_with_a_variant_column(tmp_path: Path):
     assert DeltaTable(str(t)).changes(1).to_table().num_rows == 2
 
     _add_schema_field(t, {"name": "v", "type": "variant", "nullable": True, "metadata": {}})
-    with pytest.raises(UnsupportedFeatureError, match="'variantType'"):
-        DeltaTable(str(t)).snapshot()
+    read = DeltaTable(str(t)).snapshot().scan(columns=["id", "v"]).to_table().sort_by("id")
+    assert read.to_pylist() == [{"id": i, "v": None} for i in (2, 3, 4, 5)]
 
 
 def test_log_file_removed_after_listing(tmp_path: Path):

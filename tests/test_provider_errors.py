@@ -462,15 +462,17 @@ def test_unsupported_reader_feature(tmp_path: Path, features: list[str], named: 
         _run(ctx, "SELECT * FROM lake.default.t")
 
 
-def test_variant_column_refused_by_feature_name(tmp_path: Path) -> None:
-    """A table that really has a VARIANT column is refused as an unsupported feature."""
+def test_variant_shredding_refused_by_feature_name(tmp_path: Path) -> None:
+    """A table with a VARIANT column and variant shredding is refused as an unsupported feature
+    (unshredded variants are read: tests/test_variant.py)."""
     table = tmp_path / "t"
     fields = [
         {"name": "id", "type": "long", "nullable": True, "metadata": {}},
         {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
     ]
-    _write_table_log(table, ["variantType"], ["variantType"], fields=fields)
-    with pytest.raises(UnsupportedFeatureError, match="variantType"):
+    features = ["variantType", "variantShredding-preview"]
+    _write_table_log(table, features, features, fields=fields)
+    with pytest.raises(UnsupportedFeatureError, match="variantShredding-preview"):
         dd.register_table(_ctx(), "t", str(table))
 
 

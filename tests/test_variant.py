@@ -1,0 +1,312 @@
+"""VARIANT columns (reader features ``variantType`` / ``variantType-preview``).
+
+DataFusion 55 has no variant type, so the reader takes the protocol's alternative: the column is
+served as its parquet struct of binaries ``value`` / ``metadata`` (Spark's variant binary
+encoding, bytes as stored). Shredded variants (``typed_value`` beside ``value``) are refused,
+never read with their shredded part silently missing.
+
+No writer on this machine writes VARIANT columns (deltalake 1.6 cannot), so the tables are written
+here: parquet files by pyarrow holding real variant encodings, and a hand-written log.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import add_action, commit_path, write_commit
+from datafusion import SessionContext
+
+import delta_datafusion as dd
+from delta_datafusion import DeltaTable, UnsupportedFeatureError
+from delta_datafusion.cli import main as cli_main
+
+# -- Spark variant binary encoding (enough of it for these tables) --------------------------------
+
+
+def variant_metadata(keys: list[str] = ()) -> bytes:
+    """Version 1, sorted dictionary, one-byte offsets."""
+    keys = sorted(keys)
+    data = [k.encode() for k in keys]
+    offsets = [0]
+    for b in data:
+        offsets.append(offsets[-1] + len(b))
+    return bytes([0x01 | (0x10 if keys else 0), len(keys), *offsets]) + b"".join(data)
+
+
+def v_int8(i: int) -> bytes:
+    return bytes([3 << 2]) + struct.pack("<b", i)
+
+
+def v_double(x: float) -> bytes:
+    return bytes([7 << 2]) + struct.pack("<d", x)
+
+
+def v_string(s: str) -> bytes:
+    b = s.encode()
+    return bytes([(len(b) << 2) | 1]) + b
+
+
+def v_object(fields: dict[str, bytes], keys: list[str]) -> bytes:
+    keys = sorted(keys)
+    ids = [keys.index(k) for k in fields]
+    offsets = [0]
+    for v in fields.values():
+        offsets.append(offsets[-1] + len(v))
+    return bytes([0x02, len(fields), *ids, *offsets]) + b"".join(fields.values())
+
+
+VARIANT = pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)])
+EMPTY = variant_metadata()
+
+
+def variants(values: list[tuple[bytes, bytes] | None], typ: pa.DataType = VARIANT) -> pa.StructArray:
+    """A struct array of (value, metadata) pairs; None is a NULL variant. ``typ`` may order the
+    fields differently or add ``_``-prefixed ones (filled with 0)."""
+    children = []
+    for f in typ:
+        if f.name == "value":
+            children.append(pa.array([v[0] if v else b"" for v in values], pa.binary()))
+        elif f.name == "metadata":
+            children.append(pa.array([v[1] if v else b"" for v in values], pa.binary()))
+        else:
+            children.append(pa.array([0] * len(values), f.type))
+    return pa.StructArray.from_arrays(
+        children, fields=list(typ), mask=pa.array([v is None for v in values], pa.bool_())
+    )
+
+
+ROWS_A = [
+    (1, (v_int8(5), EMPTY), "a"),
+    (2, None, "b"),
+    (3, (v_string("hi"), EMPTY), "c"),
+    (4, (v_object({"a": v_int8(1), "b": v_string("x")}, ["a", "b"]), variant_metadata(["a", "b"])), "d"),
+]
+ROWS_B = [(5, None, "e"), (6, None, "f")]  # a file whose variants are all NULL (nullCount prunes it)
+ROWS_C = [(7, (v_double(2.5), EMPTY), "g")]
+
+
+def _field(name: str, typ: Any, physical: str | None = None, fid: int | None = None) -> dict:
+    md = (
+        {}
+        if physical is None
+        else {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": physical}
+    )
+    return {"name": name, "type": typ, "nullable": True, "metadata": md}
+
+
+def _schema(mapped: bool) -> dict:
+    return {
+        "type": "struct",
+        "fields": [
+            _field("id", "long", "col-id" if mapped else None, 1),
+            _field("v", "variant", "col-v" if mapped else None, 2),
+            _field(
+                "s",
+                {
+                    "type": "struct",
+                    "fields": [
+                        _field("tag", "string", "col-tag" if mapped else None, 4),
+                        _field("w", "variant", "col-w" if mapped else None, 5),
+                    ],
+                },
+                "col-s" if mapped else None,
+                3,
+            ),
+            _field(
+                "arr",
+                {"type": "array", "elementType": "variant", "containsNull": True},
+                "col-arr" if mapped else None,
+                6,
+            ),
+        ],
+    }
+
+
+def _data_file(
+    table: Path, name: str, rows: list, mapped: bool = False, vtype: pa.DataType = VARIANT
+) -> dict:
+    """Write rows (id, variant, tag) as a parquet file; return its add action with stats."""
+    n = lambda logical: f"col-{logical}" if mapped else logical  # noqa: E731
+    ids = pa.array([r[0] for r in rows], pa.int64())
+    v = variants([r[1] for r in rows], vtype)
+    w = variants([r[1] for r in reversed(rows)], vtype)
+    s = pa.StructArray.from_arrays([pa.array([r[2] for r in rows]), w], names=[n("tag"), n("w")])
+    elements = [e for r in rows if r[1] for e in (r[1], None)]  # [v, NULL] per non-NULL v
+    offsets = [0]
+    for r in rows:
+        offsets.append(offsets[-1] + (2 if r[1] else 0))
+    arr = pa.ListArray.from_arrays(
+        pa.array(offsets, pa.int32()), variants(elements, vtype), type=pa.list_(pa.field("element", vtype))
+    )
+    pq.write_table(pa.table({n("id"): ids, n("v"): v, n("s"): s, n("arr"): arr}), table / name)
+    nulls = sum(r[1] is None for r in rows)
+    stats = {
+        "numRecords": len(rows),
+        "minValues": {n("id"): min(r[0] for r in rows), n("s"): {n("tag"): min(r[2] for r in rows)}},
+        "maxValues": {n("id"): max(r[0] for r in rows), n("s"): {n("tag"): max(r[2] for r in rows)}},
+        "nullCount": {n("id"): 0, n("v"): nulls, n("s"): {n("tag"): 0, n("w"): nulls}, n("arr"): 0},
+    }
+    return add_action(table, name, stats=json.dumps(stats))
+
+
+def _variant_table(
+    table: Path,
+    feature: str = "variantType",
+    mapped: bool = False,
+    vtype_c: pa.DataType = VARIANT,
+) -> Path:
+    table.mkdir(parents=True)
+    (table / "_delta_log").mkdir()
+    features = [feature] + (["columnMapping"] if mapped else [])
+    config = {"delta.enableChangeDataFeed": "true"}
+    if mapped:
+        config |= {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "6"}
+    write_commit(
+        table,
+        0,
+        [
+            {
+                "protocol": {
+                    "minReaderVersion": 3,
+                    "minWriterVersion": 7,
+                    "readerFeatures": features,
+                    "writerFeatures": features,
+                }
+            },
+            {
+                "metaData": {
+                    "id": "variant-test",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(_schema(mapped)),
+                    "partitionColumns": [],
+                    "configuration": config,
+                    "createdTime": 0,
+                }
+            },
+            {"add": _data_file(table, "a.parquet", ROWS_A, mapped)},
+        ],
+    )
+    write_commit(table, 1, [{"add": _data_file(table, "b.parquet", ROWS_B, mapped)}])
+    write_commit(table, 2, [{"add": _data_file(table, "c.parquet", ROWS_C, mapped, vtype_c)}])
+    return table
+
+
+def _expected(rows: list) -> list[dict]:
+    out = []
+    for r in rows:
+        as_dict = None if r[1] is None else {"value": r[1][0], "metadata": r[1][1]}
+        out.append({"id": r[0], "v": as_dict, "arr": [as_dict, None] if r[1] else []})
+    return out
+
+
+def _sql(ctx: SessionContext, q: str) -> list[dict]:
+    return ctx.sql(q).to_arrow_table().to_pylist()
+
+
+ALL = ROWS_A + ROWS_B + ROWS_C
+
+
+@pytest.mark.parametrize("feature", ["variantType", "variantType-preview"])
+@pytest.mark.parametrize("mapped", [False, True], ids=["plain", "column-mapping"])
+def test_variant_columns_read_as_stored_bytes(tmp_path: Path, feature: str, mapped: bool) -> None:
+    t = _variant_table(tmp_path / "t", feature, mapped)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    assert ctx.table("t").schema().field("v").type == VARIANT
+
+    got = _sql(ctx, "SELECT id, v, arr FROM t ORDER BY id")
+    assert got == _expected(ALL)
+    # nested: the variant inside a struct holds the rows of its file in reverse order
+    nested = _sql(ctx, "SELECT id, s['tag'] AS tag, s['w'] AS w FROM t WHERE id <= 4 ORDER BY id")
+    assert [r["w"] for r in nested] == [r["v"] for r in reversed(_expected(ROWS_A))]
+    assert [r["tag"] for r in nested] == ["a", "b", "c", "d"]
+    # the struct's fields are ordinary SQL
+    assert _sql(ctx, "SELECT v['value'] AS x FROM t WHERE id = 3") == [{"x": v_string("hi")}]
+
+    # NULL variants, counted and filtered; nullCount prunes the all-NULL file
+    assert _sql(ctx, "SELECT id FROM t WHERE v IS NULL ORDER BY id") == [{"id": 2}, {"id": 5}, {"id": 6}]
+    assert _sql(ctx, "SELECT count(*) AS n FROM t WHERE v IS NOT NULL") == [{"n": 4}]
+    plan = dd.explain(ctx, "SELECT id FROM t WHERE v IS NOT NULL")
+    assert "files_total=3" in plan and "after_stats_pruning=2" in plan, plan
+
+    # time travel, the Python API and the change feed read the same bytes
+    dd.register_table(ctx, "t1", str(t), version=1)
+    assert _sql(ctx, "SELECT id, v, arr FROM t1 ORDER BY id") == _expected(ROWS_A + ROWS_B)
+    scanned = DeltaTable(str(t)).snapshot().scan(columns=["id", "v"]).to_table().sort_by("id")
+    assert scanned.to_pylist() == [{"id": r["id"], "v": r["v"]} for r in _expected(ALL)]
+    changes = _sql(ctx, "SELECT id, v, _change_type, _commit_version FROM table_changes('t', 1) ORDER BY id")
+    assert changes == [
+        {"id": r["id"], "v": r["v"], "_change_type": "insert", "_commit_version": 1 if r["id"] < 7 else 2}
+        for r in _expected(ROWS_B + ROWS_C)
+    ]
+
+
+def test_variant_struct_field_order_and_ignorable_fields(tmp_path: Path) -> None:
+    """The protocol names the two fields; writers may order them either way and add fields
+    starting with ``_``, which readers ignore."""
+    odd = pa.struct(
+        [
+            pa.field("metadata", pa.binary(), False),
+            pa.field("_note", pa.int32()),
+            pa.field("value", pa.binary(), False),
+        ]
+    )
+    t = _variant_table(tmp_path / "t", vtype_c=odd)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    assert _sql(ctx, "SELECT id, v, arr FROM t ORDER BY id") == _expected(ALL)
+
+
+def test_shredded_variant_file_is_refused(tmp_path: Path) -> None:
+    """A file keeping part of a variant in ``typed_value`` is refused by name: reading its
+    ``value`` alone would return NULL or partial values. Columns beside it still read."""
+    shredded = pa.struct(
+        [
+            pa.field("value", pa.binary()),
+            pa.field("metadata", pa.binary(), False),
+            pa.field("typed_value", pa.int64()),
+        ]
+    )
+    t = _variant_table(tmp_path / "t", vtype_c=shredded)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    for q in (
+        "SELECT * FROM t",
+        "SELECT id FROM t WHERE v IS NOT NULL",
+        "SELECT s FROM t",
+        "SELECT * FROM table_changes('t', 0)",
+    ):
+        with pytest.raises(Exception, match=r"UnsupportedFeatureError.*c\.parquet.*shredded") as info:
+            ctx.sql(q).collect()
+        assert isinstance(dd.from_datafusion(info.value), UnsupportedFeatureError), q
+    assert "'v' (field 'typed_value')" in str(info.value)
+    assert sorted(r["id"] for r in _sql(ctx, "SELECT id FROM t")) == [1, 2, 3, 4, 5, 6, 7]
+    with pytest.raises(UnsupportedFeatureError, match=r"VARIANT 's\.w'"):
+        DeltaTable(str(t)).snapshot().scan(columns=["s"]).to_table()
+
+
+def test_variant_shredding_feature_is_refused(tmp_path: Path) -> None:
+    t = _variant_table(tmp_path / "t")
+    actions = [json.loads(line) for line in commit_path(t, 0).read_text().splitlines()]
+    for a in actions:
+        if "protocol" in a:
+            a["protocol"]["readerFeatures"].append("variantShredding-preview")
+            a["protocol"]["writerFeatures"].append("variantShredding-preview")
+    write_commit(t, 0, actions)
+    with pytest.raises(UnsupportedFeatureError, match="variantShredding-preview"):
+        DeltaTable(str(t)).snapshot()
+
+
+def test_cli_info_names_variant_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    t = _variant_table(tmp_path / "t")
+    assert cli_main(["info", str(t)]) == 0
+    out = capsys.readouterr().out
+    assert "  v: variant, read as struct<value: binary not null, metadata: binary not null>" in out
