@@ -94,6 +94,7 @@ def footer_stats(
                 todo.append((k, want))
     if not todo:
         return out
+    storage.note_sizes(files)
 
     def one(item: tuple[int, frozenset[str]]) -> FooterStats | None:
         return read_footer(storage, files[item[0]][0], item[1])

