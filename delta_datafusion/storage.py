@@ -310,7 +310,10 @@ class _LogSizedHandler(pafs.FSSpecHandler):
     round trips per data file on an object store, before any byte is read (a 200-file scan at
     20 ms per request: 606 requests, 6.9 s; 202 requests, 2.4 s without them). A missing file
     still fails, at its first read, and the reader names it. Ranges are read as pyarrow asks for
-    them (no fsspec read-ahead past each range). Files of unknown size open the stock way."""
+    them, no fsspec read-ahead past each range (measured at 20 ms per request, 200 small files:
+    fetching each file whole on its first read made 202 requests instead of 402 but took 4.3 s
+    instead of 2.3 s, as pyarrow overlaps its range reads and not its opens). Files of unknown
+    size open the stock way."""
 
     def __init__(self, fs: Any, sizes: dict[str, int]):
         super().__init__(fs)
