@@ -68,6 +68,10 @@ def as_bound(value: Any, argument: str) -> int | Instant | None:
                     f"table_changes: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
                 ) from e
         value = parsed
+    if isinstance(value, dt.datetime) and hasattr(value, "value") and hasattr(value, "to_pydatetime"):
+        # a pandas.Timestamp (a datetime subclass; ``value``: UTC nanoseconds, naive or not)
+        # keeps its nanoseconds: a start rounds up to the next microsecond
+        return Instant.from_nanos(int(value.value), round_up=argument == "start")
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
@@ -75,8 +79,6 @@ def as_bound(value: Any, argument: str) -> int | Instant | None:
         return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
     if isinstance(value, dt.date):
         return as_bound(dt.datetime(value.year, value.month, value.day), argument)
-    if hasattr(value, "value") and hasattr(value, "to_pydatetime"):  # pandas.Timestamp
-        return Instant.from_nanos(int(value.value), round_up=argument == "start")
     raise DeltaError(
         f"table_changes: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
         f"string), got {value!r}"

@@ -58,6 +58,7 @@ from .errors import (
 )
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
 from .log.actions import (
+    DV_TYPE,
     commit_schema,
     find_protocol_and_metadata,
     parse_json_actions,
@@ -69,9 +70,9 @@ from .partition_values import typed_partition_values
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import ScanUnit
-from .schema import physical_name
+from .schema import logical_to_physical_names, physical_name
 from .stats import typed_stats
-from .timestamps import CommitTimeline
+from .timestamps import CommitTimeline, read_in_commit_timestamp
 
 if TYPE_CHECKING:
     from .read import UnitReader
@@ -94,15 +95,6 @@ STANDARD_CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimag
 #: Source kinds in the change-source table.
 KIND_CDC, KIND_ADD, KIND_REMOVE, KIND_DV_UPDATE = "cdc", "add", "remove", "dv_update"
 
-_DV_TYPE = pa.struct(
-    [
-        ("storageType", pa.string()),
-        ("pathOrInlineDv", pa.string()),
-        ("offset", pa.int32()),
-        ("sizeInBytes", pa.int32()),
-        ("cardinality", pa.int64()),
-    ]
-)
 
 #: Columns of :attr:`ChangeFeed.sources` (and :meth:`ChangeScan.files`), in order.
 SOURCE_COLUMNS = [
@@ -279,9 +271,7 @@ class ChangeFeed:
         self.commit_timestamps = self._timestamps(table, listing, commits)
         self.sources = self._build_sources(commits)
         self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
-        self._physical_names = {
-            f["name"]: physical_name(f, md.column_mapping_mode) for f in md.schema_json["fields"]
-        }
+        self._physical_names = logical_to_physical_names(md.schema_json, md.column_mapping_mode)
         self._change_types = np.asarray(self.sources.column("change_type").to_pylist(), dtype=object)
 
     # -- construction ----------------------------------------------------------------------
@@ -304,8 +294,6 @@ class ChangeFeed:
             timeline = CommitTimeline(self.storage, listing, self.metadata)
             for c in need_mtime:
                 out[c.version - self.start] = timeline.timestamp(c.version) * 1000
-        from .timestamps import read_in_commit_timestamp
-
         for c in commits:
             if ict is not None and c.version >= ict[0]:
                 out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
@@ -870,11 +858,11 @@ def _dv_ids(dv: pa.Array) -> pa.Array:
 
 def _as_dv(arr: pa.Array | None, n: int) -> pa.Array:
     if arr is None:
-        return pa.nulls(n, _DV_TYPE)
+        return pa.nulls(n, DV_TYPE)
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if arr.type != _DV_TYPE:
-        arr = arr.cast(_DV_TYPE)
+    if arr.type != DV_TYPE:
+        arr = arr.cast(DV_TYPE)
     return arr
 
 
@@ -921,9 +909,9 @@ def _empty_raw_sources(parts: list[str]) -> pa.Table:
             "size": pa.array([], pa.int64()),
             "partitionValues": pa.array([], partition_values_type(parts)),
             "stats": pa.array([], pa.string()),
-            "deletionVector": pa.array([], _DV_TYPE),
-            "only_rows": pa.array([], _DV_TYPE),
-            "drop_rows": pa.array([], _DV_TYPE),
+            "deletionVector": pa.array([], DV_TYPE),
+            "only_rows": pa.array([], DV_TYPE),
+            "drop_rows": pa.array([], DV_TYPE),
         }
     )
 

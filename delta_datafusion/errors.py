@@ -71,7 +71,8 @@ class CdfNotEnabledError(ChangeDataFeedError):
 
 
 class InvalidRangeError(ChangeDataFeedError):
-    """The start/end of a change range are inconsistent or outside the history."""
+    """The start/end of a change range are inconsistent (start after end, a bad bound type);
+    bounds outside the history raise :class:`VersionNotFoundError`."""
 
 
 class PredicateError(DeltaError):

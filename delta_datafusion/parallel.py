@@ -1210,10 +1210,3 @@ def concat_files(batches: Iterable[ScanMetadata]) -> pa.Table:
     if not tables:
         raise DeltaError("no ScanMetadata batches to concatenate")
     return pa.concat_tables(tables, promote_options="permissive")
-
-
-def describe_files(files: Sequence[LeafFile]) -> str:
-    """Short text for logs: ``3 leaves: a.parquet, b.parquet row groups [0, 1], ...``."""
-    names = ", ".join(f.describe() for f in files[:5])
-    more = f", ... (+{len(files) - 5})" if len(files) > 5 else ""
-    return f"{len(files)} leaves: {names}{more}"

@@ -72,9 +72,6 @@ class Protocol:
             )
         return cls(reader, writer, frozenset(rf or ()), frozenset(wf or ()))
 
-    def has_feature(self, name: str) -> bool:
-        return name in self.reader_features or name in self.writer_features
-
     @property
     def supports_column_mapping(self) -> bool:
         """Reader version 2, or 3 with the columnMapping feature. The mode property is allowed on

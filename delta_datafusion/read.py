@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from .dv import DeletionVectorCache, DeletionVectorDescriptor, deleted_row_mask
+from .dv import DeletionVectorDescriptor, default_cache, deleted_row_mask
 from .errors import (
     ChangeDataFeedError,
     DataFileNotFoundError,
@@ -58,8 +58,6 @@ class _ConversionError(DeltaError):
 _CHANGE_TYPE = "_change_type"
 _READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, _ConversionError)
 
-_FORMAT = ds.ParquetFileFormat(read_options={"coerce_int96_timestamp_unit": "us"})
-DV_CACHE = DeletionVectorCache()
 # Facts read once from a data file's footer, per (location, size)
 _FOOTER_LOCK = threading.Lock()
 _VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
@@ -623,7 +621,7 @@ class UnitReader:
         if dv is None:
             return None
         try:
-            return DV_CACHE.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
+            return default_cache.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
         except DeletionVectorError as e:
             if unit.location in str(e):
                 raise
@@ -888,13 +886,6 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         return batch
     arrays = [_cast(batch.column(i), f.type) for i, f in enumerate(schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
-
-
-def read_units_table(
-    reader: UnitReader, units: Sequence[ScanUnit], columns: Sequence[str], predicate: Any = None
-) -> pa.Table:
-    out_schema = pa.schema([reader.rs.logical.field(c) for c in columns])
-    return pa.Table.from_batches(list(reader.read(units, columns, predicate)), schema=out_schema)
 
 
 def _local_path(location: str) -> str:

@@ -8,7 +8,6 @@ unless their key appears in any commit action (``is_in``). No Python object per 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from urllib.parse import unquote
 
 import numpy as np
@@ -226,14 +225,6 @@ def file_keys(locations: pa.Array, dv: pa.Array) -> pa.Array:
 
 
 # -- reconciliation ------------------------------------------------------------------------
-
-
-@dataclass
-class CommitFileActions:
-    """Adds and removes of the commit part of a segment, with keys and versions."""
-
-    adds: pa.Table  # RAW_ADD_FIELDS + version + location + key
-    removes: pa.Table  # path, deletionVector, version, location, key, ...
 
 
 def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Array]:

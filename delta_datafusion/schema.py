@@ -194,10 +194,6 @@ def to_arrow_schema(schema: dict[str, Any], mode: str = "none", physical: bool =
     return pa.schema([delta_field_to_arrow(f, mode, physical) for f in schema["fields"]])
 
 
-def top_level_fields(schema: dict[str, Any]) -> list[dict[str, Any]]:
-    return list(schema["fields"])
-
-
 def iter_leaves(fields: list[dict[str, Any]], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple, dict]]:
     for f in fields:
         path = prefix + (f["name"],)

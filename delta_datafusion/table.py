@@ -80,7 +80,8 @@ class DeltaTable:
         :class:`~delta_datafusion.changes.ChangeScan`: ``.files()`` is the change-scan metadata,
         ``.to_reader()`` streams the rows (table columns plus ``_change_type``,
         ``_commit_version``, ``_commit_timestamp``), ``.to_table()`` collects them. ``predicate``
-        (a pyarrow expression or package predicate) prunes commits and files and filters rows.
+        (SQL text, a pyarrow expression or a package predicate) prunes commits and files and
+        filters rows.
         """
         from .changes import changes
 

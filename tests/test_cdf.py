@@ -288,6 +288,24 @@ def test_timestamp_ranges(flat_table):
     )
     assert got.column(0).to_pylist() == [2]
 
+    class NanoTimestamp(dt.datetime):
+        """pandas.Timestamp's interface (pandas is not installed here): a datetime subclass
+        whose ``value`` holds UTC nanoseconds beyond the microseconds datetime keeps."""
+
+        value: int
+
+        def to_pydatetime(self) -> dt.datetime:
+            return dt.datetime(*self.timetuple()[:6], self.microsecond, tzinfo=self.tzinfo)
+
+    def nanos(ns: int) -> NanoTimestamp:
+        stamp = NanoTimestamp.fromtimestamp((ns // 1000) / 1e6, tz=dt.timezone.utc)
+        stamp.value = ns
+        return stamp
+
+    commit2 = (base + 120_000) * 1_000_000
+    assert t.changes(nanos(commit2 + 1), 4).start_version == 3  # a nanosecond after commit 2
+    assert t.changes(0, nanos(commit2 - 1)).end_version == 1  # a nanosecond before it
+
 
 def test_timestamp_errors(flat_table):
     base = 1_700_000_000_000

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import CORPUS, corpus_available, corpus_missing_reason
 from datafusion import SessionContext
+from slt import run
 
 import delta_datafusion as dd
 from delta_datafusion.cli import example_table
-from delta_datafusion.slt import run
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 SCRIPTS = sorted(SQL_DIR.glob("*.slt"))

@@ -28,7 +28,6 @@ TableKey = tuple[str, tuple]
 _PINS: contextvars.ContextVar[dict[TableKey, int] | None] = contextvars.ContextVar(
     "delta_datafusion_statement_pins", default=None
 )
-_ENTRY_POINTS = ("sql", "sql_with_options")
 _MARK = "_delta_datafusion_statements"
 
 

@@ -31,7 +31,6 @@ _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
 _MAX_VERSION = f"{2**63 - 1:020d}"  # versions are longs
-_COMPACTED = re.compile(r"^(\d{20})\.(\d{20})\.compacted\.json$")
 
 
 @dataclass(frozen=True)
@@ -41,10 +40,6 @@ class Checkpoint:
     version: int
     kind: str
     parts: tuple[FileInfo, ...]
-
-    @property
-    def is_v2_manifest(self) -> bool:
-        return self.kind == "v2"
 
 
 @dataclass
