@@ -53,7 +53,6 @@ from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
     DeltaError,
-    LogCorruptError,
     VersionNotFoundError,
 )
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
@@ -66,7 +65,7 @@ from .log.actions import (
     read_commits,
 )
 from .log.segment import LogListing, build_segment, list_log, missing_versions
-from .partition_values import typed_partition_values
+from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import ScanUnit
@@ -395,18 +394,12 @@ class ChangeFeed:
     def _typed_sources(self, raw: pa.Table) -> pa.Table:
         md = self.metadata
         n = raw.num_rows
-        part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
-        try:
-            pv = typed_partition_values(
-                raw.column("partitionValues").combine_chunks() if n else None,
-                self.physical_partitions,
-                part_fields,
-                n,
-            )
-        except LogCorruptError as e:  # name the table and the range, not only the column and value
-            raise LogCorruptError(
-                f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: {e}"
-            ) from e
+        pv = typed_partition_column(
+            raw,
+            self.physical_partitions,
+            [md.arrow_schema.field(c) for c in md.partition_columns],
+            f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
+        )
         stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n)
         versions = raw.column("version").combine_chunks()
         ts = (

@@ -118,3 +118,17 @@ def typed_partition_values(
             col = col.combine_chunks()
         children.append(parse_column(col, f.type, f.name))
     return pa.StructArray.from_arrays(children, fields=[pa.field(f.name, f.type) for f in logical_fields])
+
+
+def typed_partition_column(
+    raw: pa.Table, physical: list[str], logical_fields: list[pa.Field], where: str
+) -> pa.StructArray:
+    """Typed partition values of flat raw file actions (their ``partitionValues`` column); a
+    value that cannot be typed is reported with ``where`` (which table, which version)."""
+    n = raw.num_rows
+    try:
+        return typed_partition_values(
+            raw.column("partitionValues").combine_chunks() if n else None, physical, logical_fields, n
+        )
+    except LogCorruptError as e:
+        raise LogCorruptError(f"{where}: {e}") from e

@@ -34,7 +34,7 @@ from .log.checkpoint import (
     read_manifest,
 )
 from .log.segment import LogSegment
-from .partition_values import typed_partition_values
+from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol, require_metadata
 from .replay import (
     flatten_file_actions,
@@ -193,18 +193,13 @@ class TableVersionView:
     def typed_partitions(self, raw: pa.Table) -> pa.Array:
         """Typed partition values (a struct) of flat raw adds."""
         md = self.metadata
-        n = raw.num_rows
-        part_fields = [md.arrow_schema.field(c) for c in md.partition_columns]
-        try:
-            pv = typed_partition_values(
-                raw.column("partitionValues").combine_chunks() if n else None,
-                md.physical_partition_columns(),
-                part_fields,
-                n,
-            )
-        except LogCorruptError as e:  # name the table and version, not only the column and value
-            raise LogCorruptError(f"{self.storage.root} at version {self.version}: {e}") from e
-        if "partitionValues_parsed" in raw.column_names and n:
+        pv = typed_partition_column(
+            raw,
+            md.physical_partition_columns(),
+            [md.arrow_schema.field(c) for c in md.partition_columns],
+            f"{self.storage.root_uri} at version {self.version}",
+        )
+        if "partitionValues_parsed" in raw.column_names and raw.num_rows:
             pv = _prefer_parsed_partitions(raw.column("partitionValues_parsed").combine_chunks(), pv, md)
         return pv
 
