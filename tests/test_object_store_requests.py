@@ -200,3 +200,33 @@ def test_catalog_query_lists_only_the_named_table(tmp_path: Path, store) -> None
     assert {f"t{i}" for i in range(6)} <= set(names)
     root_listings = [c for c in CALLS if c[0] == "ls" and c[1] == root]
     assert len(root_listings) <= 2, root_listings  # not once per table
+
+
+def test_last_checkpoint_is_read_only_to_choose_between_checkpoints(tmp_path: Path, store) -> None:
+    """``_last_checkpoint`` only matters when one version has several complete checkpoints (the
+    listing decides the rest): a snapshot with one checkpoint per version does not read it; with
+    two at one version it picks the one the hint names."""
+    from conftest import corpus_table
+
+    fs, root = store
+    local = corpus_table("v2-checkpoint-parquet")
+    _upload(fs, local, root)
+    uri = f"ddcount://{root}"
+    want = sorted(dd.DeltaTable(str(local)).snapshot().files().column("path").to_pylist())
+    CALLS.clear()
+    snap = dd.DeltaTable(uri).snapshot()
+    assert sorted(snap.files().column("path").to_pylist()) == want
+    assert not [c for c in CALLS if c[1].endswith("_last_checkpoint")], CALLS
+
+    # a second, unreadable V2 checkpoint at version 2: the hint names the real one
+    real = "00000000000000000002.checkpoint.e8fa2696-9728-4e9c-b285-634743fdd4fb.parquet"
+    for decoy in (
+        "00000000000000000002.checkpoint.00000000-0000-0000-0000-000000000000.parquet",
+        "00000000000000000002.checkpoint.ffffffff-ffff-ffff-ffff-ffffffffffff.parquet",
+    ):
+        fs.pipe(f"{root}/_delta_log/{decoy}", b"not a parquet file")
+    assert sorted(dd.DeltaTable(uri).snapshot().files().column("path").to_pylist()) == want
+    hint = fs.cat(f"{root}/_delta_log/_last_checkpoint").replace(real.encode(), decoy.encode())
+    fs.pipe(f"{root}/_delta_log/_last_checkpoint", hint)
+    with pytest.raises(dd.DeltaError, match="ffffffff"):
+        dd.DeltaTable(uri).snapshot().files()

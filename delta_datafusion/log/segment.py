@@ -49,9 +49,24 @@ class LogListing:
     log_dir: str
     commits: Mapping[int, FileInfo] = field(default_factory=dict)
     checkpoints: dict[int, list[Checkpoint]] = field(default_factory=dict)
-    last_checkpoint_hint: dict | None = None
     #: multi-part checkpoints with parts missing (ignored), by version: what is there
     incomplete_checkpoints: dict[int, str] = field(default_factory=dict)
+    #: ``_last_checkpoint`` as listed, and the storage to read it from
+    hint_file: FileInfo | None = None
+    hint_storage: Storage | None = field(default=None, repr=False)
+    _hint: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    @property
+    def last_checkpoint_hint(self) -> dict | None:
+        """``_last_checkpoint``, read the first time it is needed: only to choose between
+        complete checkpoints of one version (the listing decides everything else), so most
+        snapshots never read it (one request fewer per snapshot on an object store)."""
+        if not self._hint:
+            found = None
+            if self.hint_file is not None and self.hint_storage is not None:
+                found = _read_hint(self.hint_storage, self.hint_file)
+            self._hint.append(found)
+        return self._hint[0]
 
     @property
     def commit_versions(self) -> list[int]:
@@ -184,7 +199,7 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
                 Checkpoint(int(m.group(1)), "v2", (f,))
             )
         elif name == "_last_checkpoint":
-            listing.last_checkpoint_hint = _read_hint(storage, f)
+            listing.hint_file, listing.hint_storage = f, storage
     for (version, total), parts in multi.items():
         if total >= 1 and sorted(parts) == list(range(1, total + 1)):  # incomplete sets are ignored
             ckpt = Checkpoint(version, "multi", tuple(parts[i] for i in range(1, total + 1)))
@@ -208,6 +223,8 @@ def _read_hint(storage: Storage, f: FileInfo) -> dict | None:
 def _pick_checkpoint(listing: LogListing, version: int) -> Checkpoint:
     """Among complete checkpoints at ``version`` prefer the one the hint names, then V2, multi, classic."""
     options = listing.checkpoints[version]
+    if len(options) == 1:
+        return options[0]
     hint = listing.last_checkpoint_hint or {}
     if hint.get("version") == version:
         named = (hint.get("v2Checkpoint") or {}).get("path")
