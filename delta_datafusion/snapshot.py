@@ -497,7 +497,12 @@ def _prefer_parsed_partitions(parsed: pa.Array, from_strings: pa.StructArray, md
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             kids.append(fallback)
             continue
-        kids.append(pc.if_else(typed.is_valid(), typed, fallback))
+        usable = typed.is_valid()
+        if pa.types.is_string(typed.type) or pa.types.is_binary(typed.type):
+            # an empty partition value is NULL, in the string map and typed alike (deltalake
+            # writes "" in both; read from the typed column it came back as '' after a checkpoint)
+            usable = pc.and_(usable, pc.not_equal(pc.binary_length(typed), 0))
+        kids.append(pc.if_else(usable, typed, fallback))
     return pa.StructArray.from_arrays(kids, fields=list(from_strings.type))
 
 

@@ -1431,3 +1431,36 @@ def test_commit_timestamp_is_the_adjusted_timestamp(tmp_path: Path):
     assert table.snapshot(timestamp=snap.commit_timestamp()).version == 2
     with pytest.raises(VersionNotFoundError):
         table.snapshot(version=1).commit_timestamp(2)
+
+
+def test_empty_partition_value_is_null_from_a_typed_checkpoint(tmp_path: Path):
+    """deltalake writes an empty string partition value as "" in ``partitionValues`` and, with
+    ``writeStatsAsStruct``, in the checkpoint's ``partitionValues_parsed`` too. It is NULL either
+    way (deltalake, Spark and delta-kernel-rs read NULL): the same version answered '' once
+    replayed from the checkpoint (found by the scan fuzzer)."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    t = tmp_path / "t"
+    rows = pa.table({"id": [1, 2, 3], "p": ["a", "", None]})
+    deltalake.write_deltalake(
+        str(t), rows, partition_by=["p"], configuration={"delta.checkpoint.writeStatsAsStruct": "true"}
+    )
+
+    def read() -> tuple[list, list, list]:
+        ctx = SessionContext()
+        dd.register_table(ctx, "t", str(t))
+        got = ctx.sql("SELECT id, p FROM t ORDER BY id").to_arrow_table().to_pylist()
+        nulls = ctx.sql("SELECT count(*) AS n FROM t WHERE p IS NULL").to_pylist()
+        parts = DeltaTable(str(t)).snapshot().files().column("partition_values").to_pylist()
+        return got, nulls, sorted(parts, key=str)
+
+    before = read()
+    assert before[0] == [{"id": 1, "p": "a"}, {"id": 2, "p": None}, {"id": 3, "p": None}]
+    assert before[1] == [{"n": 2}]
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    checkpoint = pq.read_table(next(log_dir(t).glob("*.checkpoint.parquet"))).column("add")
+    parsed = [v for v in pc.struct_field(checkpoint, "partitionValues_parsed").to_pylist() if v]
+    assert {"p": ""} in parsed  # the premise: the typed column holds ""
+    assert read() == before
