@@ -1054,14 +1054,15 @@ class ChangeScan:
         out = self.schema
         # Commit order: the units of one commit are read together (one pyarrow scan), commit after
         # commit; rows within a commit come in no particular order.
-        run: list[ScanUnit] = []
+        runs: list[list[ScanUnit]] = []
         for u in units:
-            if run and u.constants.get(COMMIT_VERSION) != run[0].constants.get(COMMIT_VERSION):
-                yield from _with_metadata(reader.read(run, self.columns, self.predicate, batch_size), out)
-                run = []
-            run.append(u)
-        if run:
-            yield from _with_metadata(reader.read(run, self.columns, self.predicate, batch_size), out)
+            if not runs or u.constants.get(COMMIT_VERSION) != runs[-1][0].constants.get(COMMIT_VERSION):
+                runs.append([])
+            runs[-1].append(u)
+        for i, run in enumerate(runs):
+            # only the first commit's read hurries its first rows (time to the first batch)
+            batches = reader.read(run, self.columns, self.predicate, batch_size, first_rows_early=i == 0)
+            yield from _with_metadata(batches, out)
 
     def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
         """The change rows, streamed (nothing is read before the first batch is pulled)."""

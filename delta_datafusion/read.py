@@ -211,12 +211,16 @@ class UnitReader:
         columns: Sequence[str],
         predicate: Any = None,
         batch_size: int | None = None,
+        first_rows_early: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of ``columns`` (logical names) for the rows where ``predicate`` is TRUE.
 
         ``predicate`` is a :mod:`.predicate` tree; it is turned into an SQL-exact pyarrow filter.
+        ``first_rows_early``: an unfiltered read yields its first rows in small batches before the
+        first row group is decoded whole (for a LIMIT); a caller that has already yielded rows
+        passes False (small batches cost more CPU per row).
         """
-        batches = self._read(units, columns, predicate, batch_size)
+        batches = self._read(units, columns, predicate, batch_size, first_rows_early)
         if _CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
             return batches
         return self._checked_change_types(batches, units)
@@ -240,6 +244,7 @@ class UnitReader:
         columns: Sequence[str],
         predicate: Any = None,
         batch_size: int | None = None,
+        first_rows_early: bool = True,
     ) -> Iterator[pa.RecordBatch]:
         from .predicate import referenced_columns, to_pyarrow
 
@@ -289,7 +294,9 @@ class UnitReader:
             pfilter = None if scan_pred is None else to_pyarrow(scan_pred, rename=renamed or None)
             post = None if post_pred is None else to_pyarrow(post_pred, rename=renamed or None)
             post_cols = [] if post_pred is None else sorted(referenced_columns(post_pred))
-            yield from self._read_plain(plain, columns, pfilter, out_schema, bs, post, post_cols)
+            yield from self._read_plain(
+                plain, columns, pfilter, out_schema, bs, post, post_cols, first_rows_early
+            )
         if selected:
             lfilter = None if predicate is None else to_pyarrow(predicate)
             fcols = sorted(referenced_columns(predicate)) if predicate is not None else []
@@ -461,7 +468,7 @@ class UnitReader:
 
     # -- fast path ---------------------------------------------------------------------------
     def _read_plain(
-        self, units, columns, pfilter, out_schema, bs, post=None, post_columns=()
+        self, units, columns, pfilter, out_schema, bs, post=None, post_columns=(), first_rows_early=True
     ) -> Iterator[pa.RecordBatch]:
         phys_names = self.rs.to_physical()
         fs = self.storage.arrow_fs
@@ -478,9 +485,9 @@ class UnitReader:
         # The first file is scanned on its own: pyarrow's scanner reads several files ahead before
         # its first batch, which a LIMIT query would pay in full (TPC-H lineitem, SELECT * LIMIT
         # 10: 190 -> 40 ms); full scans measured the same either way.
-        parts = [frags[:1], frags[1:]] if len(frags) > 1 else [frags]
+        parts = [frags[:1], frags[1:]] if len(frags) > 1 and first_rows_early else [frags]
         try:
-            if pfilter is None and post is None:
+            if pfilter is None and post is None and first_rows_early:
                 # Unfiltered (a LIMIT's first rows): the dataset scanner decodes a whole row group
                 # before its first batch; the first row group streams in small batches instead
                 # (lineitem, SELECT * LIMIT 10: first batch 10 -> 4 ms).
