@@ -68,7 +68,7 @@ from .log.segment import LogListing, build_segment, list_log, missing_versions
 from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
-from .scan_unit import ScanUnit
+from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from .schema import logical_to_physical_names, physical_name
 from .stats import typed_stats
 from .timestamps import CommitTimeline, read_in_commit_timestamp
@@ -77,9 +77,6 @@ if TYPE_CHECKING:
     from .read import UnitReader
     from .table import DeltaTable
 
-CHANGE_TYPE = "_change_type"
-COMMIT_VERSION = "_commit_version"
-COMMIT_TIMESTAMP = "_commit_timestamp"
 CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 CHANGE_FIELDS = (
@@ -652,15 +649,15 @@ class ChangeFeed:
                 constants[CHANGE_TYPE] = cols["change_type"][i]
             out.append(
                 ScanUnit(
-                    cols["location"][i],
-                    cols["size"][i] or 0,
-                    pvs[i] or {},
-                    _dv_or_none(drop[i]),
-                    _dv_or_none(only[i]),
-                    constants,
-                    nums[i],
-                    is_cdc,
-                    bool(all_rows_match[i]) if all_rows_match is not None else False,
+                    location=cols["location"][i],
+                    size=cols["size"][i] or 0,
+                    partition_values=pvs[i] or {},
+                    drop_rows=dv_or_none(drop[i]),
+                    only_rows=dv_or_none(only[i]),
+                    constants=constants,
+                    num_records=nums[i],
+                    has_change_type_column=is_cdc,
+                    all_rows_match=bool(all_rows_match[i]) if all_rows_match is not None else False,
                 )
             )
         return out
@@ -907,10 +904,6 @@ def _empty_raw_sources(parts: list[str]) -> pa.Table:
             "drop_rows": pa.array([], DV_TYPE),
         }
     )
-
-
-def _dv_or_none(d: dict | None) -> dict | None:
-    return d if d and d.get("storageType") else None
 
 
 # --------------------------------------------------------------------------------------------

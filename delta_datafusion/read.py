@@ -38,7 +38,7 @@ from .errors import (
     DeltaError,
     UnsupportedFeatureError,
 )
-from .scan_unit import ScanUnit
+from .scan_unit import CHANGE_TYPE, ScanUnit
 from .schema import VARIANT_TYPE, relabel
 from .storage import Storage
 
@@ -55,7 +55,6 @@ class _ConversionError(DeltaError):
 
 
 #: What reading a data file may raise; both read paths turn it into an error naming the file.
-_CHANGE_TYPE = "_change_type"
 _READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, _ConversionError)
 
 # Facts read once from a data file's footer, per (location, size)
@@ -221,7 +220,7 @@ class UnitReader:
         passes False (small batches cost more CPU per row).
         """
         batches = self._read(units, columns, predicate, batch_size, first_rows_early)
-        if _CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
+        if CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
             return batches
         return self._checked_change_types(batches, units)
 
@@ -230,11 +229,11 @@ class UnitReader:
     ) -> Iterator[pa.RecordBatch]:
         """Change types are never null: only a change-data file without the column makes one."""
         for batch in batches:
-            if batch.column(_CHANGE_TYPE).null_count:
+            if batch.column(CHANGE_TYPE).null_count:
                 cdc = [u.location for u in units if u.has_change_type_column]
                 which = cdc[0] if len(cdc) == 1 else f"one of {len(cdc)} read together, the first {cdc[0]}"
                 raise ChangeDataFeedError(
-                    f"table {self.label}: a change data file has no {_CHANGE_TYPE} column ({which})"
+                    f"table {self.label}: a change data file has no {CHANGE_TYPE} column ({which})"
                 )
             yield batch
 
@@ -531,7 +530,7 @@ class UnitReader:
         phys_names = self.rs.to_physical()
         file_schema = pf.schema_arrow
         # cdc files store _change_type themselves (it is not a constant of the unit)
-        stored = self.rs.file_columns | ({"_change_type"} if unit.has_change_type_column else set())
+        stored = self.rs.file_columns | ({CHANGE_TYPE} if unit.has_change_type_column else set())
         needed = [c for c in columns if c in stored]
         read_cols = [phys_names[c] for c in needed if phys_names[c] in file_schema.names]
         physical = {f.name: f.type for f in self.rs.physical}
@@ -551,7 +550,7 @@ class UnitReader:
         only = self._bitmap(unit.only_rows, unit)
         phys_names = self.rs.to_physical()
         # cdc files store _change_type themselves (it is not a constant of the unit)
-        stored = self.rs.file_columns | ({"_change_type"} if unit.has_change_type_column else set())
+        stored = self.rs.file_columns | ({CHANGE_TYPE} if unit.has_change_type_column else set())
         needed = [c for c in dict.fromkeys(list(columns) + list(filter_columns)) if c in stored]
         try:
             pf = pq.ParquetFile(

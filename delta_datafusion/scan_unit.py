@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The change feed's columns (constants of a change scan's units; cdc files store the first).
+CHANGE_TYPE = "_change_type"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIMESTAMP = "_commit_timestamp"
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,12 @@ class ScanUnit:
         return self.drop_rows is not None or self.only_rows is not None
 
 
+def dv_or_none(descriptor: dict | None) -> dict | None:
+    """A deletion vector descriptor from the log, or None when the action has none (a null
+    struct reads as a dict of nulls)."""
+    return descriptor if descriptor and descriptor.get("storageType") else None
+
+
 def units_from_files(
     files: pa.Table, partition_columns: list[str], all_rows_match: pa.Array | None = None
 ) -> list[ScanUnit]:
@@ -49,8 +61,6 @@ def units_from_files(
     pvs = files.column("partition_values").to_pylist() if partition_columns else [{}] * files.num_rows
     dvs = files.column("deletion_vector").to_pylist()
     stats = files.column("stats").combine_chunks()
-    import pyarrow.compute as pc
-
     nums = (
         pc.struct_field(stats, "numRecords").to_pylist()
         if stats.type.get_field_index("numRecords") >= 0
@@ -59,15 +69,12 @@ def units_from_files(
     matches = all_rows_match.to_pylist() if all_rows_match is not None else [False] * len(locations)
     return [
         ScanUnit(
-            loc,
-            size or 0,
-            pv or {},
-            dv if dv and dv.get("storageType") else None,
-            None,
-            {},
-            num,
-            False,
-            bool(ok),
+            location=loc,
+            size=size or 0,
+            partition_values=pv or {},
+            drop_rows=dv_or_none(dv),
+            num_records=num,
+            all_rows_match=bool(ok),
         )
         for loc, size, pv, dv, num, ok in zip(locations, sizes, pvs, dvs, nums, matches, strict=True)
     ]
