@@ -5,8 +5,6 @@ after it, an end instant the last commit at or before it; ``end`` is inclusive).
 from __future__ import annotations
 
 import datetime as dt
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +12,7 @@ import numpy as np
 
 from .errors import DeltaError, InvalidRangeError, VersionNotFoundError
 from .log.segment import LogListing
+from .lru import LruCache
 from .timestamps import CommitTimeline
 
 if TYPE_CHECKING:
@@ -140,28 +139,13 @@ def _bound_text(b: int | Instant | None) -> str:
     return f"version {b}" if isinstance(b, int) else f"timestamp {b}"
 
 
-_TIMELINES: OrderedDict[tuple, CommitTimeline] = OrderedDict()
-_TIMELINE_LOCK = threading.Lock()
+_TIMELINES: LruCache[CommitTimeline] = LruCache(8)
 
 
 def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
     """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
-    key = (table.storage.root_uri, options_key(table.storage.storage_options), _listing_key(listing))
-    with _TIMELINE_LOCK:
-        hit = _TIMELINES.get(key)
-        if hit is not None:
-            _TIMELINES.move_to_end(key)
-            return hit
-    timeline = table.timeline(listing)
-    with _TIMELINE_LOCK:
-        _TIMELINES[key] = timeline
-        while len(_TIMELINES) > 8:
-            _TIMELINES.popitem(last=False)
-    return timeline
-
-
-def options_key(options: dict[str, Any]) -> tuple:
-    return tuple(sorted((str(k), repr(v)) for k, v in (options or {}).items()))
+    key = (*table.storage.cache_key, _listing_key(listing))
+    return _TIMELINES.get_or_make(key, lambda: table.timeline(listing))
 
 
 def _listing_key(listing: LogListing) -> tuple:
@@ -171,5 +155,4 @@ def _listing_key(listing: LogListing) -> tuple:
 
 
 def clear_timelines() -> None:
-    with _TIMELINE_LOCK:
-        _TIMELINES.clear()
+    _TIMELINES.clear()

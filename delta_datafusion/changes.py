@@ -38,8 +38,6 @@ the change constants and applies row selection, projection and the row filter.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .change_range import clear_timelines, options_key, resolve_range
+from .change_range import clear_timelines, resolve_range
 from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
@@ -65,6 +63,7 @@ from .log.actions import (
     read_commits,
 )
 from .log.segment import LogListing, build_segment, list_log, missing_versions
+from .lru import LruCache
 from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
@@ -911,8 +910,7 @@ def _empty_raw_sources(parts: list[str]) -> pa.Table:
 # --------------------------------------------------------------------------------------------
 
 FEED_CACHE_SIZE = 16
-_FEEDS: OrderedDict[tuple, ChangeFeed] = OrderedDict()
-_FEEDS_LOCK = threading.Lock()
+_FEEDS: LruCache[ChangeFeed] = LruCache(FEED_CACHE_SIZE)
 
 
 def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFeed:
@@ -929,18 +927,8 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
         (v, listing.commits[v].size, listing.commits[v].mtime_ms) if v in listing.commits else (v, None, None)
         for v in range(s, e + 1)
     )
-    key = (table.storage.root_uri, options_key(table.storage.storage_options), s, e, commit_state)
-    with _FEEDS_LOCK:
-        hit = _FEEDS.get(key)
-        if hit is not None:
-            _FEEDS.move_to_end(key)
-            return hit
-    feed = ChangeFeed(table, s, e, listing)
-    with _FEEDS_LOCK:
-        _FEEDS[key] = feed
-        while len(_FEEDS) > FEED_CACHE_SIZE:
-            _FEEDS.popitem(last=False)
-    return feed
+    key = (*table.storage.cache_key, s, e, commit_state)
+    return _FEEDS.get_or_make(key, lambda: ChangeFeed(table, s, e, listing))
 
 
 def _once_per_commit(actions: pa.Table) -> pa.Table:
@@ -976,8 +964,7 @@ def _require_commits(listing: LogListing, start: int, end: int, where: str) -> N
 
 def clear_cache() -> None:
     """Forget cached change feeds, commit timelines and footer statistics."""
-    with _FEEDS_LOCK:
-        _FEEDS.clear()
+    _FEEDS.clear()
     clear_timelines()
     clear_footer_cache()
 

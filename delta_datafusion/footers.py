@@ -4,13 +4,13 @@ never change), read on threads for remote stores. Change-feed planning prunes wi
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+
+from .lru import LruCache
 
 
 @dataclass(frozen=True)
@@ -25,9 +25,9 @@ class FooterStats:
     covered: frozenset[str] = frozenset()
 
 
-_FOOTERS: OrderedDict[tuple[str, int], FooterStats | None] = OrderedDict()
-_FOOTERS_LOCK = threading.Lock()
 FOOTER_CACHE_SIZE = 65536
+_FOOTERS: LruCache[FooterStats | None] = LruCache(FOOTER_CACHE_SIZE)
+_UNSEEN = object()
 _FOOTER_PHYSICAL = {"INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"}
 
 
@@ -81,17 +81,14 @@ def footer_stats(
     out: list[FooterStats | None] = [None] * len(files)
     want = frozenset(wanted)
     todo: list[tuple[int, frozenset[str]]] = []
-    with _FOOTERS_LOCK:
-        for k, key in enumerate(files):
-            if key in _FOOTERS:
-                _FOOTERS.move_to_end(key)
-                hit = _FOOTERS[key]
-                if hit is None or want <= hit.covered:
-                    out[k] = hit
-                    continue
-                todo.append((k, want | hit.covered))
-            else:
-                todo.append((k, want))
+    for k, key in enumerate(files):
+        hit = _FOOTERS.get(key, _UNSEEN)
+        if hit is _UNSEEN:
+            todo.append((k, want))
+        elif hit is None or want <= hit.covered:
+            out[k] = hit
+        else:
+            todo.append((k, want | hit.covered))
     if not todo:
         return out
     storage.note_sizes(files)
@@ -106,12 +103,9 @@ def footer_stats(
             got = list(pool.map(one, todo))
     else:
         got = [one(t) for t in todo]
-    with _FOOTERS_LOCK:
-        for (k, _), info in zip(todo, got, strict=True):
-            out[k] = info
-            _FOOTERS[files[k]] = info
-        while len(_FOOTERS) > FOOTER_CACHE_SIZE:
-            _FOOTERS.popitem(last=False)
+    for (k, _), info in zip(todo, got, strict=True):
+        out[k] = info
+    _FOOTERS.put_many((files[k], info) for (k, _), info in zip(todo, got, strict=True))
     return out
 
 
@@ -151,5 +145,4 @@ def typed_values(values: list[Any], typ: pa.DataType) -> pa.Array:
 
 
 def clear_footer_cache() -> None:
-    with _FOOTERS_LOCK:
-        _FOOTERS.clear()
+    _FOOTERS.clear()

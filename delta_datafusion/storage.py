@@ -190,6 +190,13 @@ class Storage:
             return self.uri.rstrip("/")
         return f"{self.protocol}://{self.root}"
 
+    @property
+    def cache_key(self) -> tuple[str, tuple]:
+        """The table location and storage options: what identifies the table in a process cache
+        (the same folder read with other credentials is another entry)."""
+        options = tuple(sorted((str(k), repr(v)) for k, v in self.storage_options.items()))
+        return self.root_uri, options
+
     def join(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
 

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ..change_range import options_key
 from ..storage import Storage
 
 TableKey = tuple[str, tuple]
@@ -32,7 +31,7 @@ _MARK = "_delta_datafusion_statements"
 
 
 def table_key(storage: Storage) -> TableKey:
-    return storage.root_uri, options_key(storage.storage_options)
+    return storage.cache_key
 
 
 def statement_pins() -> dict[TableKey, int] | None:
