@@ -466,9 +466,7 @@ class ParallelState:
         table = read_leaf(self.storage, replace(leaf, path=_leaf_location(self.storage, leaf.path)), ["add"])
         raw = _project_raw(self._table.leaf_adds(table, self.seen_keys))
         files = self._typed(raw)
-        return ScanMetadata(
-            self.scan.prune(files), files_before_pruning=files.num_rows, extra={"leaf": leaf.describe()}
-        )
+        return self.scan.pruned_metadata(files, leaf=leaf.describe())
 
     def _typed(self, raw: pa.Table) -> pa.Table:
         if raw.num_rows == 0:
@@ -702,19 +700,13 @@ class SequentialPhase(Iterator[ScanMetadata]):
         snap = self.scan.snapshot
         live, keys = snap._commit_replay
         files = snap.to_scan_files(_project_raw(live)) if live.num_rows else _empty_files(snap)
-        yield ScanMetadata(
-            self.scan.prune(files), files_before_pruning=files.num_rows, extra={"source": "commits"}
-        )
+        yield self.scan.pruned_metadata(files, source="commits")
         manifest = snap.checkpoint_manifest
         if manifest is not None and manifest.inline is not None:
             raw = _project_raw(snap.leaf_adds(manifest.inline, keys))
             if raw.num_rows:
                 files = snap.to_scan_files(raw)
-                yield ScanMetadata(
-                    self.scan.prune(files),
-                    files_before_pruning=files.num_rows,
-                    extra={"source": "checkpoint manifest"},
-                )
+                yield self.scan.pruned_metadata(files, source="checkpoint manifest")
         self._keys = keys
         self._leaves = list(manifest.leaves) if manifest is not None else []
 

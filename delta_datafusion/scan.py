@@ -135,14 +135,16 @@ class Scan:
         mask = file_keep_mask(self.predicate, files, self.snapshot.schema, self.snapshot.partition_columns)
         return files.filter(mask)
 
+    def pruned_metadata(self, files: pa.Table, **extra: Any) -> ScanMetadata:
+        """One scan-metadata batch: ``files`` pruned, with how many there were before."""
+        return ScanMetadata(self.prune(files), files_before_pruning=files.num_rows, extra=extra)
+
     def scan_metadata(self) -> Iterator[ScanMetadata]:
         """The selected live files, as one or more batches."""
-        files = self.snapshot.files()
-        yield ScanMetadata(self.prune(files), files_before_pruning=files.num_rows)
+        yield self.pruned_metadata(self.snapshot.files())
 
     def files(self) -> pa.Table:
-        tables = [m.files for m in self.scan_metadata()]
-        return pa.concat_tables(tables) if tables else self.snapshot.files().slice(0, 0)
+        return pa.concat_tables([m.files for m in self.scan_metadata()])
 
     def scan_units(self) -> list[ScanUnit]:
         return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot, self.predicate)]
