@@ -10,6 +10,7 @@ import argparse
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TextIO
 
 from .errors import DeltaError, describe
 
@@ -39,7 +40,7 @@ def _format(table, max_rows: int = 20) -> str:
     return "\n".join([line, sep, *body, *more, f"({table.num_rows} rows)"])
 
 
-def demo(out=None) -> int:
+def demo(out: TextIO | None = None) -> int:
     out = out or sys.stdout
     from datafusion import SessionContext
 
@@ -84,7 +85,7 @@ def demo(out=None) -> int:
     return 0
 
 
-def sql(args: argparse.Namespace, out=None) -> int:
+def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     from datafusion import SessionContext
 
@@ -101,7 +102,7 @@ def sql(args: argparse.Namespace, out=None) -> int:
     return 0
 
 
-def info(args: argparse.Namespace, out=None) -> int:
+def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     import pyarrow.compute as pc
 

@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 
 from .lru import LruCache
+from .storage import Storage
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ _UNSEEN = object()
 _FOOTER_PHYSICAL = {"INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"}
 
 
-def read_footer(storage: Any, location: str, wanted: frozenset[str]) -> FooterStats | None:
+def read_footer(storage: Storage, location: str, wanted: frozenset[str]) -> FooterStats | None:
     """Statistics of the ``wanted`` top-level columns, merged over the file's row groups."""
     import pyarrow.parquet as pq
 
@@ -74,7 +75,7 @@ def read_footer(storage: Any, location: str, wanted: frozenset[str]) -> FooterSt
 
 
 def footer_stats(
-    storage: Any, files: Sequence[tuple[str, int]], wanted: set[str]
+    storage: Storage, files: Sequence[tuple[str, int]], wanted: set[str]
 ) -> list[FooterStats | None]:
     """Footer statistics of the ``wanted`` columns of ``(location, size)`` files (cached per file;
     data files never change). On remote stores, footers not cached yet are read on threads."""

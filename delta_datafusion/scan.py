@@ -20,6 +20,9 @@ from .errors import DeltaError
 from .scan_unit import ScanUnit, units_from_files
 
 if TYPE_CHECKING:
+    from .parallel import SequentialPhase
+    from .predicate import Predicate
+    from .read import UnitReader
     from .snapshot import Snapshot
 
 
@@ -69,7 +72,7 @@ class ScanMetadata:
         return units_from_files(self.files, parts, matching)
 
 
-def as_predicate(predicate: Any, schema: pa.Schema):
+def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
     """Accept None, a package Predicate, a pyarrow compute Expression (what DataFusion passes), or
     SQL text (planned by DataFusion exactly as in a query's WHERE clause)."""
     if predicate is None:
@@ -150,7 +153,7 @@ class Scan:
         return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot, self.predicate)]
 
     # -- reading ------------------------------------------------------------------------------
-    def reader(self, constants: list[pa.Field] | None = None):
+    def reader(self, constants: list[pa.Field] | None = None) -> UnitReader:
         from .read import UnitReader, make_read_schema
 
         snap = self.snapshot
@@ -164,7 +167,7 @@ class Scan:
     def to_table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
 
-    def parallel_scan_metadata(self):
+    def parallel_scan_metadata(self) -> SequentialPhase:
         """Two-phase replay: a sequential phase over commits and the checkpoint manifest, then leaves."""
         from .parallel import SequentialPhase
 

@@ -167,7 +167,7 @@ class Storage:
         return path
 
     @cached_property
-    def fs(self):
+    def fs(self) -> Any:  # fsspec.AbstractFileSystem (fsspec is imported on demand)
         """The fsspec filesystem (imported on demand: local tables do not need fsspec)."""
         import fsspec
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -11,6 +11,9 @@ from .log.segment import LogListing, build_segment, list_log
 from .snapshot import Snapshot
 from .storage import Storage
 from .timestamps import CommitTimeline, to_millis
+
+if TYPE_CHECKING:
+    from .changes import ChangeScan
 
 
 class DeltaTable:
@@ -73,7 +76,9 @@ class DeltaTable:
             rows, pa.schema([("version", pa.int64()), ("timestamp", pa.int64()), ("operation", pa.string())])
         )
 
-    def changes(self, start: Any, end: Any = None, columns: list[str] | None = None, predicate: Any = None):
+    def changes(
+        self, start: Any, end: Any = None, columns: list[str] | None = None, predicate: Any = None
+    ) -> ChangeScan:
         """The change data feed of versions ``start..end`` (inclusive; ``end`` None = latest).
 
         ``start``/``end`` are versions (int) or timestamps (datetime, date, ISO string). Returns a
