@@ -56,6 +56,7 @@ from .errors import (
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
 from .log.actions import (
     DV_TYPE,
+    CommitData,
     commit_schema,
     find_protocol_and_metadata,
     parse_json_actions,
@@ -294,42 +295,11 @@ class ChangeFeed:
                 out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
         return out
 
-    def _build_sources(self, commits) -> pa.Table:
-        storage, parts = self.storage, self.physical_partitions
-        schema = _changes_commit_schema(partition_values_type(parts))
-        actions, counts = parse_json_actions(
-            [c.data for c in commits], schema, [c.info.path for c in commits]
-        )
-        per_row = pa.array(
-            np.repeat(np.array([c.version for c in commits], dtype=np.int64), counts), pa.int64()
-        )
-
-        def flat(name: str) -> pa.Table:
-            t = flatten_file_actions(
-                actions.column(name), parts, per_row, f"{name} actions of {storage.root_uri}"
-            )
-            if t.num_rows == 0:
-                return t.append_column("location", pa.array([], pa.string()))
-            decoded = decode_paths(t.column("path"))
-            t = t.set_column(t.schema.get_field_index("path"), "path", decoded)
-            return _once_per_commit(t.append_column("location", resolve_paths(storage, decoded)))
-
-        cdc = flat("cdc")
-        adds = flat("add")
-        removes = flat("remove")
-        cdc_versions = (
-            pc.unique(cdc.column("version").combine_chunks()) if cdc.num_rows else pa.array([], pa.int64())
-        )
-
-        def data_change(t: pa.Table) -> pa.Table:
-            if t.num_rows == 0:
-                return t
-            keep = pc.fill_null(t.column("dataChange"), True)
-            if len(cdc_versions):
-                keep = pc.and_(keep, pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
-            return t.filter(keep)
-
-        adds, removes = data_change(adds), data_change(removes)
+    def _build_sources(self, commits: list[CommitData]) -> pa.Table:
+        """The change sources of the range (SOURCE_COLUMNS), in commit order: a commit's cdc
+        files if it has any; else its dataChange adds (inserts) and removes (deletes), and for a
+        file removed and added again with another deletion vector, the rows whose state changed."""
+        cdc, adds, removes = self._file_actions(commits)
         pieces: list[pa.Table] = []
         if cdc.num_rows:
             pieces.append(_piece(cdc, KIND_CDC, None, None, None, with_stats=False))
@@ -351,41 +321,50 @@ class ChangeFeed:
             dv = plain_removes.column("deletionVector").combine_chunks()
             pieces.append(_piece(plain_removes, KIND_REMOVE, "delete", None, dv))
         if pc.any(paired_add).as_py():
-            pa_adds = adds.filter(paired_add)
-            idx = pc.index_in(_pair_key(pa_adds), value_set=rem_pk)
-            old_dv = removes.column("deletionVector").combine_chunks().take(idx)
-            new_dv = pa_adds.column("deletionVector").combine_chunks()
-            same = pc.fill_null(pc.equal(_dv_ids(old_dv), _dv_ids(new_dv)), False)
-            # newly deleted rows: in the new vector, not in the old one
-            deleted = pc.and_(new_dv.is_valid(), pc.invert(same))
-            if pc.any(deleted).as_py():
-                pieces.append(
-                    _piece(
-                        pa_adds.filter(deleted),
-                        KIND_DV_UPDATE,
-                        "delete",
-                        new_dv.filter(deleted),
-                        old_dv.filter(deleted),
-                    )
-                )
-            # un-deleted rows: in the old vector, not in the new one
-            restored = pc.and_(old_dv.is_valid(), pc.invert(same))
-            if pc.any(restored).as_py():
-                pieces.append(
-                    _piece(
-                        pa_adds.filter(restored),
-                        KIND_DV_UPDATE,
-                        "insert",
-                        old_dv.filter(restored),
-                        new_dv.filter(restored),
-                    )
-                )
+            pieces += _dv_update_pieces(adds.filter(paired_add), removes, rem_pk)
         if not pieces:
-            raw = _empty_raw_sources(parts)
+            raw = _empty_raw_sources(self.physical_partitions)
         else:
             raw = pa.concat_tables(pieces, promote_options="permissive")
             raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
         return self._typed_sources(raw)
+
+    def _file_actions(self, commits: list[CommitData]) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """(cdc, adds, removes) of the commits, flat, with decoded paths and locations; adds and
+        removes only with dataChange and only from commits without cdc files."""
+        storage, parts = self.storage, self.physical_partitions
+        schema = _changes_commit_schema(partition_values_type(parts))
+        actions, counts = parse_json_actions(
+            [c.data for c in commits], schema, [c.info.path for c in commits]
+        )
+        per_row = pa.array(
+            np.repeat(np.array([c.version for c in commits], dtype=np.int64), counts), pa.int64()
+        )
+
+        def flat(name: str) -> pa.Table:
+            t = flatten_file_actions(
+                actions.column(name), parts, per_row, f"{name} actions of {storage.root_uri}"
+            )
+            if t.num_rows == 0:
+                return t.append_column("location", pa.array([], pa.string()))
+            decoded = decode_paths(t.column("path"))
+            t = t.set_column(t.schema.get_field_index("path"), "path", decoded)
+            return _once_per_commit(t.append_column("location", resolve_paths(storage, decoded)))
+
+        cdc = flat("cdc")
+        cdc_versions = (
+            pc.unique(cdc.column("version").combine_chunks()) if cdc.num_rows else pa.array([], pa.int64())
+        )
+
+        def data_change(t: pa.Table) -> pa.Table:
+            if t.num_rows == 0:
+                return t
+            keep = pc.fill_null(t.column("dataChange"), True)
+            if len(cdc_versions):
+                keep = pc.and_(keep, pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
+            return t.filter(keep)
+
+        return cdc, data_change(flat("add")), data_change(flat("remove"))
 
     def _typed_sources(self, raw: pa.Table) -> pa.Table:
         md = self.metadata
@@ -856,6 +835,31 @@ def _as_dv(arr: pa.Array | None, n: int) -> pa.Array:
 
 
 _ORDER = {KIND_CDC: 0, KIND_REMOVE: 1, KIND_DV_UPDATE: 2, KIND_ADD: 3}
+
+
+def _dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> list[pa.Table]:
+    """Sources for files removed and added again in one commit with another deletion vector:
+    rows in the new vector and not the old are deleted; rows in the old and not the new are
+    inserted again (restored). ``readds``: the adds that pair with one of ``removes``."""
+    idx = pc.index_in(_pair_key(readds), value_set=rem_pk)
+    old_dv = removes.column("deletionVector").combine_chunks().take(idx)
+    new_dv = readds.column("deletionVector").combine_chunks()
+    same = pc.fill_null(pc.equal(_dv_ids(old_dv), _dv_ids(new_dv)), False)
+    pieces = []
+    # (change type, the vector whose rows are read, the vector whose rows are left out)
+    for change, only, drop in (("delete", new_dv, old_dv), ("insert", old_dv, new_dv)):
+        selected = pc.and_(only.is_valid(), pc.invert(same))
+        if pc.any(selected).as_py():
+            pieces.append(
+                _piece(
+                    readds.filter(selected),
+                    KIND_DV_UPDATE,
+                    change,
+                    only.filter(selected),
+                    drop.filter(selected),
+                )
+            )
+    return pieces
 
 
 def _piece(
