@@ -214,6 +214,35 @@ def test_sql_predicate_folded_to_false_selects_nothing(tmp_path, text):
     assert DeltaTable(path).snapshot().scan(predicate="1 = 1").to_table().num_rows == 3
 
 
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        # a conjunct NOT IN a list holding NULL is never TRUE: DataFusion 55 merged it with the IN
+        # list and dropped the NULL (found by the Python API fuzzer)
+        ("i IN (1, 2) AND i NOT IN (3, NULL)", []),
+        ("(3 <> i AND i NOT IN (4, NULL, 5, NULL)) AND i IN (3, 3, 8, NULL)", []),
+        ("i NOT IN (CAST(NULL AS BIGINT), 3) AND i > 0", []),
+        # not a conjunct: the rest of the OR still selects
+        ("i = 1 OR i NOT IN (3, NULL)", [1]),
+        ("i IN (1, 2) AND i NOT IN (3)", [1, 2]),
+    ],
+)
+def test_not_in_with_null_in_predicate_text(tmp_path, text, want):
+    import pyarrow as pa
+
+    deltalake = pytest.importorskip("deltalake")
+    path = _api_table(tmp_path, pa.table({"i": pa.array([1, 2, 3, 4, 8, None], pa.int64())}))
+    deltalake.write_deltalake(
+        str(tmp_path / "c"),
+        pa.table({"i": pa.array([1, 2, 3, 4, 8], pa.int64())}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    got = DeltaTable(path).snapshot().scan(predicate=text).to_table().column("i").to_pylist()
+    assert sorted(got) == want
+    changed = DeltaTable(str(tmp_path / "c")).changes(0, predicate=text).to_table().column("i").to_pylist()
+    assert sorted(changed) == want
+
+
 def test_hand_built_predicate_gets_column_types(tmp_path):
     """``gt(col("f"), 1)`` without a type used pyarrow's NaN semantics (NaN > 1 false); the scan
     types its columns from the schema, so SQL's (NaN sorts above every number) apply."""

@@ -67,6 +67,8 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
             f"predicate {text!r}: not a single boolean expression (the text adds {extra or ['another scan']} "
             "to the query)"
         )
+    if _never_true(df.logical_plan()):
+        return BoolLiteral(False)
     try:
         plan = df.optimized_logical_plan().display_indent()
         df.execution_plan()
@@ -90,6 +92,41 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
         return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
     return from_pyarrow(pushed, schema)
+
+
+def _never_true(plan: Any) -> bool:
+    """Is a conjunct of the WHERE clause, as written, ``x NOT IN (..., NULL)``? That is FALSE or
+    NULL for every row, so the clause selects nothing. DataFusion 55's optimizer merges such a
+    list with an ``IN`` list on the same column and drops the NULL (``id IN (1, 2) AND id NOT IN
+    (3, NULL)`` selects 1 and 2), so the written clause is checked before it is optimized."""
+    variant = plan.to_variant()
+    if type(variant).__name__ == "Filter":
+        return _conjunct_never_true(variant.predicate())
+    return any(_never_true(child) for child in plan.inputs())
+
+
+def _conjunct_never_true(expr: Any) -> bool:
+    try:
+        v = expr.to_variant()
+    except Exception:  # noqa: BLE001 - a variant datafusion-python does not expose: no claim
+        return False
+    kind = type(v).__name__
+    if kind == "BinaryExpr" and str(v.op()).upper() == "AND":
+        return _conjunct_never_true(v.left()) or _conjunct_never_true(v.right())
+    if kind == "InList" and v.negated():
+        return any(_is_null_literal(item) for item in v.list())
+    return False
+
+
+def _is_null_literal(expr: Any) -> bool:
+    try:
+        v = expr.to_variant()
+    except Exception:  # noqa: BLE001
+        return False
+    kind = type(v).__name__
+    if kind in ("Cast", "TryCast"):
+        return _is_null_literal(v.expr())
+    return kind == "Literal" and str(v.data_type()) == "Null"
 
 
 _EXTRACTED = re.compile(r" AS (__datafusion_extracted_\d+)")
