@@ -286,6 +286,26 @@ class UnitReader:
                 if views:
                     plain = [u for u in plain if not (self._view_columns(u) & text_cols)]
                     selected = selected + views
+        if plain and predicate is not None:
+            # A predicate on a unit's own constants (partition values, change-feed columns) that
+            # planning proved TRUE for the unit needs no row filter (a partition-pruned TPC-H
+            # query over 16 files: 16 -> 13 ms); statistics-proven ones keep it (statistics can
+            # be wrong, and the filter is what reads the data).
+            on = referenced_columns(predicate)
+            decided = [
+                u.all_rows_match and on <= (u.partition_values.keys() | u.constants.keys()) for u in plain
+            ]
+            if any(decided):
+                yield from self._read_plain(
+                    [u for u, d in zip(plain, decided, strict=True) if d],
+                    columns,
+                    None,
+                    out_schema,
+                    bs,
+                    first_rows_early=False,
+                )
+                plain = [u for u, d in zip(plain, decided, strict=True) if not d]
+                first_rows_early = False
         if plain:
             phys = self.rs.to_physical()
             renamed = {k: v for k, v in phys.items() if k != v}
