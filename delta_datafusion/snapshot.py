@@ -250,6 +250,11 @@ class Snapshot(TableVersionView):
     def checkpoint_version(self) -> int | None:
         return self.segment.checkpoint_version
 
+    @property
+    def commit_data(self) -> list[CommitData]:
+        """The commit files of the segment, as read."""
+        return self._commit_data
+
     # -- commits ---------------------------------------------------------------------------
     @cached_property
     def commit_log(self) -> CommitLog:

@@ -46,9 +46,20 @@ class DeltaTable:
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
             raise DeltaError(f"version must be an integer, got {version!r}")
         listing = listing if listing is not None else self.listing()
-        if timestamp is not None:
-            version = self.timeline(listing).version_at_or_before(to_millis(timestamp))
-        return Snapshot(self.storage, build_segment(listing, version))
+        if timestamp is None:
+            return Snapshot(self.storage, build_segment(listing, version))
+        # the latest metadata says whether commits carry in-commit timestamps
+        latest = Snapshot(self.storage, build_segment(listing, None))
+        version = CommitTimeline(self.storage, listing, latest.metadata).version_at_or_before(
+            to_millis(timestamp)
+        )
+        if version == latest.version:
+            return latest
+        segment = build_segment(listing, version)
+        # the commits the latest snapshot read already (same checkpoint): not read again
+        read = {c.version: c for c in latest.commit_data}
+        reuse = [read[v] for v, _ in segment.commits] if all(v in read for v, _ in segment.commits) else None
+        return Snapshot(self.storage, segment, reuse)
 
     def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
         listing = listing if listing is not None else self.listing()

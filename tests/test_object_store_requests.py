@@ -230,3 +230,21 @@ def test_last_checkpoint_is_read_only_to_choose_between_checkpoints(tmp_path: Pa
     fs.pipe(f"{root}/_delta_log/_last_checkpoint", hint)
     with pytest.raises(dd.DeltaError, match="ffffffff"):
         dd.DeltaTable(uri).snapshot().files()
+
+
+def test_time_travel_by_timestamp_reads_each_commit_once(tmp_path: Path, store) -> None:
+    """Resolving a timestamp needs the latest metadata (in-commit timestamps or not); the
+    snapshot it resolves to reuses the commits that read already."""
+    fs, root = store
+    _upload(fs, _table(tmp_path, "t", 5), root)
+    uri = f"ddcount://{root}"
+    history = dd.DeltaTable(uri).history().to_pylist()
+    at_v2 = next(h["timestamp"] for h in history if h["version"] == 2)
+    CALLS.clear()
+    snap = dd.DeltaTable(uri).snapshot(timestamp=at_v2)
+    assert snap.version == 2
+    opened = Counter(path for kind, path, _ in CALLS if kind == "open" and path.endswith(".json"))
+    assert opened and max(opened.values()) == 1, opened
+    assert sorted(snap.files().column("path").to_pylist()) == sorted(
+        dd.DeltaTable(uri).snapshot(version=2).files().column("path").to_pylist()
+    )
