@@ -316,7 +316,8 @@ class _LogSizedHandler(pafs.FSSpecHandler):
     The stock handler asks whether the file exists, then fsspec asks its size: two metadata
     round trips per data file on an object store, before any byte is read (a 200-file scan at
     20 ms per request: 606 requests, 6.9 s; 202 requests, 2.4 s without them). A missing file
-    still fails, at its first read, and the reader names it. Ranges are read as pyarrow asks for
+    still fails, at its first read, with its path in the error (a store's own not-found message
+    may not say which key), so the reader names it. Ranges are read as pyarrow asks for
     them, no fsspec read-ahead past each range (measured at 20 ms per request, 200 small files:
     fetching each file whole on its first read made 202 requests instead of 402 but took 4.3 s
     instead of 2.3 s, as pyarrow overlaps its range reads and not its opens). Files of unknown
@@ -334,7 +335,28 @@ class _LogSizedHandler(pafs.FSSpecHandler):
             handle = self.fs.open(path, mode="rb", size=size, cache_type="none")
         except TypeError:  # a filesystem whose open takes neither keyword
             return super().open_input_file(path)
-        return pa.PythonFile(handle, mode="r")
+        return pa.PythonFile(_NamedMissing(handle, path), mode="r")
+
+
+class _NamedMissing:
+    """A file handle whose not-found errors name the file (they surface at the first read)."""
+
+    def __init__(self, handle: Any, path: str):
+        self._handle = handle
+        self._path = path
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._handle, name)
+        if name not in ("read", "readinto", "seek", "tell", "size"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except FileNotFoundError as e:
+                raise FileNotFoundError(f"{self._path}: {e}") from e
+
+        return call
 
 
 def _local_names(path: str) -> list[str]:
