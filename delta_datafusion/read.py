@@ -215,6 +215,8 @@ class UnitReader:
         """Batches of ``columns`` (logical names) for the rows where ``predicate`` is TRUE.
 
         ``predicate`` is a :mod:`.predicate` tree; it is turned into an SQL-exact pyarrow filter.
+        The units must come from planning with this same predicate: their ``all_rows_match``
+        flags (rows counted from the log, row filters left out) refer to it.
         ``first_rows_early``: an unfiltered read yields its first rows in small batches before the
         first row group is decoded whole (for a LIMIT); a caller that has already yielded rows
         passes False (small batches cost more CPU per row).
@@ -450,7 +452,13 @@ class UnitReader:
             return tuple(out)
 
         for u in units:
-            where = [w for name, w in self._footer_fact(self._shredded, u, shredded, ()) if name in wanted]
+            found = self._footer_fact(self._shredded, u, shredded, None)
+            if found is None:  # footer unreadable (perhaps for a moment): unchecked is unread
+                try:
+                    found = shredded(pq.read_schema(u.location, filesystem=self.storage.arrow_fs))
+                except _READ_ERRORS as e:
+                    raise self._file_error([u], e) from e
+            where = [w for name, w in found if name in wanted]
             if where:
                 at = f" version {self.version}" if self.version is not None else ""
                 raise UnsupportedFeatureError(
@@ -478,7 +486,7 @@ class UnitReader:
         try:
             found = derive(pq.read_schema(unit.location, filesystem=self.storage.arrow_fs))
         except (OSError, pa.ArrowInvalid):
-            found = unreadable
+            return unreadable  # not cached: the failure may pass
         with _FOOTER_LOCK:
             if len(cache) >= 65536:
                 cache.clear()

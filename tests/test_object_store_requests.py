@@ -242,6 +242,10 @@ def test_catalog_query_lists_only_the_named_table(tmp_path: Path, store) -> None
     assert root not in touched, CALLS  # the catalog folder itself is not listed
     assert not [p for p in touched if p.startswith(f"{root}/t") and not p.startswith(f"{root}/t3")], CALLS
 
+    # a name is a folder name: an fsspec chain ("t3::memory") does not reach t3
+    with pytest.raises(Exception, match="not found"):
+        ctx.sql('SELECT count(*) FROM lake.default."t3::memory"').collect()
+
     CALLS.clear()
     names = ctx.sql("SHOW TABLES").to_pydict()["table_name"]
     assert {f"t{i}" for i in range(6)} <= set(names)

@@ -310,3 +310,27 @@ def test_cli_info_names_variant_columns(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli_main(["info", str(t)]) == 0
     out = capsys.readouterr().out
     assert "  v: variant, read as struct<value: binary not null, metadata: binary not null>" in out
+
+
+def test_shredded_check_never_passes_on_an_unreadable_footer(tmp_path: Path, monkeypatch) -> None:
+    """A footer that cannot be read (a store's passing error) leaves a file unchecked: it is not
+    read as unshredded; once readable, the check runs and refuses it."""
+    shredded = pa.struct(
+        [
+            pa.field("value", pa.binary()),
+            pa.field("metadata", pa.binary(), False),
+            pa.field("typed_value", pa.int64()),
+        ]
+    )
+    t = _variant_table(tmp_path / "t", vtype_c=shredded)
+    scan = DeltaTable(str(t)).snapshot().scan(columns=["id", "v"])
+
+    def unreadable(*args, **kwargs):
+        raise OSError("connection reset")
+
+    with monkeypatch.context() as m:
+        m.setattr(pq, "read_schema", unreadable)
+        with pytest.raises(dd.DeltaError, match="connection reset"):
+            scan.to_table()
+    with pytest.raises(UnsupportedFeatureError, match="shredded"):
+        scan.to_table()
