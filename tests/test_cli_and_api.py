@@ -222,9 +222,15 @@ def test_sql_predicate_folded_to_false_selects_nothing(tmp_path, text):
         ("i IN (1, 2) AND i NOT IN (3, NULL)", []),
         ("(3 <> i AND i NOT IN (4, NULL, 5, NULL)) AND i IN (3, 3, 8, NULL)", []),
         ("i NOT IN (CAST(NULL AS BIGINT), 3) AND i > 0", []),
-        # not a conjunct: the rest of the OR still selects
-        ("i = 1 OR i NOT IN (3, NULL)", [1]),
         ("i IN (1, 2) AND i NOT IN (3)", [1, 2]),
+        # in AND/OR alone an IN list's NULL selects as FALSE would: the list without it
+        ("i IN (1, NULL) OR i = 8", [1, 8]),
+        # where NULL and FALSE differ (NOT, comparisons, CASE, NOT IN under OR): refused
+        ("i = 1 OR i NOT IN (3, NULL)", None),
+        ("i IN (1, 2) AND NOT (i IN (3, NULL))", None),
+        ("i IN (1, 2) AND (i NOT IN (3, NULL)) = true", None),
+        ("i IN (1, 2) AND CASE WHEN true THEN i NOT IN (3, NULL) END", None),
+        ("i NOT IN (3) AND i > 3", [4, 8]),
     ],
 )
 def test_not_in_with_null_in_predicate_text(tmp_path, text, want):
@@ -237,10 +243,16 @@ def test_not_in_with_null_in_predicate_text(tmp_path, text, want):
         pa.table({"i": pa.array([1, 2, 3, 4, 8], pa.int64())}),
         configuration={"delta.enableChangeDataFeed": "true"},
     )
+    if want is None:
+        from delta_datafusion.errors import PredicateError
+
+        with pytest.raises(PredicateError, match="IN list holding NULL"):
+            DeltaTable(path).snapshot().scan(predicate=text)
+        return
     got = DeltaTable(path).snapshot().scan(predicate=text).to_table().column("i").to_pylist()
     assert sorted(got) == want
     changed = DeltaTable(str(tmp_path / "c")).changes(0, predicate=text).to_table().column("i").to_pylist()
-    assert sorted(changed) == want
+    assert sorted(changed) == [v for v in want if v is not None]
 
 
 def test_hand_built_predicate_gets_column_types(tmp_path):

@@ -67,8 +67,15 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
             f"predicate {text!r}: not a single boolean expression (the text adds {extra or ['another scan']} "
             "to the query)"
         )
-    if _never_true(df.logical_plan()):
+    null_lists = _null_in_lists(df.logical_plan())
+    if null_lists == "false":
         return BoolLiteral(False)
+    if null_lists == "refuse":
+        raise PredicateError(
+            f"predicate {text!r}: an IN list holding NULL under NOT, in a comparison, a CASE or a NOT IN "
+            "under OR is simplified wrongly by DataFusion 55 (it drops the NULL); write the list without "
+            "NULL (x NOT IN (..., NULL) is never TRUE; x IN (..., NULL) is TRUE where x IN (...) is)"
+        )
     try:
         plan = df.optimized_logical_plan().display_indent()
         df.execution_plan()
@@ -94,28 +101,44 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     return from_pyarrow(pushed, schema)
 
 
-def _never_true(plan: Any) -> bool:
-    """Is a conjunct of the WHERE clause, as written, ``x NOT IN (..., NULL)``? That is FALSE or
-    NULL for every row, so the clause selects nothing. DataFusion 55's optimizer merges such a
-    list with an ``IN`` list on the same column and drops the NULL (``id IN (1, 2) AND id NOT IN
-    (3, NULL)`` selects 1 and 2), so the written clause is checked before it is optimized."""
+#: an IN list holding a NULL literal, in DataFusion's display of an expression ("NULL",
+#: "Int64(NULL)", "CAST(NULL AS Int64)"; not the string 'NULL', shown as Utf8("NULL"))
+_NULL_IN_LIST = re.compile(r'IN \(\[(?:[^\[\]]|\[[^\]]*\])*?(?<!")\bNULL\b(?!")')
+
+
+def _null_in_lists(plan: Any) -> str | None:
+    """What the WHERE clause, as written, does with IN lists holding NULL: ``"false"`` when a
+    conjunct is ``x NOT IN (..., NULL)`` (FALSE or NULL for every row: nothing is selected);
+    ``"refuse"`` when such a list sits where NULL and FALSE differ (under NOT, in a comparison,
+    a CASE, or a NOT IN under OR); None otherwise. DataFusion 55's optimizer merges IN lists on
+    one column and drops their NULLs (``id IN (1, 2) AND id NOT IN (3, NULL)`` selects 1 and 2),
+    so the clause is checked before it is optimized."""
     variant = plan.to_variant()
     if type(variant).__name__ == "Filter":
-        return _conjunct_never_true(variant.predicate())
-    return any(_never_true(child) for child in plan.inputs())
+        return _null_lists_in(variant.predicate(), conjunct=True, positive=True)
+    for child in plan.inputs():
+        found = _null_in_lists(child)
+        if found:
+            return found
+    return None
 
 
-def _conjunct_never_true(expr: Any) -> bool:
+def _null_lists_in(expr: Any, conjunct: bool, positive: bool) -> str | None:
     try:
         v = expr.to_variant()
-    except Exception:  # noqa: BLE001 - a variant datafusion-python does not expose: no claim
-        return False
+    except Exception:  # noqa: BLE001 - a variant datafusion-python does not expose
+        v = None
     kind = type(v).__name__
-    if kind == "BinaryExpr" and str(v.op()).upper() == "AND":
-        return _conjunct_never_true(v.left()) or _conjunct_never_true(v.right())
-    if kind == "InList" and v.negated():
-        return any(_is_null_literal(item) for item in v.list())
-    return False
+    if kind == "BinaryExpr" and str(v.op()).upper() in ("AND", "OR"):
+        inner = conjunct and str(v.op()).upper() == "AND"
+        found = {_null_lists_in(v.left(), inner, positive), _null_lists_in(v.right(), inner, positive)}
+        return "false" if "false" in found else ("refuse" if "refuse" in found else None)
+    if kind == "InList" and any(_is_null_literal(item) for item in v.list()):
+        if v.negated():
+            return "false" if conjunct else "refuse"
+        # in AND/OR alone a NULL selects as FALSE does: the list means what it says without it
+        return None if positive else "refuse"
+    return "refuse" if _NULL_IN_LIST.search(expr.canonical_name()) else None
 
 
 def _is_null_literal(expr: Any) -> bool:
