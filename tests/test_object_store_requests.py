@@ -302,3 +302,22 @@ def test_time_travel_by_timestamp_reads_each_commit_once(tmp_path: Path, store) 
     assert sorted(snap.files().column("path").to_pylist()) == sorted(
         dd.DeltaTable(uri).snapshot(version=2).files().column("path").to_pylist()
     )
+
+
+def test_table_changes_on_a_location_asks_nothing_before_listing_its_log(tmp_path: Path, store) -> None:
+    """``table_changes('<uri>', ...)`` lists the table's log straight away; whether the location
+    exists is asked only to word the error when there is no log (it was a request per query)."""
+    fs, root = store
+    path = tmp_path / "c"
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
+    deltalake.write_deltalake(str(path), rows, mode="append")
+    _upload(fs, path, root)
+    ctx = SessionContext()
+    dd.register(ctx)
+    CALLS.clear()
+    got = ctx.sql(f"SELECT count(*) AS n FROM table_changes('ddcount://{root}', 0)").to_pydict()
+    assert got == {"n": [4]}
+    assert not [c for c in CALLS if c[1] == root and c[0] in METADATA], CALLS
+    with pytest.raises(Exception, match="no such path exists"):
+        ctx.sql(f"SELECT * FROM table_changes('ddcount://{root}-nope', 0)").collect()

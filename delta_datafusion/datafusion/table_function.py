@@ -367,8 +367,10 @@ def _registered_names(session: SessionContext) -> str:
     return ", ".join(sorted(out)) or "none"
 
 
-def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, str]:
-    """The table ``name`` means in the session (as SELECT resolves it), else a path or URI."""
+def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, bool]:
+    """The table ``name`` means in the session (as SELECT resolves it), else a path or URI;
+    and whether it is a path (its existence is checked only if reading its log fails: on an
+    object store that check is a request)."""
     for ref in _references(name, identifier):
         found = _delta_table_named(session, ref)
         if found is False:
@@ -379,19 +381,26 @@ def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tupl
                 "registered through delta_datafusion (register_table, CREATE EXTERNAL TABLE ... STORED AS "
                 "DELTA or register_catalog)"
             )
-        return DeltaTable.from_storage(found.storage), name
+        return DeltaTable.from_storage(found.storage), False
     try:
-        table = DeltaTable(name)
-        exists = table.storage.exists(table.storage.root)
+        return DeltaTable(name), True
     except DeltaError:
-        exists = False
-    if not exists:
-        what = "table name" if identifier else "table name or location"
-        raise TableNotFoundError(
-            f"table_changes: {name!r} is not a table of this session and no such path exists "
-            f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
-        )
-    return table, name
+        raise _no_such_table(session, name, identifier) from None
+
+
+def _no_such_table(session: SessionContext, name: str, identifier: bool) -> TableNotFoundError:
+    what = "table name" if identifier else "table name or location"
+    return TableNotFoundError(
+        f"table_changes: {name!r} is not a table of this session and no such path exists "
+        f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
+    )
+
+
+def _exists(table: DeltaTable) -> bool:
+    try:
+        return table.storage.exists(table.storage.root)
+    except (DeltaError, OSError):
+        return False
 
 
 def _table_changes(*args: Any, session: SessionContext) -> Table:
@@ -400,7 +409,7 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     name, identifier = _table_argument(args[0])
     start = _bound_argument(args[1], "start")
     end = _bound_argument(args[2], "end") if len(args) == 3 else None
-    table, label = _resolve_table(session, name, identifier)
+    table, is_path = _resolve_table(session, name, identifier)
     # without an end, "latest" is the version this statement already saw of the table, if any
     pins = statement_pins() if end is None else None
     key = table_key(table.storage)
@@ -408,6 +417,8 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     try:
         feed = load_change_feed(table, start, end if pinned is None else pinned)
     except TableNotFoundError as e:
+        if is_path and not _exists(table):
+            raise _no_such_table(session, name, identifier) from e
         raise TableNotFoundError(f"{e} (registered Delta tables: {_registered_names(session)})") from e
     except InvalidRangeError as e:
         if pinned is None:
@@ -419,7 +430,7 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
         ) from e
     if pins is not None:
         pins.setdefault(key, feed.end)
-    dataset = ChangesDataset(feed, f"table_changes({label}, {feed.start}..{feed.end})", session.session_id())
+    dataset = ChangesDataset(feed, f"table_changes({name}, {feed.start}..{feed.end})", session.session_id())
     return Table(dataset)
 
 
