@@ -9,10 +9,10 @@ to one version.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from bisect import bisect_left, bisect_right
 
 from .errors import DeltaError, LogCorruptError, VersionNotFoundError
+from .log.actions import parse_action
 from .log.segment import LogListing
 from .protocol import Metadata
 from .storage import Storage
@@ -24,10 +24,7 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
         line = line.strip()
         if not line:
             continue
-        try:
-            action = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            raise LogCorruptError(f"{where}: malformed JSON action: {e}") from e
+        action = parse_action(line, where)
         info = action.get("commitInfo") if isinstance(action, dict) else None
         if isinstance(info, dict) and isinstance(info.get("inCommitTimestamp"), int):
             return info["inCommitTimestamp"]

@@ -104,6 +104,14 @@ def commit_schema(pv: pa.DataType) -> pa.Schema:
 _PM_KEYS = (b'"protocol"', b'"metaData"')
 
 
+def parse_action(line: bytes, where: str, at: str = "") -> Any:
+    """One JSON action line; malformed JSON is a :class:`LogCorruptError` naming ``where``."""
+    try:
+        return json.loads(line)
+    except (ValueError, RecursionError) as e:
+        raise LogCorruptError(f"{where}: malformed JSON action{at}: {e}") from e
+
+
 def find_protocol_and_metadata(data: bytes, where: str) -> tuple[dict | None, dict | None]:
     """Return the protocol and metaData actions of one commit (or JSON checkpoint), if present.
 
@@ -123,10 +131,7 @@ def find_protocol_and_metadata(data: bytes, where: str) -> tuple[dict | None, di
         line = data[start : len(data) if end == -1 else end].strip()
         if not line:
             continue
-        try:
-            action = json.loads(line)
-        except (ValueError, RecursionError) as e:
-            raise LogCorruptError(f"{where}: malformed JSON action at byte {start}: {e}") from e
+        action = parse_action(line, where, f" at byte {start}")
         if not isinstance(action, dict):
             raise LogCorruptError(f"{where}: action at byte {start} is not a JSON object")
         for key in ("protocol", "metaData"):
