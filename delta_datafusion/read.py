@@ -143,6 +143,27 @@ class ReadSchema:
     def to_physical(self) -> dict[str, str]:
         return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
 
+    @cached_property
+    def renamed_paths(self) -> dict[str, str]:
+        """Logical -> physical names that differ (column mapping), a nested struct field by its
+        dotted logical path (``"s.x"``): the rename a row filter needs (see predicate.to_pyarrow)."""
+        out: dict[str, str] = {}
+
+        def walk(logical: pa.DataType, physical: pa.DataType, prefix: str) -> None:
+            if not (pa.types.is_struct(logical) and pa.types.is_struct(physical)):
+                return
+            for lf, pf in zip(logical, physical, strict=False):
+                path = f"{prefix}.{lf.name}"
+                if lf.name != pf.name:
+                    out[path] = pf.name
+                walk(lf.type, pf.type, path)
+
+        for lf, pf in zip(self.logical, self.physical, strict=True):
+            if lf.name != pf.name:
+                out[lf.name] = pf.name
+            walk(lf.type, pf.type, lf.name)
+        return out
+
     @property
     def id_mode(self) -> bool:
         """Column mapping id mode: the physical schema carries parquet field ids."""
@@ -309,8 +330,7 @@ class UnitReader:
                 plain = [u for u, d in zip(plain, decided, strict=True) if not d]
                 first_rows_early = False
         if plain:
-            phys = self.rs.to_physical()
-            renamed = {k: v for k, v in phys.items() if k != v}
+            renamed = self.rs.renamed_paths
             scan_pred, post_pred = self._split_nan_sensitive(predicate)
             pfilter = None if scan_pred is None else to_pyarrow(scan_pred, rename=renamed or None)
             post = None if post_pred is None else to_pyarrow(post_pred, rename=renamed or None)
