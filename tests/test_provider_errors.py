@@ -594,3 +594,34 @@ def test_filter_pyarrow_cannot_evaluate_is_refused_at_planning(tmp_path):
     err = dd.from_datafusion(info.value)
     assert isinstance(err, PredicateError)
     assert "l = [3] cannot be evaluated" in str(err) and ".parquet" not in str(err)
+
+
+def test_unreadable_table_in_a_folder_catalog_does_not_break_listings(tmp_path: Path) -> None:
+    """DataFusion's information_schema (SHOW TABLES, SHOW COLUMNS, ...) looks up every listed
+    table of every catalog: one table that cannot be opened failed those queries for the whole
+    session, in-memory tables included. It is now left out of listings; a query naming it still
+    gets its error (found by the API sweep)."""
+    root = tmp_path / "lake"
+    write_deltalake(str(root / "good"), pa.table({"a": [1, 2]}))
+    copy_table(corpus_table("deltalog-invalid-protocol-version"), root / "bad")
+    write_deltalake(str(root / "zgood"), pa.table({"a": [3]}))
+    ctx = _ctx()
+    dd.register_catalog(ctx, "lake", str(root))
+    ctx.register_record_batches("mem", [[pa.record_batch({"x": [1]})]])
+
+    tables = _run(
+        ctx, "SELECT table_name FROM information_schema.tables WHERE table_schema <> 'information_schema'"
+    )
+    assert sorted(tables.column(0).to_pylist()) == ["good", "mem", "zgood"]
+    assert _run(ctx, "SHOW COLUMNS FROM mem").column("column_name").to_pylist() == ["x"]
+    cols = _run(
+        ctx, "SELECT table_name, column_name FROM information_schema.columns WHERE table_catalog = 'lake'"
+    )
+    assert sorted(cols.column("table_name").to_pylist()) == ["good", "zgood"]
+    for q in ("SELECT * FROM lake.default.bad", "SELECT a FROM lake.default.bad"):
+        with pytest.raises(Exception, match="minReaderVersion 99") as info:
+            _run(ctx, q)
+        assert "InvalidProtocolError" in str(info.value) or isinstance(
+            dd.from_datafusion(info.value), dd.errors.InvalidProtocolError
+        )
+    assert _run(ctx, "SELECT a FROM lake.default.zgood").column(0).to_pylist() == [3]
