@@ -612,17 +612,23 @@ def push_not_down(pred: Predicate, negate: bool = False) -> Predicate:
 _NULL_BOOL = pa.scalar(None, pa.bool_())
 
 
-def _physical_path(path: tuple[str, ...], rename: Mapping[str, str] | None) -> tuple[str, ...]:
+#: logical -> physical names of fields: by path tuple, or a top-level column by its name
+Rename = Mapping["str | tuple[str, ...]", str]
+
+
+def _physical_path(path: tuple[str, ...], rename: Rename | None) -> tuple[str, ...]:
     if not rename:
         return path
     out = []
     for i, part in enumerate(path):
-        key = part if i == 0 else ".".join(path[: i + 1])
-        out.append(rename.get(key, part))
+        new = rename.get(path[: i + 1])
+        if new is None and i == 0:
+            new = rename.get(part)
+        out.append(part if new is None else new)
     return tuple(out)
 
 
-def _operand_expr(x: Operand, rename: Mapping[str, str] | None) -> pc.Expression:
+def _operand_expr(x: Operand, rename: Rename | None) -> pc.Expression:
     if isinstance(x, Column):
         return pc.field(*_physical_path(x.path, rename))
     return pc.scalar(x.value)
@@ -684,7 +690,7 @@ def _float_cmp_general(op: str, a: pc.Expression, b: pc.Expression) -> pc.Expres
     return lt_(b, a) | eq_(b, a)
 
 
-def _comparison_expr(p: Comparison, rename: Mapping[str, str] | None) -> pc.Expression:
+def _comparison_expr(p: Comparison, rename: Rename | None) -> pc.Expression:
     a, b = _operand_expr(p.left, rename), _operand_expr(p.right, rename)
     if not (_is_floating(p.left) or _is_floating(p.right)):
         return _plain_cmp(p.op, a, b)
@@ -735,7 +741,7 @@ def _value_array(values: Sequence[Literal]) -> pa.Array:
     return pa.array(scalars, type=typ)
 
 
-def _in_expr(p: In, rename: Mapping[str, str] | None) -> pc.Expression:
+def _in_expr(p: In, rename: Rename | None) -> pc.Expression:
     x = _operand_expr(p.operand, rename)
     if not p.values:
         base = pc.if_else(x.is_valid(), pc.scalar(False), pc.scalar(_NULL_BOOL))
@@ -755,11 +761,11 @@ def _in_expr(p: In, rename: Mapping[str, str] | None) -> pc.Expression:
     return ~base if p.negated else base
 
 
-def to_pyarrow(pred: Predicate, rename: Mapping[str, str] | None = None) -> pc.Expression:
+def to_pyarrow(pred: Predicate, rename: Rename | None = None) -> pc.Expression:
     """A pyarrow row filter with DataFusion (SQL) semantics.
 
-    ``rename`` maps logical to physical column names: a top-level column by its name, a nested
-    field by its dotted logical path (``"a.b"``). References stay by name.
+    ``rename`` maps logical to physical column names: a field by its logical path (``("a",
+    "b")``), a top-level column also by its name. References stay by name.
     """
     if isinstance(pred, Comparison):
         return _comparison_expr(pred, rename)

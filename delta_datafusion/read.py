@@ -144,24 +144,25 @@ class ReadSchema:
         return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
 
     @cached_property
-    def renamed_paths(self) -> dict[str, str]:
-        """Logical -> physical names that differ (column mapping), a nested struct field by its
-        dotted logical path (``"s.x"``): the rename a row filter needs (see predicate.to_pyarrow)."""
-        out: dict[str, str] = {}
+    def renamed_paths(self) -> dict[tuple[str, ...], str]:
+        """Logical -> physical names that differ (column mapping), each field by its logical path
+        (nested struct fields included): the rename a row filter needs (predicate.to_pyarrow).
+        Paths are tuples, so a top-level column named "s.x" is not the field x of s."""
+        out: dict[tuple[str, ...], str] = {}
 
-        def walk(logical: pa.DataType, physical: pa.DataType, prefix: str) -> None:
+        def walk(logical: pa.DataType, physical: pa.DataType, prefix: tuple[str, ...]) -> None:
             if not (pa.types.is_struct(logical) and pa.types.is_struct(physical)):
                 return
             for lf, pf in zip(logical, physical, strict=False):
-                path = f"{prefix}.{lf.name}"
+                path = (*prefix, lf.name)
                 if lf.name != pf.name:
                     out[path] = pf.name
                 walk(lf.type, pf.type, path)
 
         for lf, pf in zip(self.logical, self.physical, strict=True):
             if lf.name != pf.name:
-                out[lf.name] = pf.name
-            walk(lf.type, pf.type, lf.name)
+                out[(lf.name,)] = pf.name
+            walk(lf.type, pf.type, (lf.name,))
         return out
 
     @property

@@ -187,3 +187,24 @@ def test_nested_field_predicate_under_column_mapping(tmp_path: Path, mode: str) 
     assert got.to_table().to_pylist() == want
     changes = DeltaTable(str(path)).changes(0, columns=["id", "s"], predicate=pc.field("s", "x") > 2)
     assert changes.to_table().to_pylist() == want
+
+
+@pytest.mark.parametrize("order", [["s", "s.x"], ["s.x", "s"]])
+def test_top_level_dotted_name_beside_a_nested_field_under_column_mapping(tmp_path: Path, order) -> None:
+    """A top-level column "s.x" and the field x of struct s are different columns; their
+    physical names must not be confused in a row filter (found by the review of the fix above)."""
+    from delta_datafusion import DeltaTable
+
+    cols = {
+        "s": pa.array([{"x": 1}, {"x": 5}], pa.struct([("x", pa.int32())])),
+        "s.x": pa.array([5, 1], pa.int32()),
+    }
+    path = tmp_path / "t"
+    write_deltalake(
+        str(path), pa.table({k: cols[k] for k in order}), configuration={"delta.columnMapping.mode": "name"}
+    )
+    snap = DeltaTable(str(path)).snapshot()
+    nested = snap.scan(predicate=pc.field("s", "x") > 2).to_table()
+    assert nested.column("s.x").to_pylist() == [1]
+    top = snap.scan(predicate=pc.field("s.x") > 2).to_table()
+    assert top.column("s.x").to_pylist() == [5]

@@ -472,10 +472,19 @@ def test_rename_to_physical_names_keeps_names_and_pruning(tmp_path):
 
 def test_rename_nested_and_unmapped():
     p = P.and_(P.eq(col(("st", "x")), 1), P.gt(col("a"), 2), P.is_null(col("keep")))
-    e = to_pyarrow(p, {"st": "c1", "st.x": "c2", "a": "c3"})
+    e = to_pyarrow(p, {"st": "c1", ("st", "x"): "c2", "a": "c3"})
     s = str(e)
     assert "FieldRef.Name(c1) FieldRef.Name(c2)" in s and "(c3 > 2)" in s and "is_null(keep" in s
     t = pa.table({"c1": pa.array([{"c2": 1}, {"c2": 2}]), "c3": [3, 3], "keep": [None, 1]})
+    assert t.filter(e).num_rows == 1
+
+
+def test_rename_paths_are_tuples():
+    """A top-level column named "s.x" is not the field x of struct s (column mapping renames
+    both; a dotted-string key made them collide)."""
+    p = P.and_(P.gt(col(("s", "x")), 2), P.gt(col("s.x"), 2))
+    e = to_pyarrow(p, {("s",): "c1", ("s", "x"): "c2", ("s.x",): "c3"})
+    t = pa.table({"c1": pa.array([{"c2": 1}, {"c2": 5}]), "c3": [5, 5]})
     assert t.filter(e).num_rows == 1
 
 
