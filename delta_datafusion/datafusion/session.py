@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import threading
 import weakref
-from collections import deque
 from typing import Any
 
 from datafusion import SessionContext, Table
@@ -202,7 +201,6 @@ class DeltaSchemaProvider(SchemaProvider):
         self.storage_options = dict(storage_options or {})
         self._cache: dict[str, tuple[tuple, Table, DeltaDataset]] = {}
         self._lock = threading.Lock()
-        self._listed: deque[str] = deque()  # names of an enumeration in progress
 
     def _names(self) -> list[str]:
         fs = self.storage.fs
@@ -228,21 +226,19 @@ class DeltaSchemaProvider(SchemaProvider):
     # datafusion-python reads table_names with getattr (does not call it): a property works.
     @property
     def table_names(self) -> list[str]:  # type: ignore[override]
-        names = self._names()
-        with self._lock:
-            self._listed = deque(names)
+        """The tables that open: DataFusion's information_schema (SHOW TABLES, SHOW COLUMNS,
+        ...) looks up every listed table of every catalog, so one that fails would fail those
+        queries for the whole session. A table left out here still gives its error to a query
+        naming it. (Listing opens each table, as information_schema's lookups did anyway; they
+        then hit the cache.)"""
+        names = []
+        for name in self._names():
+            try:
+                if self._table(name) is not None:
+                    names.append(name)
+            except DeltaError:
+                continue
         return names
-
-    def _listing_next(self, name: str) -> bool:
-        """Is this lookup the next of an enumeration of ``table_names`` (DataFusion's
-        information_schema: SHOW TABLES, SHOW COLUMNS, ...) rather than a query naming the
-        table? DataFusion looks the listed names up one after another, in order."""
-        with self._lock:
-            if self._listed and self._listed[0] == name:
-                self._listed.popleft()
-                return True
-            self._listed.clear()
-            return False
 
     def table_exist(self, name: str) -> bool:
         return self._listing(name) is not None
@@ -261,14 +257,9 @@ class DeltaSchemaProvider(SchemaProvider):
             return None  # no such folder, no _delta_log, or no commit yet (a writer's first moment)
 
     def table(self, name: str) -> Table | None:
-        listing = self._listing_next(name)
         try:
             return self._table(name)
         except DeltaError as e:
-            if listing:
-                # one unreadable table must not fail the listing of every catalog in the session;
-                # it is left out of it, and a query naming it gets the error
-                return None
             note_provider_error(e)  # table_changes() raises it as itself, not as a lookup failure
             raise
 
