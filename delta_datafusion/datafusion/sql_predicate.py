@@ -72,9 +72,11 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
         return BoolLiteral(False)
     if null_lists == "refuse":
         raise PredicateError(
-            f"predicate {text!r}: an IN list holding NULL under NOT, in a comparison, a CASE or a NOT IN "
-            "under OR is simplified wrongly by DataFusion 55 (it drops the NULL); write the list without "
-            "NULL (x NOT IN (..., NULL) is never TRUE; x IN (..., NULL) is TRUE where x IN (...) is)"
+            f"predicate {text!r}: an IN list holding NULL (or an item that may be NULL, such as "
+            "NULLIF(...)) under NOT, in a comparison or a CASE, or a NOT IN list beyond the top-level "
+            "AND, is simplified wrongly by DataFusion 55 (it drops the NULL); write the list with literals "
+            "and without NULL (x NOT IN (..., NULL) is never TRUE; x IN (..., NULL) is TRUE where x IN "
+            "(...) is)"
         )
     try:
         plan = df.optimized_logical_plan().display_indent()
@@ -101,18 +103,14 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     return from_pyarrow(pushed, schema)
 
 
-#: an IN list holding a NULL literal, in DataFusion's display of an expression ("NULL",
-#: "Int64(NULL)", "CAST(NULL AS Int64)"; not the string 'NULL', shown as Utf8("NULL"))
-_NULL_IN_LIST = re.compile(r'IN \(\[(?:[^\[\]]|\[[^\]]*\])*?(?<!")\bNULL\b(?!")')
-
-
 def _null_in_lists(plan: Any) -> str | None:
-    """What the WHERE clause, as written, does with IN lists holding NULL: ``"false"`` when a
-    conjunct is ``x NOT IN (..., NULL)`` (FALSE or NULL for every row: nothing is selected);
-    ``"refuse"`` when such a list sits where NULL and FALSE differ (under NOT, in a comparison,
-    a CASE, or a NOT IN under OR); None otherwise. DataFusion 55's optimizer merges IN lists on
-    one column and drops their NULLs (``id IN (1, 2) AND id NOT IN (3, NULL)`` selects 1 and 2),
-    so the clause is checked before it is optimized."""
+    """What the WHERE clause, as written, does with IN lists that may hold NULL: ``"false"``
+    when a conjunct is ``x NOT IN (..., NULL)`` (FALSE or NULL for every row: nothing is
+    selected); ``"refuse"`` when a list holding NULL, or an item that may be NULL (an
+    expression such as ``NULLIF(1, 1)``), sits where NULL and FALSE differ (under NOT, in a
+    comparison, a CASE, a NOT IN anywhere but a conjunct); None otherwise. DataFusion 55's
+    optimizer merges IN lists on one column and drops their NULLs (``id IN (1, 2) AND id NOT IN
+    (3, NULL)`` selects 1 and 2), so the clause is checked before it is optimized."""
     variant = plan.to_variant()
     if type(variant).__name__ == "Filter":
         return _null_lists_in(variant.predicate(), conjunct=True, positive=True)
@@ -123,33 +121,57 @@ def _null_in_lists(plan: Any) -> str | None:
     return None
 
 
-def _null_lists_in(expr: Any, conjunct: bool, positive: bool) -> str | None:
+def _kind(expr: Any) -> tuple[str, Any]:
     try:
         v = expr.to_variant()
     except Exception:  # noqa: BLE001 - a variant datafusion-python does not expose
-        v = None
-    kind = type(v).__name__
+        return "", None
+    return type(v).__name__, v
+
+
+def _null_lists_in(expr: Any, conjunct: bool, positive: bool, depth: int = 0) -> str | None:
+    kind, v = _kind(expr)
     if kind == "BinaryExpr" and str(v.op()).upper() in ("AND", "OR"):
         inner = conjunct and str(v.op()).upper() == "AND"
-        found = {_null_lists_in(v.left(), inner, positive), _null_lists_in(v.right(), inner, positive)}
+        found = {
+            _null_lists_in(v.left(), inner, positive, depth + 1),
+            _null_lists_in(v.right(), inner, positive, depth + 1),
+        }
         return "false" if "false" in found else ("refuse" if "refuse" in found else None)
-    if kind == "InList" and any(_is_null_literal(item) for item in v.list()):
-        if v.negated():
-            return "false" if conjunct else "refuse"
-        # in AND/OR alone a NULL selects as FALSE does: the list means what it says without it
-        return None if positive else "refuse"
-    return "refuse" if _NULL_IN_LIST.search(expr.canonical_name()) else None
-
-
-def _is_null_literal(expr: Any) -> bool:
+    if kind in ("Column", "Literal"):
+        return None
+    if kind == "InList":
+        items = [_item_kind(item) for item in v.list()]
+        inside = _null_lists_in(v.expr(), False, False, depth + 1)
+        if all(k == "value" for k in items):
+            return inside
+        if v.negated() and conjunct and "null" in items:
+            return "false"
+        if not v.negated() and positive:
+            return inside  # under AND/OR alone a NULL item selects as FALSE does
+        return "refuse"
+    if depth > 200:
+        return "refuse"
+    # any other node (NOT, comparisons, CASE, functions, IS [NOT] TRUE, ...): a list below it
+    # sits where NULL and FALSE differ
     try:
-        v = expr.to_variant()
-    except Exception:  # noqa: BLE001
-        return False
-    kind = type(v).__name__
+        operands = [op for op in expr.rex_call_operands() if op.canonical_name() != expr.canonical_name()]
+    except Exception:  # noqa: BLE001 - no operands to look into: no claim about them
+        return None
+    found = {_null_lists_in(op, False, False, depth + 1) for op in operands}
+    return "refuse" if found - {None} else None
+
+
+def _item_kind(expr: Any) -> str:
+    """An IN-list item: ``"value"`` (a literal that is not NULL), ``"null"`` or ``"unknown"``
+    (an expression, which may be NULL)."""
+    kind, v = _kind(expr)
     if kind in ("Cast", "TryCast"):
-        return _is_null_literal(v.expr())
-    return kind == "Literal" and str(v.data_type()) == "Null"
+        return _item_kind(v.expr())
+    if kind == "Literal":
+        null = str(v.data_type()) == "Null" or re.fullmatch(r"\w+\(NULL\)", expr.canonical_name())
+        return "null" if null else "value"
+    return "unknown"
 
 
 _EXTRACTED = re.compile(r" AS (__datafusion_extracted_\d+)")
