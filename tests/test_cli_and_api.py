@@ -233,6 +233,10 @@ def test_sql_predicate_folded_to_false_selects_nothing(tmp_path, text):
         # an item that may be NULL is refused too (the review: NULLIF(1, 1) slipped past)
         ("i IN (2, 3) AND i NOT IN (1, NULLIF(1, 1))", None),
         ("i IN (2, 3) AND NOT (i IN (1, CAST(NULLIF(1, 1) AS BIGINT)))", None),
+        # TRY_CAST may give NULL; a list nested in an item is below it (the third review)
+        ("i IN (2, 3) AND i NOT IN (1, TRY_CAST('abc' AS BIGINT))", None),
+        ("i IN (2, 3) AND i IN (CASE WHEN i NOT IN (5, NULL) THEN 2 ELSE 3 END, 8)", None),
+        ("i IN (2, 3) AND i NOT IN (1, CAST('4' AS BIGINT))", [2, 3]),
         # a list of values under NOT reads as written
         ("NOT (i IN (1, 2)) AND i < 5", [3, 4]),
         ("i NOT IN (3) AND i > 3", [4, 8]),

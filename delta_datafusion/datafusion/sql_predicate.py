@@ -142,7 +142,9 @@ def _null_lists_in(expr: Any, conjunct: bool, positive: bool, depth: int = 0) ->
         return None
     if kind == "InList":
         items = [_item_kind(item) for item in v.list()]
-        inside = _null_lists_in(v.expr(), False, False, depth + 1)
+        # lists inside the operand or an item (CASE WHEN i NOT IN (5, NULL) ...) are below it
+        below = [_null_lists_in(e, False, False, depth + 1) for e in [v.expr(), *v.list()]]
+        inside = "refuse" if any(below) else None
         if all(k == "value" for k in items):
             return inside
         if v.negated() and conjunct and "null" in items:
@@ -166,8 +168,10 @@ def _item_kind(expr: Any) -> str:
     """An IN-list item: ``"value"`` (a literal that is not NULL), ``"null"`` or ``"unknown"``
     (an expression, which may be NULL)."""
     kind, v = _kind(expr)
-    if kind in ("Cast", "TryCast"):
+    if kind == "Cast":  # a cast that cannot be done is an error, never NULL
         return _item_kind(v.expr())
+    if kind == "TryCast":  # TRY_CAST('abc' AS BIGINT) is NULL
+        return "null" if _item_kind(v.expr()) == "null" else "unknown"
     if kind == "Literal":
         null = str(v.data_type()) == "Null" or re.fullmatch(r"\w+\(NULL\)", expr.canonical_name())
         return "null" if null else "value"
