@@ -48,11 +48,8 @@ class DeltaTable:
         listing = listing if listing is not None else self.listing()
         if timestamp is None:
             return Snapshot(self.storage, build_segment(listing, version))
-        # the latest metadata says whether commits carry in-commit timestamps
-        latest = Snapshot(self.storage, build_segment(listing, None))
-        version = CommitTimeline(self.storage, listing, latest.metadata).version_at_or_before(
-            to_millis(timestamp)
-        )
+        latest, timeline = self._latest_and_timeline(listing)
+        version = timeline.version_at_or_before(to_millis(timestamp))
         if version == latest.version:
             return latest
         segment = build_segment(listing, version)
@@ -62,9 +59,13 @@ class DeltaTable:
         return Snapshot(self.storage, segment, reuse)
 
     def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
-        listing = listing if listing is not None else self.listing()
+        return self._latest_and_timeline(listing if listing is not None else self.listing())[1]
+
+    def _latest_and_timeline(self, listing: LogListing) -> tuple[Snapshot, CommitTimeline]:
+        """The latest snapshot and the commit timeline: the latest metadata says whether
+        commits carry in-commit timestamps."""
         latest = Snapshot(self.storage, build_segment(listing, None))
-        return CommitTimeline(self.storage, listing, latest.metadata)
+        return latest, CommitTimeline(self.storage, listing, latest.metadata)
 
     def history(self) -> pa.Table:
         """One row per available commit: version, timestamp (ms; the in-commit timestamp when

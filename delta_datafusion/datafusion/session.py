@@ -202,7 +202,9 @@ class DeltaSchemaProvider(SchemaProvider):
         self._cache: dict[str, tuple[tuple, Table, DeltaDataset]] = {}
         self._lock = threading.Lock()
 
-    def _names(self) -> list[str]:
+    def _folders(self) -> list[str]:
+        """The folders under the root that may hold a table (whether they do is known once
+        their log is listed, which :attr:`table_names` does for each)."""
         fs = self.storage.fs
         if not self.storage.is_local:
             forget_listing(fs, self.storage.root)  # a cached listing would hide tables made since
@@ -219,8 +221,7 @@ class DeltaSchemaProvider(SchemaProvider):
             # a symlinked folder is listed with type 'other' (or 'link') by some filesystems
             if e.get("type") != "directory" and not (e.get("type") in ("other", "link") and fs.isdir(path)):
                 continue
-            if fs.exists(path + "/_delta_log"):
-                names.append(base)
+            names.append(base)
         return sorted(names)
 
     # datafusion-python reads table_names with getattr (does not call it): a property works.
@@ -232,7 +233,7 @@ class DeltaSchemaProvider(SchemaProvider):
         naming it. (Listing opens each table, as information_schema's lookups did anyway; they
         then hit the cache.)"""
         names = []
-        for name in self._names():
+        for name in self._folders():
             try:
                 if self._table(name) is not None:
                     names.append(name)
