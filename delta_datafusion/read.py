@@ -225,6 +225,11 @@ class UnitReader:
         # per reader: the fact depends on which columns of this table version are variants
         self._shredded: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {}
 
+    @property
+    def _where(self) -> str:
+        """The table (and version) for error messages."""
+        return f"table {self.label}" + (f" version {self.version}" if self.version is not None else "")
+
     # -- public -----------------------------------------------------------------------------
     def read(
         self,
@@ -481,9 +486,8 @@ class UnitReader:
                     raise self._file_error([u], e) from e
             where = [w for name, w in found if name in wanted]
             if where:
-                at = f" version {self.version}" if self.version is not None else ""
                 raise UnsupportedFeatureError(
-                    f"table {self.label}{at}: data file {u.location} stores the VARIANT {where[0]} "
+                    f"{self._where}: data file {u.location} stores the VARIANT {where[0]} "
                     "shredded (fields besides value and metadata): shredded variants are not "
                     "reassembled by this reader"
                 )
@@ -609,9 +613,8 @@ class UnitReader:
             rows = pf.metadata.num_rows
             for dv, what in ((drop, "deletion vector"), (only, "rows-to-keep deletion vector")):
                 if dv is not None and len(dv) and dv.max() >= rows:
-                    at = f" version {self.version}" if self.version is not None else ""
                     raise DeletionVectorError(
-                        f"table {self.label}{at}: the {what} of data file {unit.location} names "
+                        f"{self._where}: the {what} of data file {unit.location} names "
                         f"row {dv.max()}, but the file has {rows} rows"
                     )
             by_id = id_mode_columns(file_schema, self.rs.physical) if self.rs.id_mode else None
@@ -680,12 +683,12 @@ class UnitReader:
         except DeletionVectorError as e:
             if unit.location in str(e):
                 raise
-            at = f" version {self.version}" if self.version is not None else ""
-            raise DeletionVectorError(f"table {self.label}{at}, data file {unit.location}: {e}") from e
+            raise DeletionVectorError(f"{self._where}, data file {unit.location}: {e}") from e
 
     def _file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
-        missing = self._missing_files(units, str(e))
-        where = f"table {self.label}" + (f" version {self.version}" if self.version is not None else "")
+        named = _named_in(units, str(e))
+        missing = self._missing_files(units, named)
+        where = self._where
         if missing:
             return DataFileNotFoundError(
                 f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
@@ -698,20 +701,18 @@ class UnitReader:
                 f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
                 f"schema says {expected} ({reason})"
             )
-        text = str(e)
-        named = [u.location for u in units if u.location in text or _local_path(u.location) in text]
         if len(units) == 1 or named:
-            return DeltaError(f"{where}: cannot read data file {(named or [units[0].location])[0]}: {reason}")
+            return DeltaError(f"{where}: cannot read data file {(named or units)[0].location}: {reason}")
         return DeltaError(
             f"{where}: cannot read one of {len(units)} data files (the first is {units[0].location}): {reason}"
         )
 
-    def _missing_files(self, units: Sequence[ScanUnit], error: str) -> list[str]:
-        """After a failed read: data files of ``units`` that do not exist, the ones the error
-        names first. On object stores each check is a request, so at most 64 unnamed files are
+    def _missing_files(self, units: Sequence[ScanUnit], named: list[ScanUnit]) -> list[str]:
+        """After a failed read: data files of ``units`` that do not exist, those the error
+        ``named`` first. On object stores each check is a request, so at most 64 unnamed files are
         checked (a 300k-file scan checked every file: 300,000 requests before the error)."""
-        named = [u for u in units if u.location in error or _local_path(u.location) in error]
-        others = [u for u in units if u not in named]
+        named_locations = {u.location for u in named}
+        others = [u for u in units if u.location not in named_locations]
         if not self.storage.is_local:
             others = others[:MAX_EXISTENCE_CHECKS]
         for group in (named, others):
@@ -941,6 +942,11 @@ def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
         return batch
     arrays = [_cast(batch.column(i), f.type) for i, f in enumerate(schema)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _named_in(units: Sequence[ScanUnit], error: str) -> list[ScanUnit]:
+    """The units whose file an error message names (by location or local path)."""
+    return [u for u in units if u.location in error or _local_path(u.location) in error]
 
 
 def _local_path(location: str) -> str:
