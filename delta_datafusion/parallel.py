@@ -63,12 +63,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arrow_threads import arrow_threads
-from .errors import DeltaError, ParallelStateError
+from .errors import DeltaError, LogCorruptError, ParallelStateError
 from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
-from .log.segment import checkpoint_file_version
+from .log.segment import checkpoint_file_version, is_multi_part_checkpoint
 from .protocol import Metadata, Protocol
-from .replay import flatten_file_actions, with_keys
+from .replay import file_keys, flatten_file_actions, with_keys
 from .scan import Scan, ScanMetadata
 from .snapshot import TableVersionView, _project_raw
 from .storage import Storage
@@ -1093,13 +1093,13 @@ def execute_parallel(
     threads = _arrow_threads_for(min(len(groups), workers)) if local else True
     if executor is None:
         if len(groups) <= 1:
-            return _scan_leaves_local(state, files)
+            return _refuse_repeated_files(_scan_leaves_local(state, files), files)
         with ThreadPoolExecutor(len(groups), thread_name_prefix="delta-leaf") as pool:
             results = list(pool.map(lambda g: _scan_leaves_local(state, g, threads), groups))
-        return [m for batch in results for m in batch]
+        return _refuse_repeated_files([m for batch in results for m in batch], files)
     if isinstance(executor, ThreadPoolExecutor):
         futures = [executor.submit(_scan_leaves_local, state, g, threads) for g in groups]
-        return [m for f in futures for m in f.result()]
+        return _refuse_repeated_files([m for f in futures for m in f.result()], files)
     shared = transport == "shared" or (transport == "auto" and isinstance(executor, ProcessPoolExecutor))
     blob = state.to_bytes()
     if shared:
@@ -1108,10 +1108,35 @@ def execute_parallel(
     else:
         futures = [executor.submit(scan_leaf_files, blob, g, threads) for g in groups]
     try:
-        return [m for f in futures for m in _receive(f.result())]
+        out = [m for f in futures for m in _receive(f.result())]
     except BaseException:
         _discard(futures)
         raise
+    return _refuse_repeated_files(out, files)
+
+
+def _refuse_repeated_files(batches: list[ScanMetadata], leaves: Sequence[LeafFile]) -> list[ScanMetadata]:
+    """The parts of a multi-part checkpoint hold each live file once. A part repeating another's
+    files (a copied part) gives their rows twice; the sequential replay refuses it, and so does
+    this union of the workers' batches (one worker sees only its own parts)."""
+    parts = {leaf.path for leaf in leaves if is_multi_part_checkpoint(posixpath.basename(leaf.path))}
+    if len(parts) < 2:
+        return batches
+    keys = [
+        file_keys(
+            b.files.column("location").combine_chunks(), b.files.column("deletion_vector").combine_chunks()
+        )
+        for b in batches
+        if b.num_files
+    ]
+    if keys:
+        every = pa.concat_arrays(keys)
+        if pc.count_distinct(every).as_py() != len(every):
+            first = min(parts)
+            raise LogCorruptError(
+                f"{first}: the parts of this multi-part checkpoint list a file more than once"
+            )
+    return batches
 
 
 def run_parallel(
@@ -1185,9 +1210,8 @@ def run_with_dask(
         raise
     finally:
         client.cancel([state_future])
-    for items in results:
-        out.extend(_receive(items))
-    return out
+    leaf_batches = [m for items in results for m in _receive(items)]
+    return out + _refuse_repeated_files(leaf_batches, after.files)
 
 
 def _discard_items(items: Sequence[Any]) -> None:

@@ -139,7 +139,7 @@ class TableVersionView:
         """Version of the checkpoint the table version is replayed from (None: commits only)."""
         raise NotImplementedError
 
-    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array) -> pa.Table:
+    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array | None) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
         commit after the checkpoint touched."""
         phys = self.metadata.physical_partition_columns()
@@ -158,7 +158,7 @@ class TableVersionView:
         flat = flat.append_column(
             "version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.checkpoint_version)
         )
-        return surviving_checkpoint_adds(flat, commit_keys)
+        return flat if commit_keys is None else surviving_checkpoint_adds(flat, commit_keys)
 
     def to_scan_files(
         self,
@@ -368,10 +368,69 @@ class Snapshot(TableVersionView):
         """Flat raw add actions of the live files (strings as in the log, stats unparsed)."""
         return pa.concat_tables(self._raw_sources(), promote_options="permissive")
 
+    def _typed_single_leaf(self) -> pa.Table | None:
+        """The typed files of a table whose checkpoint is one leaf (a classic checkpoint), with
+        the leaf's adds typed on a thread while the commits replay and are typed on this one;
+        None when this does not apply (see :attr:`_files`)."""
+        manifest = self.checkpoint_manifest
+        if (
+            manifest is None
+            or len(manifest.leaves) != 1
+            or manifest.inline is not None
+            or "_checkpoint_pass" in self.__dict__
+            or "_commit_replay" in self.__dict__
+            or _leaf_threads(self.storage) <= 1
+        ):
+            return None
+        from concurrent.futures import Future
+
+        leaf = manifest.leaves[0]
+        keys_ready: Future = Future()
+        result: Future = Future()
+
+        def work() -> None:
+            try:
+                table = read_leaf(self.storage, leaf)
+                flat = self.leaf_adds(table, None)
+                txn = table.column("txn") if "txn" in table.column_names else None
+                dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
+                del table
+                known = keys_ready.result() if keys_ready.done() else None
+                if known is not None:  # commit keys known: drop the files they touch before typing
+                    flat = surviving_checkpoint_adds(flat, known)
+                    typed, key = self.to_scan_files(flat), None
+                else:  # type every add now, drop the touched ones after
+                    typed, key = self.to_scan_files(flat), flat.column("key")
+                result.set_result((typed, key, txn, dom))
+            except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+                result.set_exception(e)
+
+        threading.Thread(target=work, name="delta-checkpoint-scan-files", daemon=True).start()
+        try:
+            live, keys = self._commit_replay
+        except BaseException:
+            keys_ready.set_result(None)
+            raise
+        keys_ready.set_result(keys)
+        commits = self.to_scan_files(_project_raw(live)) if live.num_rows else None
+        typed, key, txn, dom = result.result()
+        if key is not None and len(keys) and typed.num_rows:
+            typed = typed.filter(pc.invert(pc.is_in(key, value_set=keys)))
+        # keep the small results, not the checkpoint's columns
+        self._checkpoint_txn_domains = ([txn] if txn is not None else [], [dom] if dom is not None else [])
+        self.transactions, self.domain_metadata  # noqa: B018
+        del self._checkpoint_txn_domains
+        parts = [t for t in (commits, typed) if t is not None]
+        return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
+
     @cached_property
     def _files(self) -> pa.Table:
         # Typed source by source (smaller parse buffers); then the raw strings are dropped: planning
         # uses the typed table from now on.
+        fast = self._typed_single_leaf()
+        if fast is not None:
+            self.__dict__.pop("raw_files", None)
+            return fast
         sources = self._raw_sources()
         nonempty = [raw for raw in sources if raw.num_rows] or [
             pa.concat_tables(sources, promote_options="permissive")
@@ -433,13 +492,20 @@ class Snapshot(TableVersionView):
     def transactions(self) -> dict[str, int]:
         """Latest version of each application transaction (``txn`` actions)."""
         cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
-        return latest_txns(cols + list(self._checkpoint_pass.txn))
+        return latest_txns(cols + list(self._checkpoint_actions()[0]))
 
     @cached_property
     def domain_metadata(self) -> dict[str, str]:
         """Active domain metadata configurations by domain name."""
         cols = [self.commit_log.actions.column("domainMetadata").combine_chunks()[::-1]]
-        return latest_domains(cols + list(self._checkpoint_pass.domains))
+        return latest_domains(cols + list(self._checkpoint_actions()[1]))
+
+    def _checkpoint_actions(self) -> tuple[list[pa.Array], list[pa.Array]]:
+        """The checkpoint's txn and domainMetadata columns."""
+        kept = self.__dict__.get("_checkpoint_txn_domains")
+        if kept is not None:
+            return kept
+        return self._checkpoint_pass.txn, self._checkpoint_pass.domains
 
     # -- scans -----------------------------------------------------------------------------
     def scan(self, columns: list[str] | None = None, predicate: Any = None) -> Scan:

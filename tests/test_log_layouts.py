@@ -1464,3 +1464,54 @@ def test_empty_partition_value_is_null_from_a_typed_checkpoint(tmp_path: Path):
     parsed = [v for v in pc.struct_field(checkpoint, "partitionValues_parsed").to_pylist() if v]
     assert {"p": ""} in parsed  # the premise: the typed column holds ""
     assert read() == before
+
+
+# ------------------------------------------------------------------------------------------------
+# a classic checkpoint's adds typed on a thread while the commits after it replay
+
+
+def _checkpoint_then_changes(path: Path) -> None:
+    """Partitioned appends with app transactions, a checkpoint, then a delete and appends that
+    remove and re-add files the checkpoint lists."""
+    for i in range(4):
+        rows = pa.table({"id": pa.array(range(i * 100, i * 100 + 100), pa.int64()), "p": [f"p{i % 2}"] * 100})
+        props = deltalake.CommitProperties(app_transactions=[deltalake.Transaction(f"app{i % 2}", i)])
+        deltalake.write_deltalake(str(path), rows, partition_by=["p"], mode="append", commit_properties=props)
+    deltalake.DeltaTable(str(path)).create_checkpoint()
+    deltalake.DeltaTable(str(path)).delete("id < 150")
+    rows = pa.table({"id": pa.array(range(1000, 1010), pa.int64()), "p": ["p1"] * 10})
+    props = deltalake.CommitProperties(app_transactions=[deltalake.Transaction("app1", 9)])
+    deltalake.write_deltalake(str(path), rows, partition_by=["p"], mode="append", commit_properties=props)
+
+
+@pytest.mark.parametrize("slow", ["leaf", "commits", "sequential"])
+def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
+    """Whether the commit keys are known before the checkpoint's adds are typed (a slow commit
+    replay: typed first, dropped after) or not (a slow leaf read: dropped first), or the leaf is
+    read on the caller's thread, files(), the row count, stats and app transactions agree with
+    deltalake."""
+    import time
+
+    import delta_datafusion.snapshot as snapshot_module
+
+    _checkpoint_then_changes(tmp_path)
+    if slow == "sequential":
+        monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 1)
+    else:
+        name = "read_leaf" if slow == "leaf" else "newest_per_key"
+        real = getattr(snapshot_module, name)
+
+        def delayed(*args, **kwargs):
+            time.sleep(0.2)
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(snapshot_module, name, delayed)
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    assert snap.segment.checkpoint is not None and snap.segment.checkpoint.version == 3
+    files = snap.files()
+    assert files_summary(files) == oracle(tmp_path)
+    assert count_rows(files) == 400 - 150 + 10
+    mins = pc.struct_field(pc.struct_field(files.column("stats"), "minValues"), "id").to_pylist()
+    assert sorted(mins)[0] == 150 and 1000 in mins
+    assert snap.transactions == {"app0": 2, "app1": 9}
+    assert snap.domain_metadata == {}

@@ -1048,3 +1048,34 @@ def test_state_header_fields_of_the_wrong_type_are_refused():
         blob += hashlib.blake2b(blob, digest_size=par._DIGEST).digest()
         with pytest.raises(ParallelStateError, match="wrong type"):
             par.ParallelState.from_bytes(blob)
+
+
+@pytest.mark.parametrize("how", ["inline", "threads", "executor", "processes"])
+def test_repeated_multi_part_checkpoint_part_refused_in_parallel(tmp_path, how):
+    """A part copied over another lists its files twice: the sequential replay refuses the table
+    (tests/test_corrupt_tables.py) and so does the union of the parallel phase, however the parts
+    are split, instead of returning those files (and their rows) twice."""
+    import shutil
+
+    from conftest import copy_table
+
+    from delta_datafusion.errors import LogCorruptError
+
+    t = copy_table(corpus_table("v1-multi-part-struct-stats-only"), tmp_path / "t")
+    part = t / "_delta_log" / "00000000000000000005.checkpoint.{:010d}.0000000003.parquet"
+    shutil.copy(part.parent / part.name.format(2), part.parent / part.name.format(3))
+    scan = DeltaTable(str(t)).snapshot().scan()
+    match = "multi-part checkpoint list a file more than once"
+    if how == "inline":
+        with pytest.raises(LogCorruptError, match=match):
+            run_parallel(scan, workers=1)
+    elif how == "threads":
+        with pytest.raises(LogCorruptError, match=match):
+            run_parallel(scan, workers=3)
+    elif how == "executor":
+        with ThreadPoolExecutor(2) as pool, pytest.raises(LogCorruptError, match=match):
+            run_parallel(scan, executor=pool)
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(2, mp_context=ctx) as pool, pytest.raises(LogCorruptError, match=match):
+            run_parallel(scan, executor=pool)

@@ -105,6 +105,11 @@ def checkpoint_file_version(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def is_multi_part_checkpoint(name: str) -> bool:
+    """Is ``name`` a part of a multi-part checkpoint?"""
+    return _MULTI.match(name) is not None
+
+
 class _Commits(Mapping[int, FileInfo]):
     """Commit files by version, their FileInfo made on first access (a log of thousands of
     commits is listed for every snapshot; most uses touch the few after the checkpoint)."""
