@@ -38,6 +38,7 @@ the change constants and applies row selection, projection and the row filter.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -235,6 +236,9 @@ class ChangeFeed:
             if before is not None:
                 segments.insert(0, (start - 1, before))
         protocol = start_snap.protocol
+        # in-commit timestamps as configured at each commit (they may be switched off mid-range)
+        current = start_snap.metadata
+        self._ict: dict[int, tuple[int, int] | None] = {start: current.ict_enablement}
         for c in commits:
             if c.version == start:
                 continue
@@ -243,6 +247,11 @@ class ChangeFeed:
                 protocol = Protocol.from_action(p, c.info.path)
                 protocol.check_readable(c.info.path, defer_variant=True)
             md = Metadata.from_action(m, c.info.path, protocol) if m is not None else None
+            if md is not None:
+                current = md
+            elif p is not None:
+                current = dataclasses.replace(current, ict_feature=protocol.supports_in_commit_timestamps)
+            self._ict[c.version] = current.ict_enablement
             if p is not None:
                 in_force = md if md is not None else segments[-1][1]
                 protocol.check_readable(c.info.path, in_force.schema_json)
@@ -282,16 +291,22 @@ class ChangeFeed:
         return out
 
     def _timestamps(self, table: DeltaTable, listing: LogListing, commits) -> np.ndarray:
-        """Commit timestamps (us) of start..end: in-commit timestamps where enabled, else mtimes."""
-        ict = self.metadata.ict_enablement
+        """Commit timestamps (us) of start..end: a commit's in-commit timestamp where the table
+        had them enabled at that commit (as delta-kernel-rs and Spark do), else its file's
+        modification time."""
         out = np.zeros(self.end - self.start + 1, dtype=np.int64)
-        need_mtime = [c for c in commits if ict is None or c.version < ict[0]]
+
+        def uses_ict(v: int) -> bool:
+            ict = self._ict[v]
+            return ict is not None and v >= ict[0]
+
+        need_mtime = [c for c in commits if not uses_ict(c.version)]
         if need_mtime:
             timeline = CommitTimeline(self.storage, listing, self.metadata)
             for c in need_mtime:
                 out[c.version - self.start] = timeline.timestamp(c.version) * 1000
         for c in commits:
-            if ict is not None and c.version >= ict[0]:
+            if uses_ict(c.version):
                 out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
         return out
 

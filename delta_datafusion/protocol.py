@@ -73,6 +73,14 @@ class Protocol:
         return cls(reader, writer, frozenset(rf or ()), frozenset(wf or ()))
 
     @property
+    def supports_in_commit_timestamps(self) -> bool:
+        """Does the protocol carry the inCommitTimestamp writer feature? Without it the table
+        property means nothing (delta-kernel-rs reads such tables by file modification times)."""
+        return self.min_writer_version >= 7 and bool(
+            {"inCommitTimestamp", "inCommitTimestamp-preview"} & self.writer_features
+        )
+
+    @property
     def supports_column_mapping(self) -> bool:
         """Reader version 2, or 3 with the columnMapping feature. The mode property is allowed on
         other tables but means nothing there (their files use the logical names)."""
@@ -123,6 +131,8 @@ class Metadata:
     column_mapping_mode: str = "none"
     arrow_schema: pa.Schema = field(default=None, repr=False)  # logical
     physical_schema: pa.Schema = field(default=None, repr=False)
+    #: whether the protocol in force carries the inCommitTimestamp feature (see ict_enablement)
+    ict_feature: bool = True
 
     @classmethod
     def from_action(cls, action: dict[str, Any], where: str, protocol: Protocol | None = None) -> Metadata:
@@ -183,6 +193,7 @@ class Metadata:
             column_mapping_mode=mode,
             arrow_schema=logical,
             physical_schema=physical,
+            ict_feature=protocol is None or protocol.supports_in_commit_timestamps,
         )
 
     def field_json(self, name: str) -> dict[str, Any]:
@@ -200,7 +211,11 @@ class Metadata:
 
     @property
     def in_commit_timestamps_enabled(self) -> bool:
-        return self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
+        """The property is set and the protocol carries the feature."""
+        return (
+            self.ict_feature
+            and self.configuration.get("delta.enableInCommitTimestamps", "false").lower() == "true"
+        )
 
     @property
     def ict_enablement(self) -> tuple[int, int] | None:

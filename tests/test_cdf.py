@@ -356,6 +356,69 @@ def test_in_commit_timestamps(copy_corpus_table):
     assert sql(ctx, q).column(0).to_pylist() == [ours(p, 2).num_rows]
 
 
+def _ict_table(p: Path, protocol: dict, commits: list[tuple[dict, int | None]]) -> None:
+    """One-row appends; ``commits``: (table properties or None, in-commit timestamp or None)."""
+    import pyarrow.parquet as pq
+
+    schema = json.dumps(
+        {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    )
+    (p / "_delta_log").mkdir(parents=True)
+    for v, (conf, ict) in enumerate(commits):
+        pq.write_table(pa.table({"id": pa.array([v], pa.int64())}), p / f"f{v}.parquet")
+        info = {"timestamp": 1, "operation": "WRITE"} | (
+            {"inCommitTimestamp": ict} if ict is not None else {}
+        )
+        actions = [{"commitInfo": info}]
+        if v == 0:
+            actions.append({"protocol": protocol})
+        if conf is not None:
+            md = {"id": "t", "format": {"provider": "parquet", "options": {}}, "schemaString": schema}
+            actions.append(
+                {"metaData": md | {"partitionColumns": [], "configuration": conf, "createdTime": 1}}
+            )
+        actions.append({"add": add_action(p, f"f{v}.parquet")})
+        write_commit(p, v, actions)
+    set_commit_times(p, {v: 1_700_000_000_000 + v * 1000 for v in range(len(commits))})
+
+
+def _timestamps_ms(p: Path, start: int, end: int) -> dict[int, int]:
+    got = ours(p, start, end).select(["_commit_version", "_commit_timestamp"]).to_pylist()
+    return {r["_commit_version"]: int(r["_commit_timestamp"].timestamp() * 1000) for r in got}
+
+
+def test_in_commit_timestamps_switched_off_mid_range(tmp_path):
+    """A commit's _commit_timestamp is its in-commit timestamp when the table had them enabled at
+    that commit, whatever the range's end (it came from file times once a later commit turned
+    them off)."""
+    on = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "true"}
+    off = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "false"}
+    protocol = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["inCommitTimestamp", "changeDataFeed"],
+    }
+    ict = 1_600_000_000_000  # 2020; the commit files' modification times are in 2023
+    _ict_table(tmp_path, protocol, [(on, ict), (None, ict + 1000), (off, None), (None, None)])
+    assert _timestamps_ms(tmp_path, 0, 1) == {0: ict, 1: ict + 1000}
+    assert _timestamps_ms(tmp_path, 0, 3) == {
+        0: ict,
+        1: ict + 1000,
+        2: 1_700_000_002_000,
+        3: 1_700_000_003_000,
+    }
+
+
+def test_in_commit_timestamp_property_without_the_feature_is_ignored(tmp_path):
+    """The property alone, on a protocol without the inCommitTimestamp feature, enables nothing
+    (as in delta-kernel-rs): file times are used, where this was refused as a corrupt log."""
+    on = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "true"}
+    _ict_table(tmp_path, {"minReaderVersion": 1, "minWriterVersion": 4}, [(on, None), (None, None)])
+    assert _timestamps_ms(tmp_path, 0, 1) == {0: 1_700_000_000_000, 1: 1_700_000_001_000}
+    at = dt.datetime.fromtimestamp(1_700_000_000.5, tz=dt.timezone.utc)
+    assert DeltaTable(str(tmp_path)).snapshot(timestamp=at).version == 0
+
+
 # --------------------------------------------------------------------------------------------
 # deletion vectors
 # --------------------------------------------------------------------------------------------
