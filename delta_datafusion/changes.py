@@ -491,8 +491,8 @@ class ChangeFeed:
         """For each source index in ``rows``: is ``pred`` TRUE for every change row it yields?
 
         Proved for add, remove and deletion-vector-diff sources from their constants, partition
-        values and statistics (a diff yields a subset of its file's rows, which the file's bounds
-        still cover); never for cdc files, whose ``_change_type`` is per row. Such sources answer
+        values and statistics (a diff's statistics bound the rows it yields: see
+        :func:`_stats_of_newly_deleted`); never for cdc files, whose ``_change_type`` is per row. Such sources answer
         ``count(*)`` and change-column-only queries from ``numRecords`` (see read.py).
         """
         from .skipping import file_all_match_mask
@@ -861,20 +861,30 @@ def _dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> 
     new_dv = readds.column("deletionVector").combine_chunks()
     same = pc.fill_null(pc.equal(_dv_ids(old_dv), _dv_ids(new_dv)), False)
     pieces = []
-    # (change type, the vector whose rows are read, the vector whose rows are left out)
-    for change, only, drop in (("delete", new_dv, old_dv), ("insert", old_dv, new_dv)):
+    # (change type, the vector whose rows are read, the vector whose rows are left out, the
+    # statistics that bound those rows)
+    for change, only, drop, stats in (
+        ("delete", new_dv, old_dv, _stats_of_newly_deleted(readds, removes, idx)),
+        ("insert", old_dv, new_dv, None),
+    ):
         selected = pc.and_(only.is_valid(), pc.invert(same))
         if pc.any(selected).as_py():
-            pieces.append(
-                _piece(
-                    readds.filter(selected),
-                    KIND_DV_UPDATE,
-                    change,
-                    only.filter(selected),
-                    drop.filter(selected),
-                )
-            )
+            rows = readds.filter(selected)
+            if stats is not None:
+                rows = rows.set_column(rows.schema.get_field_index("stats"), "stats", stats.filter(selected))
+            pieces.append(_piece(rows, KIND_DV_UPDATE, change, only.filter(selected), drop.filter(selected)))
     return pieces
+
+
+def _stats_of_newly_deleted(readds: pa.Table, removes: pa.Table, idx: pa.Array) -> pa.Array:
+    """Statistics bounding the rows a new deletion vector deletes. The new add's may not: with
+    ``tightBounds`` they describe only the rows still live. The remove's describe the rows live
+    before (those rows among them), so they are used, or the add's when known to be wide (not
+    tight), else none (no pruning)."""
+    new = readds.column("stats").combine_chunks().cast(pa.string())
+    old = removes.column("stats").combine_chunks().cast(pa.string()).take(idx)
+    wide = pc.fill_null(pc.match_substring_regex(new, r'"tightBounds"\s*:\s*false'), False)
+    return pc.if_else(old.is_valid(), old, pc.if_else(wide, new, pa.scalar(None, pa.string())))
 
 
 def _piece(

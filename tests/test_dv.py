@@ -871,3 +871,54 @@ def test_deletion_vector_on_a_file_storing_a_column_as_another_type_names_the_fi
         in msg
     )
     assert "version 0" in msg
+
+
+@pytest.mark.parametrize("remove_stats", [True, False])
+def test_change_feed_deleted_rows_outside_the_new_adds_tight_bounds(
+    tmp_path: Path, remove_stats: bool
+) -> None:
+    """A DELETE by deletion vector re-adds the file with statistics that may be tight to the rows
+    still live (max id 3 once id 4 is deleted). The change feed's delete row for id 4 lies outside
+    them: a filter on id pruned it away (filtered feeds must be subsets of the unfiltered one)."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.changes import clear_cache
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(5), pa.int64())}), table / "part-0.parquet")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+
+    def stats(hi: int) -> str:
+        bounds = {"minValues": {"id": 0}, "maxValues": {"id": hi}, "nullCount": {"id": 0}}
+        return json.dumps({"numRecords": 5, **bounds, "tightBounds": True})
+
+    add = add_action(table, "part-0.parquet")
+    removed = {**add, "deletionTimestamp": 1, "extendedFileMetadata": True}
+    if remove_stats:
+        removed["stats"] = stats(4)
+    _write_log(
+        table,
+        [
+            [
+                _dv_protocol(["deletionVectors"]),
+                _metadata_action(schema, conf),
+                {"add": {**add, "stats": stats(4)}},
+            ],
+            [{"remove": removed}, {"add": {**add, "stats": stats(3), "deletionVector": _inline_dv([4])}}],
+        ],
+    )
+    feed = dd.DeltaTable(str(table))
+    for predicate in (None, "id = 4", "id > 3"):
+        clear_cache()
+        got = feed.changes(1, 1, predicate=predicate).to_table().select(["id", "_change_type"]).to_pylist()
+        assert got == [{"id": 4, "_change_type": "delete"}], predicate
+    ctx = SessionContext()
+    dd.register(ctx)
+    q = f"SELECT id, _change_type FROM table_changes('{table}', 0, 1) WHERE id >= 4 ORDER BY _commit_version"
+    assert ctx.sql(q).to_arrow_table().to_pylist() == [
+        {"id": 4, "_change_type": "insert"},
+        {"id": 4, "_change_type": "delete"},
+    ]
