@@ -268,6 +268,12 @@ class ChangeFeed:
         self.segments = segments
         self.incompatible = self._schema_changes(segments)
         md = self.metadata
+        clash = [f.name for f in CHANGE_FIELDS if f.name in md.arrow_schema.names]
+        if clash:
+            raise ChangeDataFeedError(
+                f"{where}: the table has a column named {clash[0]!r} at version {end}, the name of a change "
+                f"feed column: its change data feed cannot be read (Spark refuses such tables too)"
+            )
         self.partition_columns = list(md.partition_columns)
         self.schema = pa.schema(
             list(md.arrow_schema) + list(CHANGE_FIELDS), metadata=md.arrow_schema.metadata

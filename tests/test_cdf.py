@@ -419,6 +419,39 @@ def test_in_commit_timestamp_property_without_the_feature_is_ignored(tmp_path):
     assert DeltaTable(str(tmp_path)).snapshot(timestamp=at).version == 0
 
 
+@pytest.mark.parametrize("column", ["_change_type", "_commit_version", "_commit_timestamp"])
+def test_table_column_named_like_a_change_column_is_refused(tmp_path, column):
+    """A table column with a change feed column's name: a clear ChangeDataFeedError naming it
+    (a raw KeyError from the Python API, a DataFusion duplicate-field error from SQL before)."""
+    import pyarrow.parquet as pq
+
+    types = {"_change_type": "string", "_commit_version": "long", "_commit_timestamp": "timestamp"}
+    values = {
+        "_change_type": pa.array(["mine"]),
+        "_commit_version": pa.array([42], pa.int64()),
+        "_commit_timestamp": pa.array([0], pa.timestamp("us", "UTC")),
+    }
+    fields = [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]
+    fields.append({"name": column, "type": types[column], "nullable": True, "metadata": {}})
+    (tmp_path / "_delta_log").mkdir()
+    pq.write_table(
+        pa.table({"id": pa.array([1], pa.int64()), column: values[column]}), tmp_path / "a.parquet"
+    )
+    md = {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+    md |= {"schemaString": json.dumps({"type": "struct", "fields": fields})}
+    md |= {"configuration": {"delta.enableChangeDataFeed": "true"}}
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 4}
+    write_commit(
+        tmp_path, 0, [{"protocol": protocol}, {"metaData": md}, {"add": add_action(tmp_path, "a.parquet")}]
+    )
+    assert DeltaTable(str(tmp_path)).snapshot().scan().to_table().num_rows == 1  # the table itself reads
+    with pytest.raises(ChangeDataFeedError, match=f"has a column named '{column}'"):
+        DeltaTable(str(tmp_path)).changes(0).to_table()
+    ctx = new_ctx()
+    with pytest.raises(Exception, match=f"ChangeDataFeedError.*has a column named '{column}'"):
+        sql(ctx, f"SELECT * FROM table_changes('{tmp_path}', 0)")
+
+
 # --------------------------------------------------------------------------------------------
 # deletion vectors
 # --------------------------------------------------------------------------------------------
