@@ -621,6 +621,12 @@ class UnitReader:
             if by_id is not None:  # file column -> physical name, nested fields renamed by id
                 wanted = {phys_names[c] for c in needed}
                 sources = {by_id[p][0]: (p, by_id[p][1]) for p in wanted if p in by_id}
+                # a stored column that is not a table column (a cdc file's _change_type) has no
+                # field id: it is found by name
+                for p in wanted - by_id.keys():
+                    i, j = file_schema.get_field_index(p), self.rs.physical.get_field_index(p)
+                    if i >= 0 and j >= 0 and _field_id(self.rs.physical.field(j)) is None and p not in sources:
+                        sources[p] = (p, file_schema.field(i).type)
                 read_cols = list(sources)
             else:
                 present = set(file_schema.names)

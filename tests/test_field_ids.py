@@ -208,3 +208,77 @@ def test_top_level_dotted_name_beside_a_nested_field_under_column_mapping(tmp_pa
     assert nested.column("s.x").to_pylist() == [1]
     top = snap.scan(predicate=pc.field("s.x") > 2).to_table()
     assert top.column("s.x").to_pylist() == [5]
+
+
+def test_change_data_file_named_by_field_id_keeps_its_change_type(tmp_path: Path) -> None:
+    """In id mode a change data file whose table columns carry other names is read by field id,
+    and its _change_type column, which is no table column and has no field id, by name (it was
+    left out, and the feed refused the file as having no _change_type column)."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+
+    def field(name: str, typ: str, fid: int) -> dict:
+        md = {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": f"col-{fid}"}
+        return {"name": name, "type": typ, "nullable": True, "metadata": md}
+
+    def write(name: str, ids: list[int], vs: list[str], change_types: list[str] | None = None) -> int:
+        fields = [
+            pa.field("renamed_a", pa.int64(), metadata={"PARQUET:field_id": "1"}),
+            pa.field("renamed_b", pa.string(), metadata={"PARQUET:field_id": "2"}),
+        ]
+        arrays = [pa.array(ids, pa.int64()), pa.array(vs)]
+        if change_types is not None:
+            fields.append(pa.field("_change_type", pa.string()))
+            arrays.append(pa.array(change_types))
+        (table / name).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.Table.from_arrays(arrays, schema=pa.schema(fields)), table / name)
+        return (table / name).stat().st_size
+
+    def file_action(kind: str, name: str, size: int) -> dict:
+        return {
+            kind: {
+                "path": name,
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": 0,
+                "dataChange": True,
+            }
+        }
+
+    schema = {"type": "struct", "fields": [field("id", "long", 1), field("v", "string", 2)]}
+    conf = {
+        "delta.columnMapping.mode": "id",
+        "delta.columnMapping.maxColumnId": "2",
+        "delta.enableChangeDataFeed": "true",
+    }
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["columnMapping"],
+        "writerFeatures": ["columnMapping", "changeDataFeed"],
+    }
+    md = {"id": "ids", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema)}
+    md |= {"partitionColumns": [], "configuration": conf}
+    a = write("a.parquet", [1, 2], ["a", "b"])
+    b = write("b.parquet", [1, 2], ["z", "b"])
+    c = write("_change_data/c.parquet", [1, 1], ["a", "z"], ["update_preimage", "update_postimage"])
+    commits = [
+        [{"protocol": protocol}, {"metaData": md}, file_action("add", "a.parquet", a)],
+        [file_action("remove", "a.parquet", a), file_action("add", "b.parquet", b)]
+        + [file_action("cdc", "_change_data/c.parquet", c)],
+    ]
+    for version, actions in enumerate(commits):
+        (table / "_delta_log" / f"{version:020d}.json").write_text(
+            "\n".join(json.dumps(x) for x in actions) + "\n"
+        )
+    got = dd.DeltaTable(str(table)).changes(1).to_table().select(["id", "v", "_change_type"]).to_pylist()
+    assert sorted(got, key=lambda r: r["_change_type"]) == [
+        {"id": 1, "v": "z", "_change_type": "update_postimage"},
+        {"id": 1, "v": "a", "_change_type": "update_preimage"},
+    ]
+    ctx = SessionContext()
+    dd.register(ctx)
+    q = f"SELECT v FROM table_changes('{table}', 0) WHERE _change_type = 'update_postimage'"
+    assert ctx.sql(q).to_pydict()["v"] == ["z"]
