@@ -70,7 +70,7 @@ from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
-from .schema import logical_to_physical_names, physical_name
+from .schema import is_supported_type_change, logical_to_physical_names, physical_name
 from .stats import typed_stats
 from .timestamps import CommitTimeline, read_in_commit_timestamp
 
@@ -114,37 +114,6 @@ SOURCE_COLUMNS = [
 # Schema compatibility across the range
 # --------------------------------------------------------------------------------------------
 
-_INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4}
-
-
-def _is_widening(old: pa.DataType, new: pa.DataType) -> bool:
-    """Type changes Delta type widening allows (old files read through a cast)."""
-    if old == new:
-        return True
-    if old in _INT_RANK and new in _INT_RANK:
-        return _INT_RANK[old] <= _INT_RANK[new]
-    if old in _INT_RANK and pa.types.is_float64(new):
-        return True
-    if pa.types.is_float32(old) and pa.types.is_float64(new):
-        return True
-    if pa.types.is_date32(old) and pa.types.is_timestamp(new) and new.tz is None:
-        return True
-    if pa.types.is_decimal(old) and pa.types.is_decimal(new):
-        return new.scale >= old.scale and (new.precision - new.scale) >= (old.precision - old.scale)
-    if old in _INT_RANK and pa.types.is_decimal(new):
-        digits = {1: 3, 2: 5, 3: 10, 4: 20}[_INT_RANK[old]]
-        return new.precision - new.scale >= digits
-    # nested: fields matched by (physical) name; added fields read as NULL, dropped ones are not
-    # read, the rest must widen
-    if pa.types.is_struct(old) and pa.types.is_struct(new):
-        old_fields = {f.name: f.type for f in old}
-        return all(_is_widening(old_fields[f.name], f.type) for f in new if f.name in old_fields)
-    if pa.types.is_list(old) and pa.types.is_list(new):
-        return _is_widening(old.value_type, new.value_type)
-    if pa.types.is_map(old) and pa.types.is_map(new):
-        return _is_widening(old.key_type, new.key_type) and _is_widening(old.item_type, new.item_type)
-    return False
-
 
 def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
     """End-schema columns that cannot be read from files written under ``old`` (name -> reason)."""
@@ -173,7 +142,7 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
             continue
         old_t = old.physical_schema.field(phys).type
         new_t = end.physical_schema.field(phys).type
-        if not _is_widening(old_t, new_t):
+        if not is_supported_type_change(old_t, new_t):
             out[name] = f"type changed from {old_t} to {new_t}"
     return out
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 from .errors import InvalidProtocolError, MissingMetadataError, SchemaError, UnsupportedFeatureError
 from .schema import (
     annotated_field,
+    check_type_changes,
     column_mapping_mode,
     contains_type,
     parse_schema_string,
@@ -144,6 +145,7 @@ class Metadata:
                 f"{where}: data file format {provider!r} is not supported (only parquet)"
             )
         schema_json = parse_schema_string(action.get("schemaString"), where)
+        check_type_changes(schema_json, where)
         conf = action.get("configuration") or {}
         if not isinstance(conf, dict):
             raise SchemaError(f"{where}: metaData.configuration is not an object")

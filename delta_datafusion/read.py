@@ -39,7 +39,7 @@ from .errors import (
     UnsupportedFeatureError,
 )
 from .scan_unit import CHANGE_TYPE, ScanUnit
-from .schema import VARIANT_TYPE, relabel
+from .schema import VARIANT_TYPE, is_supported_type_change, relabel
 from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
@@ -563,12 +563,24 @@ class UnitReader:
                     continue
                 dataset = ds.FileSystemDataset(part, self.rs.physical, fmt, fs)
                 scanner = dataset.scanner(columns=scan_cols, filter=pfilter, batch_size=bs, use_threads=True)
-                for batch in scanner.to_batches():
+                # pyarrow casts each file's columns to the table's types, whatever they are
+                # (numeric strings to numbers, timestamps to dates): every file's stored types are
+                # checked, from the footer the scan has read (cached in the fragment)
+                checked: set[str] = set()
+                for tagged in scanner.scan_batches():
+                    path = tagged.fragment.path
+                    if path not in checked:
+                        checked.add(path)
+                        self._check_stored_types(path, tagged.fragment.physical_schema, scan_cols)
+                    batch = tagged.record_batch
                     if post is not None:
                         batch = batch.filter(post)
                         if len(scan_cols) != len(phys_cols):
                             batch = batch.select(phys_cols)
                     yield _conform(batch, out_schema)
+                for frag in part:  # files that gave no rows were read as well (a filter on them)
+                    if frag.path not in checked:
+                        self._check_stored_types(frag.path, frag.physical_schema, scan_cols)
         except _READ_ERRORS as e:
             raise self._file_error(units, e) from e
 
@@ -618,6 +630,8 @@ class UnitReader:
                         f"row {dv.max()}, but the file has {rows} rows"
                     )
             by_id = id_mode_columns(file_schema, self.rs.physical) if self.rs.id_mode else None
+            if by_id is None:
+                self._check_stored_types(unit.location, file_schema, [phys_names[c] for c in needed])
             if by_id is not None:  # file column -> physical name, nested fields renamed by id
                 wanted = {phys_names[c] for c in needed}
                 sources = {by_id[p][0]: (p, by_id[p][1]) for p in wanted if p in by_id}
@@ -625,7 +639,12 @@ class UnitReader:
                 # field id: it is found by name
                 for p in wanted - by_id.keys():
                     i, j = file_schema.get_field_index(p), self.rs.physical.get_field_index(p)
-                    if i >= 0 and j >= 0 and _field_id(self.rs.physical.field(j)) is None and p not in sources:
+                    if (
+                        i >= 0
+                        and j >= 0
+                        and _field_id(self.rs.physical.field(j)) is None
+                        and p not in sources
+                    ):
                         sources[p] = (p, file_schema.field(i).type)
                 read_cols = list(sources)
             else:
@@ -727,9 +746,24 @@ class UnitReader:
                 return missing
         return []
 
+    def _check_stored_types(self, location: str, stored: pa.Schema, columns: Sequence[str]) -> None:
+        """Refuse a data file storing a table column as a type its values cannot be read as
+        unchanged (see :func:`_readable_as`): only a writer outside Delta makes one, and casting
+        would give values the file never held."""
+        for name in columns:
+            i, j = stored.get_field_index(name), self.rs.physical.get_field_index(name)
+            if i < 0 or j < 0:
+                continue
+            have, want = stored.field(i).type, self.rs.physical.field(j).type
+            if not _readable_as(have, want):
+                raise DeltaError(
+                    f"{self._where}: data file {location} stores column {name!r} as {have}, but the table "
+                    f"schema says {want}, and that is not a type change Delta allows (PROTOCOL.md type widening)"
+                )
+
     def _mismatched_file(self, units: Sequence[ScanUnit]) -> tuple[str, str, pa.DataType, pa.DataType] | None:
         """After a failed read: the first file (of at most 1,000) storing a table column as a
-        different kind of type (string for a number, ...), to name it in the error."""
+        type it cannot be read as (see :func:`_readable_as`), to name it in the error."""
         expected = {f.name: f.type for f in self.rs.physical}
         for u in units[:1000]:
             try:
@@ -738,7 +772,7 @@ class UnitReader:
                 return None  # unreadable: the original error says more
             for f in schema:
                 want = expected.get(f.name)
-                if want is not None and _type_kind(f.type) != _type_kind(want):
+                if want is not None and not _readable_as(f.type, want):
                     return u.location, f.name, f.type, want
         return None
 
@@ -807,30 +841,6 @@ def _shredded_field(stored: pa.DataType, declared: pa.DataType, path: str) -> st
     if pa.types.is_map(declared) and pa.types.is_map(stored):
         return _shredded_field(stored.item_type, declared.item_type, f"{path}[value]")
     return None
-
-
-def _type_kind(t: pa.DataType) -> str:
-    """A coarse class of Arrow types: reading one kind as another is a foreign file, not schema
-    evolution (widening stays within a kind, or goes integer -> floating / decimal)."""
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return "number"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "binary"
-    if pa.types.is_fixed_size_binary(t):
-        return "binary"
-    if pa.types.is_temporal(t):
-        return "temporal"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_struct(t):
-        return "struct"
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return "list"
-    if pa.types.is_map(t):
-        return "map"
-    return str(t)
 
 
 def _has_float(t: pa.DataType) -> bool:
@@ -923,6 +933,39 @@ def _same_storage(file_type: pa.DataType, table_type: pa.DataType) -> bool:
     text = (pa.string(), pa.large_string(), pa.string_view())
     raw = (pa.binary(), pa.large_binary(), pa.binary_view())
     return (file_type in text and table_type in text) or (file_type in raw and table_type in raw)
+
+
+def _readable_as(stored: pa.DataType, declared: pa.DataType) -> bool:
+    """Can a file column of type ``stored`` be read as the table's ``declared`` type without
+    changing its values? Yes for the same type, for other encodings of it that writers use
+    (string / large / view types and unannotated binary for strings, any timestamp unit or zone
+    (INT96), integer widths (an overflowing value fails the cast), decimal precision at the same
+    scale (likewise), dictionaries, all-null columns), for the type widenings the protocol allows,
+    and for nested types field by field (fields by name; missing ones read as NULL)."""
+    if _same_storage(stored, declared) or pa.types.is_null(stored) or pa.types.is_null(declared):
+        return True
+    if pa.types.is_dictionary(stored):
+        return _readable_as(stored.value_type, declared)
+    text = (pa.string(), pa.large_string(), pa.string_view())
+    raw = (pa.binary(), pa.large_binary(), pa.binary_view())
+    if stored in raw and declared in text:  # strings written without the UTF8 annotation
+        return True
+    for same_kind in (pa.types.is_integer, pa.types.is_timestamp, pa.types.is_date):
+        if same_kind(stored) and same_kind(declared):
+            return True
+    if pa.types.is_decimal(stored) and pa.types.is_decimal(declared) and stored.scale == declared.scale:
+        return True
+    if pa.types.is_struct(stored) and pa.types.is_struct(declared):
+        fields = {f.name: f.type for f in stored}
+        return all(_readable_as(fields[f.name], f.type) for f in declared if f.name in fields)
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_large_list_view)
+    if any(k(stored) for k in lists) and any(k(declared) for k in lists):
+        return _readable_as(stored.value_type, declared.value_type)
+    if pa.types.is_map(stored) and pa.types.is_map(declared):
+        return _readable_as(stored.key_type, declared.key_type) and _readable_as(
+            stored.item_type, declared.item_type
+        )
+    return is_supported_type_change(stored, declared)
 
 
 def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:

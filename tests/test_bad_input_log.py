@@ -6,6 +6,8 @@ write to the table's folder.
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import importlib.util
 import json
 import os
@@ -662,6 +664,115 @@ def test_data_file_with_a_foreign_column_type_is_named(tmp_path: Path):
             DeltaTable(str(t)).snapshot().scan(predicate=predicate).to_table()
         msg = str(info.value)
         assert f"data file {victim} stores column 'id' as string, but the table schema says int64" in msg, msg
+
+
+def _one_column_table(
+    path: Path, delta_type: str, stored: pa.Array, type_changes: list | None = None
+) -> Path:
+    """A table with column ``c`` of ``delta_type`` and one data file storing ``stored``."""
+    (path / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"c": stored}), path / "a.parquet")
+    meta = {"delta.typeChanges": type_changes} if type_changes else {}
+    schema = {
+        "type": "struct",
+        "fields": [{"name": "c", "type": delta_type, "nullable": True, "metadata": meta}],
+    }
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 2}
+    if type_changes:
+        protocol = {"minReaderVersion": 3, "minWriterVersion": 7}
+        protocol |= {"readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]}
+    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema)}
+    md |= {"partitionColumns": [], "configuration": {}}
+    add = {"path": "a.parquet", "partitionValues": {}, "size": (path / "a.parquet").stat().st_size}
+    add |= {"modificationTime": 0, "dataChange": True}
+    write_commit(path, 0, [{"protocol": protocol}, {"metaData": md}, {"add": add}])
+    return path
+
+
+@pytest.mark.parametrize(
+    "delta_type, stored",
+    [
+        ("long", pa.array(["123", "-7"])),  # numeric strings were converted to numbers
+        ("float", pa.array([0.1, 1e300])),  # 1e300 became inf
+        ("date", pa.array([86_400_000_000 + 5], pa.timestamp("us"))),  # the time of day was dropped
+        ("string", pa.array([1, 2], pa.int32())),
+        ("integer", pa.array([True, False])),
+        ("double", pa.array([2**53 + 1], pa.int64())),  # long -> double is no Delta widening
+        ("timestamp", pa.array([1], pa.date32())),  # date -> timestamp_ntz is; not to timestamp
+    ],
+)
+def test_data_file_storing_a_type_delta_does_not_allow_is_refused(tmp_path: Path, delta_type: str, stored):
+    """pyarrow casts a file's column to the table's type whenever it can; the values may then be
+    ones the file never held. Such a file (only a writer outside Delta makes one) is refused,
+    naming it, on every read path: plain, filtered (also when no row matches), LIMIT, SQL."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    t = _one_column_table(tmp_path / "t", delta_type, stored)
+    msg = "data file .*a.parquet stores column 'c' as .*, but the table schema says "
+    snap = DeltaTable(str(t)).snapshot()
+    for predicate in (None, "c IS NULL"):
+        with pytest.raises(DeltaError, match=msg):
+            snap.scan(predicate=predicate).to_table()
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    for q in ("SELECT * FROM t", "SELECT * FROM t LIMIT 1", "SELECT count(c) FROM t WHERE c IS NULL"):
+        with pytest.raises(Exception, match="stores column 'c' as"):
+            ctx.sql(q).to_arrow_table()
+
+
+@pytest.mark.parametrize(
+    "delta_type, stored, expected",
+    [
+        ("long", pa.array([1, 2], pa.int32()), [1, 2]),  # a narrower integer
+        ("string", pa.array([b"ab"], pa.binary()), ["ab"]),  # strings written without the UTF8 annotation
+        ("string", pa.array(["ab"], pa.large_string()), ["ab"]),
+        ("timestamp_ntz", pa.array([0], pa.timestamp("ms")), [dt.datetime(1970, 1, 1)]),
+        (
+            "decimal(10,2)",
+            pa.array([decimal.Decimal("1.50")], pa.decimal128(5, 2)),
+            [decimal.Decimal("1.50")],
+        ),
+        ("double", pa.array([1.5], pa.float32()), [1.5]),
+    ],
+)
+def test_data_file_storing_another_encoding_of_the_type_reads(
+    tmp_path: Path, delta_type: str, stored, expected
+):
+    t = _one_column_table(tmp_path / "t", delta_type, stored)
+    assert DeltaTable(str(t)).snapshot().scan().to_table().column("c").to_pylist() == expected
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("double", "float"),
+        ("long", "integer"),
+        ("string", "long"),
+        ("timestamp_ntz", "date"),
+        ("long", "double"),
+    ],
+)
+def test_type_change_the_protocol_does_not_allow_is_refused(tmp_path: Path, change):
+    """delta.typeChanges naming a change type widening does not allow: refused when the table is
+    opened (readers must fail on unsupported type changes), never read through a cast."""
+    old, new = change
+    stored = (
+        pa.array([1], pa.int64())
+        if old == "long"
+        else pa.array([1.5])
+        if old == "double"
+        else pa.array(["7"])
+    )
+    if old == "timestamp_ntz":
+        stored = pa.array([1], pa.timestamp("us"))
+    changes = [{"fromType": old, "toType": new}]
+    t = _one_column_table(tmp_path / "t", new, stored, type_changes=changes)
+    with pytest.raises(
+        UnsupportedFeatureError, match=f"records the type change {old} -> {new} in delta.typeChanges"
+    ):
+        DeltaTable(str(t)).snapshot()
 
 
 def test_file_path_that_is_not_utf8(tmp_path: Path):
