@@ -282,3 +282,43 @@ def test_change_data_file_named_by_field_id_keeps_its_change_type(tmp_path: Path
     dd.register(ctx)
     q = f"SELECT v FROM table_changes('{table}', 0) WHERE _change_type = 'update_postimage'"
     assert ctx.sql(q).to_pydict()["v"] == ["z"]
+
+
+def test_id_mode_column_of_the_same_name_but_another_field_id_reads_null(tmp_path: Path) -> None:
+    """In id mode a file column named like the table's column but carrying another field id is
+    another column (dropped and added again: old files hold the dropped one): the table's column
+    reads as NULL (PROTOCOL.md: ids not found in a file are NULL), not as the old values."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+
+    def fid(name: str, i: int) -> pa.Field:
+        return pa.field(name, pa.int64(), metadata={"PARQUET:field_id": str(i)})
+
+    data = pa.table([pa.array([1, 2]), pa.array([10, 20])], schema=pa.schema([fid("id", 1), fid("c", 2)]))
+    pq.write_table(data, table / "old.parquet")
+
+    def cm(name: str, i: int) -> dict:
+        md = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": name}
+        return {"name": name, "type": "long", "nullable": True, "metadata": md}
+
+    schema = {"type": "struct", "fields": [cm("id", 1), cm("c", 3)]}
+    conf = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "3"}
+    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+    md |= {"schemaString": json.dumps(schema), "configuration": conf}
+    size = (table / "old.parquet").stat().st_size
+    add = {
+        "path": "old.parquet",
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 0,
+        "dataChange": True,
+    }
+    actions = [{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": md}, {"add": add}]
+    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    got = dd.DeltaTable(str(table)).snapshot().scan().to_table().sort_by("id").to_pylist()
+    assert got == [{"id": 1, "c": None}, {"id": 2, "c": None}]
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    assert ctx.sql("SELECT count(*) AS n FROM t WHERE c IS NULL").to_pydict()["n"] == [2]
