@@ -115,6 +115,24 @@ SOURCE_COLUMNS = [
 # --------------------------------------------------------------------------------------------
 
 
+def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...]]:
+    """End-schema columns whose type differs under an earlier metadata of the range. Files
+    written then carry bounds in the old type's form (a float -0.1 is -0.10000000149011612 read as
+    a double), which need not bound the values as read now; a ``delta.typeChanges`` entry says
+    so, but writers may remove it once every live file has the new type, while a range's older
+    files are still read."""
+    end = segments[-1][1]
+    out: set[tuple[str, ...]] = set()
+    for _, md in segments[:-1]:
+        if md.schema_string == end.schema_string:
+            continue
+        old_types = {f.name: f.type for f in md.physical_schema}
+        for logical, phys in zip(end.arrow_schema, end.physical_schema, strict=True):
+            if phys.name in old_types and old_types[phys.name] != phys.type:
+                out.add((logical.name,))
+    return out
+
+
 def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
     """End-schema columns that cannot be read from files written under ``old`` (name -> reason)."""
     if (
@@ -365,7 +383,8 @@ class ChangeFeed:
             [md.arrow_schema.field(c) for c in md.partition_columns],
             f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
         )
-        stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n)
+        retyped = _retyped_columns(self.segments)
+        stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n, forget=retyped)
         versions = raw.column("version").combine_chunks()
         ts = (
             self.commit_timestamps[pc.subtract(versions, self.start).to_numpy(zero_copy_only=False)]

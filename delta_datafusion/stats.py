@@ -156,10 +156,12 @@ def typed_stats(
     stats_parsed: pa.Array | None,
     num_rows: int,
     columns: Collection[str] | None = None,
+    forget: Collection[tuple[str, ...]] = (),
 ) -> pa.StructArray:
     """Stats struct with logical names: from ``stats_parsed`` where present, else the JSON.
 
-    ``columns``: type only these top-level columns' bounds (all when None)."""
+    ``columns``: type only these top-level columns' bounds (all when None). ``forget``: column
+    paths whose bounds are dropped, besides the widened ones (see :func:`widened_columns`)."""
     physical, logical = stats_types(md, columns)
     if stats is None and stats_parsed is None:
         result = pa.nulls(num_rows, physical)
@@ -181,7 +183,7 @@ def typed_stats(
     if isinstance(result, pa.ChunkedArray):
         result = result.combine_chunks()
     result = relabel(result, logical)
-    widened = widened_columns(md.schema_json)
+    widened = widened_columns(md.schema_json) | set(forget)
     return _forget_bounds(result, widened) if widened else result
 
 

@@ -452,6 +452,59 @@ def test_table_column_named_like_a_change_column_is_refused(tmp_path, column):
         sql(ctx, f"SELECT * FROM table_changes('{tmp_path}', 0)")
 
 
+def test_bounds_of_files_written_before_a_type_change_are_not_trusted(tmp_path):
+    """float -> double widening, a rewrite of the old file, then delta.typeChanges removed (the
+    protocol allows that once every live file has the new type). A range from before the change
+    still reads the float file, whose stats say -0.1 while its value read as a double is
+    -0.10000000149011612: its bounds are not used (the filter pruned its row)."""
+    import pyarrow.parquet as pq
+
+    (tmp_path / "_delta_log").mkdir()
+    pq.write_table(pa.table({"f": pa.array([-0.1], pa.float32())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"f": pa.array([-0.1], pa.float32()).cast(pa.float64())}), tmp_path / "b.parquet")
+
+    def metadata(typ: str, meta: dict) -> dict:
+        schema = {
+            "type": "struct",
+            "fields": [{"name": "f", "type": typ, "nullable": True, "metadata": meta}],
+        }
+        conf = {"delta.enableTypeWidening": "true", "delta.enableChangeDataFeed": "true"}
+        md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+        return {"metaData": md | {"configuration": conf, "schemaString": json.dumps(schema)}}
+
+    def stats(v: float) -> str:
+        return json.dumps(
+            {"numRecords": 1, "minValues": {"f": v}, "maxValues": {"f": v}, "nullCount": {"f": 0}}
+        )
+
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"]}
+    protocol |= {"writerFeatures": ["typeWidening", "changeDataFeed"]}
+    commits = [
+        [
+            {"protocol": protocol},
+            metadata("float", {}),
+            {"add": add_action(tmp_path, "a.parquet", stats=stats(-0.1))},
+        ],
+        [metadata("double", {"delta.typeChanges": [{"fromType": "float", "toType": "double"}]})],
+        [
+            {"remove": {"path": "a.parquet", "dataChange": False, "deletionTimestamp": 0}},
+            {"add": add_action(tmp_path, "b.parquet", dataChange=False, stats=stats(-0.10000000149011612))},
+        ],
+        [metadata("double", {})],
+    ]
+    for v, actions in enumerate(commits):
+        write_commit(tmp_path, v, actions)
+    pred = "f < -0.1000000001"
+    got = DeltaTable(str(tmp_path)).changes(0, 3, predicate=pred).to_table()
+    assert got.select(["f", "_change_type", "_commit_version"]).to_pylist() == [
+        {"f": -0.10000000149011612, "_change_type": "insert", "_commit_version": 0}
+    ]
+    ctx = new_ctx()
+    assert sql(ctx, f"SELECT count(*) FROM table_changes('{tmp_path}', 0, 3) WHERE {pred}").column(
+        0
+    ).to_pylist() == [1]
+
+
 # --------------------------------------------------------------------------------------------
 # deletion vectors
 # --------------------------------------------------------------------------------------------
