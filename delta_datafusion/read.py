@@ -953,8 +953,8 @@ def _readable_as(stored: pa.DataType, declared: pa.DataType) -> bool:
         return _readable_as(stored.value_type, declared)
     text = (pa.string(), pa.large_string(), pa.string_view())
     raw = (pa.binary(), pa.large_binary(), pa.binary_view())
-    if stored in raw and declared in text:  # strings written without the UTF8 annotation
-        return True
+    if (stored in raw and declared in text) or (stored in text and declared in raw):
+        return True  # strings written without the UTF8 annotation, or bytes with it
     for same_kind in (pa.types.is_integer, pa.types.is_timestamp, pa.types.is_date):
         if same_kind(stored) and same_kind(declared):
             return True
