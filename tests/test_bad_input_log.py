@@ -744,6 +744,33 @@ def test_data_file_storing_another_encoding_of_the_type_reads(
     assert DeltaTable(str(t)).snapshot().scan().to_table().column("c").to_pylist() == expected
 
 
+def test_partition_column_copy_in_a_data_file_is_not_read(tmp_path: Path):
+    """A data file may hold a copy of a partition column (some writers add one); the value comes
+    from the log, so the copy's type is no reason to refuse the file."""
+    t = tmp_path / "t"
+    (t / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64()), "p": ["999", "999"]}), t / "a.parquet")
+    fields = [
+        {"name": n, "type": ty, "nullable": True, "metadata": {}}
+        for n, ty in (("id", "long"), ("p", "integer"))
+    ]
+    md = {
+        "id": "x",
+        "format": {"provider": "parquet", "options": {}},
+        "partitionColumns": ["p"],
+        "configuration": {},
+    }
+    md |= {"schemaString": json.dumps({"type": "struct", "fields": fields})}
+    add = {"path": "a.parquet", "partitionValues": {"p": "1"}, "size": (t / "a.parquet").stat().st_size}
+    add |= {"modificationTime": 0, "dataChange": True}
+    write_commit(
+        t, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": md}, {"add": add}]
+    )
+    for predicate in (None, "id > 0", "p = 1"):
+        got = DeltaTable(str(t)).snapshot().scan(predicate=predicate).to_table().to_pylist()
+        assert got == [{"id": 1, "p": 1}, {"id": 2, "p": 1}], predicate
+
+
 @pytest.mark.parametrize(
     "change",
     [
