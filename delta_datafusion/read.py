@@ -954,18 +954,22 @@ def _same_storage(file_type: pa.DataType, table_type: pa.DataType) -> bool:
 def _readable_as(stored: pa.DataType, declared: pa.DataType) -> bool:
     """Can a file column of type ``stored`` be read as the table's ``declared`` type without
     changing its values? Yes for the same type, for other encodings of it that writers use
-    (string / large / view types and unannotated binary for strings, any timestamp unit or zone
+    (string / large / view types and unannotated binary for strings, fixed-size binaries and
+    lists, the storage of Arrow extension types, any timestamp unit or zone
     (INT96), integer widths (an overflowing value fails the cast), decimal precision at the same
     scale (likewise), dictionaries, all-null columns), for the type widenings the protocol allows,
     and for nested types field by field (fields by name; missing ones read as NULL)."""
+    if isinstance(stored, pa.BaseExtensionType):  # restored from a writer's Arrow schema (json, uuid)
+        stored = stored.storage_type
     if _same_storage(stored, declared) or pa.types.is_null(stored) or pa.types.is_null(declared):
         return True
     if pa.types.is_dictionary(stored):
         return _readable_as(stored.value_type, declared)
     text = (pa.string(), pa.large_string(), pa.string_view())
     raw = (pa.binary(), pa.large_binary(), pa.binary_view())
-    if (stored in raw and declared in text) or (stored in text and declared in raw):
-        return True  # strings written without the UTF8 annotation, or bytes with it
+    stored_raw = stored in raw or pa.types.is_fixed_size_binary(stored)
+    if (stored_raw and (declared in text or declared in raw)) or (stored in text and declared in raw):
+        return True  # strings written without the UTF8 annotation, bytes with it, fixed-length bytes
     for same_kind in (pa.types.is_integer, pa.types.is_timestamp, pa.types.is_date):
         if same_kind(stored) and same_kind(declared):
             return True
@@ -975,6 +979,7 @@ def _readable_as(stored: pa.DataType, declared: pa.DataType) -> bool:
         fields = {f.name: f.type for f in stored}
         return all(_readable_as(fields[f.name], f.type) for f in declared if f.name in fields)
     lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_large_list_view)
+    lists += (pa.types.is_fixed_size_list,)  # polars' Array, deltalake's fixed-size lists
     if any(k(stored) for k in lists) and any(k(declared) for k in lists):
         return _readable_as(stored.value_type, declared.value_type)
     if pa.types.is_map(stored) and pa.types.is_map(declared):

@@ -735,6 +735,19 @@ def test_data_file_storing_a_type_delta_does_not_allow_is_refused(tmp_path: Path
             [decimal.Decimal("1.50")],
         ),
         ("double", pa.array([1.5], pa.float32()), [1.5]),
+        ("binary", pa.array([b"ab", None], pa.binary(2)), [b"ab", None]),  # fixed-length bytes
+        ("binary", pa.array(["ab"]), [b"ab"]),
+        ("string", pa.array(['{"a": 1}'], pa.json_()), ['{"a": 1}']),  # an Arrow extension type
+        (
+            {"type": "array", "elementType": "long", "containsNull": True},
+            pa.array([[1, 2], None], pa.list_(pa.int64(), 2)),  # polars' Array: fixed-size lists
+            [[1, 2], None],
+        ),
+        (
+            {"type": "struct", "fields": [{"name": "x", "type": "binary", "nullable": True, "metadata": {}}]},
+            pa.array([{"x": b"abc"}], pa.struct([("x", pa.binary(3))])),
+            [{"x": b"abc"}],
+        ),
     ],
 )
 def test_data_file_storing_another_encoding_of_the_type_reads(
