@@ -273,6 +273,14 @@ class Storage:
         except PermissionError as e:
             raise DeltaError(f"cannot read {path}: permission denied") from e
 
+    def read_listed(self, path: str) -> bytes:
+        """Read a log file a listing named: gone by now (log cleanup, a concurrent writer) is a
+        MissingLogFileError naming it."""
+        try:
+            return self.read_bytes(path)
+        except FileNotFoundError as e:
+            raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
+
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         try:
             with self._open(path) as f:

@@ -77,7 +77,7 @@ class DeltaTable:
         rows = []
         for v in listing.commit_versions:
             info = listing.commits[v]
-            data = self.storage.read_bytes(info.path)
+            data = self.storage.read_listed(info.path)
             op = None
             for line in io.BytesIO(data):
                 if b'"commitInfo"' in line:

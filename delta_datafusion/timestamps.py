@@ -89,7 +89,7 @@ class CommitTimeline:
             raise VersionNotFoundError(f"no commit file for version {version} in {self.listing.log_dir}")
         if version not in self._cache:
             info = self.listing.commits[version]
-            self._cache[version] = read_in_commit_timestamp(self.storage.read_bytes(info.path), info.path)
+            self._cache[version] = read_in_commit_timestamp(self.storage.read_listed(info.path), info.path)
         return self._cache[version]
 
     def _range_text(self) -> str:
@@ -112,6 +112,15 @@ class CommitTimeline:
         if not self.versions:
             raise VersionNotFoundError(f"{self.listing.log_dir} has no commit files to resolve timestamps")
         idx = self._bisect(ts_ms)
+        if idx < 0 and self.versions[0] > 0:
+            # the commits before the earliest one left were cleaned up: one of them may have
+            # been at or after the timestamp, so starting later would leave changes out
+            first = self.versions[0]
+            raise VersionNotFoundError(
+                f"timestamp {_fmt(ts_ms)} is before the earliest commit still in the log (version {first} at "
+                f"{_fmt(self.timestamp(first))}); versions 0..{first - 1} were cleaned up, so the first commit at "
+                "or after the timestamp is not known: start at that commit's timestamp or version, or later"
+            )
         if idx >= 0 and self.timestamp(self.versions[idx]) == ts_ms:
             return self.versions[idx]
         if idx + 1 >= len(self.versions):

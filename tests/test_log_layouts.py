@@ -1515,3 +1515,56 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     assert sorted(mins)[0] == 150 and 1000 in mins
     assert snap.transactions == {"app0": 2, "app1": 9}
     assert snap.domain_metadata == {}
+
+
+def test_log_cleanup_during_a_timestamp_lookup_is_a_package_error(copy_corpus_table):
+    """In-commit timestamps are read from the commit files, after the listing: commits cleaned
+    up in between gave a raw FileNotFoundError; now a MissingLogFileError naming the file (time
+    travel by timestamp, history)."""
+    from delta_datafusion.errors import MissingLogFileError
+
+    t = copy_corpus_table("cdc_ict_table")
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    ict = [
+        json.loads(commit_path(t, v).read_text().splitlines()[0])["commitInfo"]["inCommitTimestamp"]
+        for v in range(4)
+    ]
+    table = DeltaTable(str(t))
+    listing = table.listing()  # then the cleanup removes the commits before the checkpoint
+    for v in range(3):
+        commit_path(t, v).unlink()
+    with pytest.raises(
+        MissingLogFileError, match=r"00000000000000000002.json disappeared after the folder was listed"
+    ):
+        table.snapshot(timestamp=ict[2], listing=listing)
+    table.listing = lambda: listing
+    with pytest.raises(MissingLogFileError, match="disappeared after the folder was listed"):
+        table.history()
+
+
+def test_change_feed_start_timestamp_before_the_cleaned_up_history_is_refused(tmp_path):
+    """With commits 0..4 cleaned up, a start timestamp before commit 5 may have selected one of
+    them: refused (it silently started at version 5, leaving changes out), as a start version that
+    old is; a start at commit 5's own timestamp still works."""
+    import datetime as dt
+
+    for i in range(6):
+        deltalake.write_deltalake(
+            str(tmp_path),
+            pa.table({"id": [i]}),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    for v in range(6):
+        os.utime(commit_path(tmp_path, v), (1_700_000_000 + v * 10, 1_700_000_000 + v * 10))
+    deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
+    for v in range(5):
+        commit_path(tmp_path, v).unlink()
+    table = DeltaTable(str(tmp_path))
+    early = dt.datetime.fromtimestamp(1_700_000_020, tz=dt.timezone.utc)  # version 2's commit time
+    with pytest.raises(VersionNotFoundError, match="before the earliest commit still in the log .version 5"):
+        table.changes(early).to_table()
+    with pytest.raises(VersionNotFoundError, match="versions 2..4 .* are not available"):
+        table.changes(2).to_table()
+    at5 = dt.datetime.fromtimestamp(1_700_000_050, tz=dt.timezone.utc)
+    assert table.changes(at5).to_table().column("id").to_pylist() == [5]
