@@ -38,7 +38,7 @@ from .errors import (
     DeltaError,
     UnsupportedFeatureError,
 )
-from .scan_unit import CHANGE_TYPE, ScanUnit
+from .scan_unit import CHANGE_TYPE, COMMIT_VERSION, ScanUnit
 from .schema import VARIANT_TYPE, is_supported_type_change, relabel
 from .storage import Storage
 
@@ -731,8 +731,12 @@ class UnitReader:
         missing = self._missing_files(units, named)
         where = self._where
         if missing:
+            # in a change feed, the commit whose change needs the file (not the range's end)
+            versions = {u.constants.get(COMMIT_VERSION) for u in units if u.location == missing[0]}
+            versions.discard(None)
+            of = f" (of the change at version {min(versions)})" if versions else ""
             return DataFileNotFoundError(
-                f"{where}: data file {missing[0]} is missing (removed by VACUUM or deleted outside Delta)"
+                f"{where}: data file {missing[0]}{of} is missing (removed by VACUUM or deleted outside Delta)"
             )
         reason = str(e).splitlines()[0][:400]
         culprit = self._mismatched_file(units)

@@ -276,7 +276,7 @@ def test_pruned_files_are_not_opened(table, tmp_path):
         f"SELECT count(*) FROM table_changes('{table}', 0) WHERE _commit_version = 5"
     ).to_arrow_table()
     assert res.column(0).to_pylist() == [exp.num_rows]
-    with pytest.raises(Exception, match="DataFileNotFoundError|missing"):
+    with pytest.raises(Exception, match=r"DataFileNotFoundError.*\(of the change at version 1\) is missing"):
         ctx.sql(
             f"SELECT count(id) FROM table_changes('{table}', 0) WHERE _commit_version = 1"
         ).to_arrow_table()
