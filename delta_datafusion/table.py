@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .errors import DeltaError
+from .errors import DeltaError, MissingLogFileError
 from .log.segment import LogListing, build_segment, list_log
 from .snapshot import Snapshot
 from .storage import Storage
@@ -14,6 +14,10 @@ from .timestamps import CommitTimeline, to_millis
 
 if TYPE_CHECKING:
     from .changes import ChangeScan
+
+
+#: Listings of ``_delta_log`` tried again when a file they named is gone before it is read.
+LISTING_RETRIES = 2
 
 
 class DeltaTable:
@@ -45,7 +49,18 @@ class DeltaTable:
             raise DeltaError("pass either version or timestamp, not both")
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
             raise DeltaError(f"version must be an integer, got {version!r}")
-        listing = listing if listing is not None else self.listing()
+        if listing is None:
+            # A log file listed, then removed before it was read (a checkpoint and log cleanup
+            # by a concurrent writer): list again, as Spark does, rather than fail the read.
+            for _ in range(LISTING_RETRIES):
+                try:
+                    return self._snapshot(version, timestamp, self.listing())
+                except MissingLogFileError:
+                    continue
+            listing = self.listing()
+        return self._snapshot(version, timestamp, listing)
+
+    def _snapshot(self, version: int | None, timestamp: Any, listing: LogListing) -> Snapshot:
         if timestamp is None:
             return Snapshot(self.storage, build_segment(listing, version))
         latest, timeline = self._latest_and_timeline(listing)

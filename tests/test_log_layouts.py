@@ -1568,3 +1568,36 @@ def test_change_feed_start_timestamp_before_the_cleaned_up_history_is_refused(tm
         table.changes(2).to_table()
     at5 = dt.datetime.fromtimestamp(1_700_000_050, tz=dt.timezone.utc)
     assert table.changes(at5).to_table().column("id").to_pylist() == [5]
+
+
+def test_a_log_file_removed_after_the_listing_is_listed_again(tmp_path, monkeypatch):
+    """A checkpoint listed, then removed by a concurrent writer's log cleanup before it was read:
+    the snapshot lists again (as Spark does) instead of failing the read; so does a folder
+    catalog query."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.log import segment
+
+    t = tmp_path / "lake" / "t"
+    for i in range(4):
+        deltalake.write_deltalake(str(t), pa.table({"id": [i]}), mode="append")
+        if i in (1, 3):
+            deltalake.DeltaTable(str(t)).create_checkpoint()
+    stale = segment.list_log(DeltaTable(str(t)).storage)  # names the checkpoint at version 3
+    (log_dir(t) / f"{3:020d}.checkpoint.parquet").unlink()
+    real = segment.list_log
+    calls = []
+
+    def listing_once_stale(storage):
+        calls.append(storage.root)
+        return stale if len(calls) == 1 else real(storage)
+
+    monkeypatch.setattr(DeltaTable, "listing", lambda self: listing_once_stale(self.storage))
+    snap = DeltaTable(str(t)).snapshot()
+    assert len(calls) == 2 and snap.version == 3 and snap.checkpoint_version == 1
+    assert sorted(snap.scan().to_table().column("id").to_pylist()) == [0, 1, 2, 3]
+    calls.clear()
+    ctx = SessionContext()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    assert ctx.sql("SELECT count(*) AS n FROM lake.default.t").to_pydict()["n"] == [4]
