@@ -662,6 +662,9 @@ class UnitReader:
                         and p not in sources
                     ):
                         sources[p] = (p, file_schema.field(i).type)
+                # the stored types, under the physical names the field ids give
+                as_table = pa.schema([pa.field(p, t) for p, t in sources.values()])
+                self._check_stored_types(unit.location, as_table, [p for p, _ in sources.values()])
                 read_cols = list(sources)
             else:
                 present = set(file_schema.names)

@@ -190,10 +190,14 @@ def check_type_changes(schema: dict[str, Any], where: str) -> None:
                 if change.get("fieldPath"):
                     text += f" (at {change['fieldPath']})"
                 try:
-                    supported = is_supported_type_change(delta_type_to_arrow(old), delta_type_to_arrow(new))
-                except SchemaError:
-                    supported = False
-                if not supported:
+                    if not isinstance(old, str) or not isinstance(new, str):
+                        raise SchemaError("fromType and toType must be type names")
+                    old_type, new_type = delta_type_to_arrow(old), delta_type_to_arrow(new)
+                except SchemaError as e:
+                    raise SchemaError(
+                        f"{where}: column {column!r} has malformed {TYPE_CHANGES_KEY} metadata ({text}: {e})"
+                    ) from e
+                if not is_supported_type_change(old_type, new_type):
                     raise UnsupportedFeatureError(
                         f"{where}: column {column!r} records the type change {text} in {TYPE_CHANGES_KEY}, "
                         "which is not a type widening the protocol allows: its older files cannot be read"

@@ -757,6 +757,15 @@ def test_data_file_storing_another_encoding_of_the_type_reads(
     assert DeltaTable(str(t)).snapshot().scan().to_table().column("c").to_pylist() == expected
 
 
+@pytest.mark.parametrize(
+    "entry", [{"toType": "long"}, {"fromType": 5, "toType": "long"}, {"fromType": "int", "toType": "long"}]
+)
+def test_malformed_type_change_entry_is_a_schema_error(tmp_path: Path, entry):
+    t = _one_column_table(tmp_path / "t", "long", pa.array([1], pa.int64()), type_changes=[entry])
+    with pytest.raises(SchemaError, match="column 'c' has malformed delta.typeChanges metadata"):
+        DeltaTable(str(t)).snapshot()
+
+
 def test_partition_column_copy_in_a_data_file_is_not_read(tmp_path: Path):
     """A data file may hold a copy of a partition column (some writers add one); the value comes
     from the log, so the copy's type is no reason to refuse the file."""

@@ -322,3 +322,45 @@ def test_id_mode_column_of_the_same_name_but_another_field_id_reads_null(tmp_pat
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(table))
     assert ctx.sql("SELECT count(*) AS n FROM t WHERE c IS NULL").to_pydict()["n"] == [2]
+
+
+def test_id_mode_file_with_other_names_is_type_checked_too(tmp_path: Path) -> None:
+    """A file read by field id (its names differ from the physical ones) storing a column as a
+    type the table's cannot be read as unchanged is refused like any other file (its doubles
+    became float infinities)."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    fields = [
+        pa.field("x", pa.int64(), metadata={"PARQUET:field_id": "1"}),
+        pa.field("y", pa.float64(), metadata={"PARQUET:field_id": "2"}),
+    ]
+    pq.write_table(
+        pa.Table.from_arrays([pa.array([1]), pa.array([1e300])], schema=pa.schema(fields)),
+        table / "a.parquet",
+    )
+
+    def cm(name: str, typ: str, i: int) -> dict:
+        md = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{i}"}
+        return {"name": name, "type": typ, "nullable": True, "metadata": md}
+
+    schema = {"type": "struct", "fields": [cm("a", "long", 1), cm("b", "float", 2)]}
+    conf = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "2"}
+    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+    md |= {"schemaString": json.dumps(schema), "configuration": conf}
+    size = (table / "a.parquet").stat().st_size
+    add = {
+        "path": "a.parquet",
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 0,
+        "dataChange": True,
+    }
+    actions = [{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": md}, {"add": add}]
+    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    with pytest.raises(
+        dd.DeltaError, match="a.parquet stores column 'col-2' as double, but the table schema says float"
+    ):
+        dd.DeltaTable(str(table)).snapshot().scan().to_table()
+    assert dd.DeltaTable(str(table)).snapshot().scan(columns=["a"]).to_table().column("a").to_pylist() == [1]
