@@ -123,13 +123,25 @@ def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...
     files are still read."""
     end = segments[-1][1]
     out: set[tuple[str, ...]] = set()
+
+    def walk(old: pa.DataType, phys: pa.DataType, logical: pa.DataType, path: tuple[str, ...]) -> None:
+        if old == phys:
+            return
+        if pa.types.is_struct(old) and pa.types.is_struct(phys):  # fields added later have no bounds
+            old_fields = {f.name: f.type for f in old}
+            for pf, lf in zip(phys, logical, strict=True):
+                if pf.name in old_fields:
+                    walk(old_fields[pf.name], pf.type, lf.type, (*path, lf.name))
+            return
+        out.add(path)
+
     for _, md in segments[:-1]:
         if md.schema_string == end.schema_string:
             continue
         old_types = {f.name: f.type for f in md.physical_schema}
         for logical, phys in zip(end.arrow_schema, end.physical_schema, strict=True):
-            if phys.name in old_types and old_types[phys.name] != phys.type:
-                out.add((logical.name,))
+            if phys.name in old_types:
+                walk(old_types[phys.name], phys.type, logical.type, (logical.name,))
     return out
 
 

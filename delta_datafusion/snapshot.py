@@ -385,7 +385,7 @@ class Snapshot(TableVersionView):
         from concurrent.futures import Future
 
         leaf = manifest.leaves[0]
-        keys_ready: Future = Future()
+        keys_ready: Future = Future()  # the commit keys; None: the commit replay failed
         result: Future = Future()
 
         def work() -> None:
@@ -395,10 +395,13 @@ class Snapshot(TableVersionView):
                 txn = table.column("txn") if "txn" in table.column_names else None
                 dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
                 del table
-                known = keys_ready.result() if keys_ready.done() else None
-                if known is not None:  # commit keys known: drop the files they touch before typing
-                    flat = surviving_checkpoint_adds(flat, known)
-                    typed, key = self.to_scan_files(flat), None
+                if keys_ready.done():
+                    known = keys_ready.result()
+                    if known is None:  # the caller failed: nothing to type
+                        result.set_result(None)
+                        return
+                    # commit keys known: drop the files they touch before typing
+                    typed, key = self.to_scan_files(surviving_checkpoint_adds(flat, known)), None
                 else:  # type every add now, drop the touched ones after
                     typed, key = self.to_scan_files(flat), flat.column("key")
                 result.set_result((typed, key, txn, dom))
@@ -418,8 +421,10 @@ class Snapshot(TableVersionView):
             typed = typed.filter(pc.invert(pc.is_in(key, value_set=keys)))
         # keep the small results, not the checkpoint's columns
         self._checkpoint_txn_domains = ([txn] if txn is not None else [], [dom] if dom is not None else [])
-        self.transactions, self.domain_metadata  # noqa: B018
-        del self._checkpoint_txn_domains
+        try:
+            self.transactions, self.domain_metadata  # noqa: B018
+        finally:
+            del self._checkpoint_txn_domains
         parts = [t for t in (commits, typed) if t is not None]
         return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 

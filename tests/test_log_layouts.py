@@ -1498,6 +1498,7 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     if slow == "sequential":
         monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 1)
     else:
+        monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)  # the thread, whatever the CPU count
         name = "read_leaf" if slow == "leaf" else "newest_per_key"
         real = getattr(snapshot_module, name)
 
