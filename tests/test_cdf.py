@@ -505,6 +505,24 @@ def test_bounds_of_files_written_before_a_type_change_are_not_trusted(tmp_path):
     ).to_pylist() == [1]
 
 
+def test_retyped_columns_are_the_fields_whose_type_changed():
+    """Only bounds of fields whose type changed in the range are dropped: a field added to a
+    struct (no bounds in older files) leaves its siblings' bounds in use."""
+    from types import SimpleNamespace
+
+    from delta_datafusion.changes import _retyped_columns
+
+    def md(*fields: tuple[str, pa.DataType]) -> SimpleNamespace:
+        schema = pa.schema(list(fields))
+        return SimpleNamespace(physical_schema=schema, arrow_schema=schema, schema_string=str(schema))
+
+    v0 = md(("id", pa.int32()), ("s", pa.struct([("x", pa.float32())])))
+    added = md(("id", pa.int32()), ("s", pa.struct([("x", pa.float32()), ("y", pa.int32())])))
+    widened = md(("id", pa.int64()), ("s", pa.struct([("x", pa.float64()), ("y", pa.int32())])))
+    assert _retyped_columns([(0, v0), (1, added)]) == set()
+    assert _retyped_columns([(0, v0), (1, added), (2, widened)]) == {("id",), ("s", "x")}
+
+
 # --------------------------------------------------------------------------------------------
 # deletion vectors
 # --------------------------------------------------------------------------------------------
