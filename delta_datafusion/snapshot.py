@@ -577,7 +577,9 @@ def _prefer_parsed_partitions(parsed: pa.Array, from_strings: pa.StructArray, md
         if pa.types.is_string(typed.type) or pa.types.is_binary(typed.type):
             # an empty partition value is NULL, in the string map and typed alike (deltalake
             # writes "" in both; read from the typed column it came back as '' after a checkpoint)
-            usable = pc.and_(usable, pc.not_equal(pc.binary_length(typed), 0))
+            usable = pc.and_kleene(usable, pc.not_equal(pc.binary_length(typed), 0))
+        # a row without a parsed value (a commit's add typed with the checkpoint's) keeps its string
+        usable = pc.fill_null(usable, False)
         kids.append(pc.if_else(usable, typed, fallback))
     return pa.StructArray.from_arrays(kids, fields=list(from_strings.type))
 
