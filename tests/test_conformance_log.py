@@ -229,3 +229,43 @@ def test_corpus_bench_table(name: str):
         strict=True,
     ):
         assert path_.startswith(value + "/"), (path_, value)
+
+
+@pytest.mark.parametrize("name", LOADABLE)
+def test_query_planning_types_files_as_files_does(name: str):
+    """Query planning (``select_files``) types the raw adds of every source together and only
+    the predicate's columns; ``files()`` types source by source. Both must give every live file
+    the same partition values and the same statistics for the predicate's column (the two
+    disagreed on partition values after typed checkpoints, see test_log_layouts)."""
+    import pyarrow as pa
+
+    from delta_datafusion.predicate import from_pyarrow
+
+    path = table_path(name)
+    files = DeltaTable(str(path)).snapshot().files()
+    snap = DeltaTable(str(path)).snapshot()
+    flat = [
+        f.name for f in snap.schema if f.name not in snap.partition_columns and not pa.types.is_nested(f.type)
+    ]
+    column = flat[0] if flat else None
+    pred = (
+        None
+        if column is None
+        else from_pyarrow(pc.field(column).is_null() | ~pc.field(column).is_null(), snap.schema)
+    )
+    planned, total, _ = snap.select_files(pred)
+    assert total == files.num_rows
+
+    def facts(table):
+        out = []
+        for r in table.sort_by("location").select(["location", "partition_values", "stats"]).to_pylist():
+            st = r["stats"] or {}
+            bounds = (
+                tuple((st.get(k) or {}).get(column) for k in ("minValues", "maxValues", "nullCount"))
+                if column
+                else ()
+            )
+            out.append((r["location"], r["partition_values"], st.get("numRecords"), bounds))
+        return out
+
+    assert facts(planned) == facts(files)
