@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from concurrent.futures import Future
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -317,17 +318,7 @@ class Snapshot(TableVersionView):
         if len(leaves) == 1 and "_commit_replay" not in self.__dict__ and _leaf_threads(self.storage) > 1:
             # one leaf (a classic checkpoint): read it while the commits replay on this thread
             # (pyarrow releases the GIL; 3,000-commit log: about 4 ms of its 55)
-            from concurrent.futures import Future
-
-            prefetch = Future()
-
-            def read() -> None:
-                try:
-                    prefetch.set_result(read_leaf(self.storage, leaves[0]))
-                except BaseException as e:  # noqa: BLE001 - raised again on this thread
-                    prefetch.set_exception(e)
-
-            threading.Thread(target=read, name="delta-checkpoint-read", daemon=True).start()
+            prefetch = _on_thread(lambda: read_leaf(self.storage, leaves[0]), "delta-checkpoint-read")
         _, keys = self._commit_replay
 
         def reduce(table: pa.Table) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
@@ -382,33 +373,24 @@ class Snapshot(TableVersionView):
             or _leaf_threads(self.storage) <= 1
         ):
             return None
-        from concurrent.futures import Future
-
         leaf = manifest.leaves[0]
         keys_ready: Future = Future()  # the commit keys; None: the commit replay failed
-        result: Future = Future()
 
-        def work() -> None:
-            try:
-                table = read_leaf(self.storage, leaf)
-                flat = self.leaf_adds(table, None)
-                txn = table.column("txn") if "txn" in table.column_names else None
-                dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
-                del table
-                if keys_ready.done():
-                    known = keys_ready.result()
-                    if known is None:  # the caller failed: nothing to type
-                        result.set_result(None)
-                        return
-                    # commit keys known: drop the files they touch before typing
-                    typed, key = self.to_scan_files(surviving_checkpoint_adds(flat, known)), None
-                else:  # type every add now, drop the touched ones after
-                    typed, key = self.to_scan_files(flat), flat.column("key")
-                result.set_result((typed, key, txn, dom))
-            except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
-                result.set_exception(e)
+        def work() -> tuple | None:
+            table = read_leaf(self.storage, leaf)
+            flat = self.leaf_adds(table, None)
+            txn = table.column("txn") if "txn" in table.column_names else None
+            dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
+            del table
+            if not keys_ready.done():  # type every add now, drop the touched ones after
+                return self.to_scan_files(flat), flat.column("key"), txn, dom
+            keys = keys_ready.result()
+            if keys is None:  # the caller failed: nothing to type
+                return None
+            # the commit keys are known: drop the files they touch before typing
+            return self.to_scan_files(surviving_checkpoint_adds(flat, keys)), None, txn, dom
 
-        threading.Thread(target=work, name="delta-checkpoint-scan-files", daemon=True).start()
+        result = _on_thread(work, "delta-checkpoint-scan-files")
         try:
             live, keys = self._commit_replay
         except BaseException:
@@ -420,11 +402,8 @@ class Snapshot(TableVersionView):
         if key is not None and len(keys) and typed.num_rows:
             typed = typed.filter(pc.invert(pc.is_in(key, value_set=keys)))
         # keep the small results, not the checkpoint's columns
-        self._checkpoint_txn_domains = ([txn] if txn is not None else [], [dom] if dom is not None else [])
-        try:
-            self.transactions, self.domain_metadata  # noqa: B018
-        finally:
-            del self._checkpoint_txn_domains
+        self.__dict__["transactions"] = self._transactions_with([txn] if txn is not None else [])
+        self.__dict__["domain_metadata"] = self._domains_with([dom] if dom is not None else [])
         parts = [t for t in (commits, typed) if t is not None]
         return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 
@@ -496,21 +475,20 @@ class Snapshot(TableVersionView):
     @cached_property
     def transactions(self) -> dict[str, int]:
         """Latest version of each application transaction (``txn`` actions)."""
-        cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
-        return latest_txns(cols + list(self._checkpoint_actions()[0]))
+        return self._transactions_with(self._checkpoint_pass.txn)
 
     @cached_property
     def domain_metadata(self) -> dict[str, str]:
         """Active domain metadata configurations by domain name."""
-        cols = [self.commit_log.actions.column("domainMetadata").combine_chunks()[::-1]]
-        return latest_domains(cols + list(self._checkpoint_actions()[1]))
+        return self._domains_with(self._checkpoint_pass.domains)
 
-    def _checkpoint_actions(self) -> tuple[list[pa.Array], list[pa.Array]]:
-        """The checkpoint's txn and domainMetadata columns."""
-        kept = self.__dict__.get("_checkpoint_txn_domains")
-        if kept is not None:
-            return kept
-        return self._checkpoint_pass.txn, self._checkpoint_pass.domains
+    def _transactions_with(self, checkpoint_txn: list[pa.Array]) -> dict[str, int]:
+        cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
+        return latest_txns(cols + list(checkpoint_txn))
+
+    def _domains_with(self, checkpoint_domains: list[pa.Array]) -> dict[str, str]:
+        cols = [self.commit_log.actions.column("domainMetadata").combine_chunks()[::-1]]
+        return latest_domains(cols + list(checkpoint_domains))
 
     # -- scans -----------------------------------------------------------------------------
     def scan(self, columns: list[str] | None = None, predicate: Any = None) -> Scan:
@@ -537,6 +515,21 @@ _RAW_COLUMNS = [
     "version",
     "key",
 ]
+
+
+def _on_thread(work: Callable[[], Any], name: str) -> Future:
+    """``work()`` on a daemon thread (pyarrow releases the GIL); its result or exception comes
+    back through the future, to be raised on the caller's thread."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as e:  # noqa: BLE001 - raised again on the caller's thread
+            future.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 def _refuse_repeated_adds(parts: list[pa.Table], where: str) -> None:
