@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -18,6 +19,20 @@ if TYPE_CHECKING:
 
 #: Listings of ``_delta_log`` tried again when a file they named is gone before it is read.
 LISTING_RETRIES = 2
+
+T = TypeVar("T")
+
+
+def relisting(attempt: Callable[[], T]) -> T:
+    """``attempt()``, which lists ``_delta_log`` and reads what the listing names, run again
+    (``LISTING_RETRIES`` times at most) when a file listed is gone before it is read: a
+    checkpoint and log cleanup by a concurrent writer. Spark lists again too, rather than fail."""
+    for _ in range(LISTING_RETRIES):
+        try:
+            return attempt()
+        except MissingLogFileError:
+            continue
+    return attempt()
 
 
 class DeltaTable:
@@ -50,14 +65,7 @@ class DeltaTable:
         if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
             raise DeltaError(f"version must be an integer, got {version!r}")
         if listing is None:
-            # A log file listed, then removed before it was read (a checkpoint and log cleanup
-            # by a concurrent writer): list again, as Spark does, rather than fail the read.
-            for _ in range(LISTING_RETRIES):
-                try:
-                    return self._snapshot(version, timestamp, self.listing())
-                except MissingLogFileError:
-                    continue
-            listing = self.listing()
+            return relisting(lambda: self._snapshot(version, timestamp, self.listing()))
         return self._snapshot(version, timestamp, listing)
 
     def _snapshot(self, version: int | None, timestamp: Any, listing: LogListing) -> Snapshot:

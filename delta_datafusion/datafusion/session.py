@@ -20,9 +20,9 @@ from typing import Any
 from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
-from ..errors import DeltaError, MissingLogFileError, TableNotFoundError
+from ..errors import DeltaError, TableNotFoundError
 from ..storage import Storage, forget_listing
-from ..table import LISTING_RETRIES, DeltaTable
+from ..table import DeltaTable, relisting
 from .dataset import DeltaDataset, note_provider_error
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
@@ -265,13 +265,7 @@ class DeltaSchemaProvider(SchemaProvider):
             raise
 
     def _table(self, name: str) -> Table | None:
-        # a log file listed, then removed by log cleanup before it was read: list again
-        for _ in range(LISTING_RETRIES):
-            try:
-                return self._table_once(name)
-            except MissingLogFileError:
-                continue
-        return self._table_once(name)
+        return relisting(lambda: self._table_once(name))
 
     def _table_once(self, name: str) -> Table | None:
         found = self._listing(name)

@@ -164,10 +164,7 @@ def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> l
 
     def one(item: tuple[int, FileInfo]) -> CommitData:
         v, info = item
-        try:
-            return CommitData(v, info, storage.read_bytes(info.path))
-        except FileNotFoundError as e:
-            raise MissingLogFileError(f"commit file {info.path} disappeared while reading: {e}") from e
+        return CommitData(v, info, storage.read_listed(info.path))
 
     if storage.is_local or len(commits) < 4:
         return [one(c) for c in commits]
