@@ -646,8 +646,6 @@ class UnitReader:
                         f"row {dv.max()}, but the file has {rows} rows"
                     )
             by_id = id_mode_columns(file_schema, self.rs.physical) if self.rs.id_mode else None
-            if by_id is None:
-                self._check_stored_types(unit.location, file_schema, [phys_names[c] for c in needed])
             if by_id is not None:  # file column -> physical name, nested fields renamed by id
                 wanted = {phys_names[c] for c in needed}
                 sources = {by_id[p][0]: (p, by_id[p][1]) for p in wanted if p in by_id}
@@ -667,6 +665,7 @@ class UnitReader:
                 self._check_stored_types(unit.location, as_table, [p for p, _ in sources.values()])
                 read_cols = list(sources)
             else:
+                self._check_stored_types(unit.location, file_schema, [phys_names[c] for c in needed])
                 present = set(file_schema.names)
                 read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
             start = 0

@@ -284,32 +284,31 @@ def test_change_data_file_named_by_field_id_keeps_its_change_type(tmp_path: Path
     assert ctx.sql(q).to_pydict()["v"] == ["z"]
 
 
-def test_id_mode_column_of_the_same_name_but_another_field_id_reads_null(tmp_path: Path) -> None:
-    """In id mode a file column named like the table's column but carrying another field id is
-    another column (dropped and added again: old files hold the dropped one): the table's column
-    reads as NULL (PROTOCOL.md: ids not found in a file are NULL), not as the old values."""
+def _id_mode_table(table: Path, columns: list[tuple[str, str, str, int]], data: pa.Table) -> None:
+    """A one-file table in column mapping id mode: ``columns`` are (name, Delta type, physical
+    name, field id); ``data`` is the data file as stored (its own names and field ids)."""
     import pyarrow.parquet as pq
 
-    table = tmp_path / "t"
     (table / "_delta_log").mkdir(parents=True)
-
-    def fid(name: str, i: int) -> pa.Field:
-        return pa.field(name, pa.int64(), metadata={"PARQUET:field_id": str(i)})
-
-    data = pa.table([pa.array([1, 2]), pa.array([10, 20])], schema=pa.schema([fid("id", 1), fid("c", 2)]))
-    pq.write_table(data, table / "old.parquet")
-
-    def cm(name: str, i: int) -> dict:
-        md = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": name}
-        return {"name": name, "type": "long", "nullable": True, "metadata": md}
-
-    schema = {"type": "struct", "fields": [cm("id", 1), cm("c", 3)]}
-    conf = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "3"}
+    pq.write_table(data, table / "a.parquet")
+    fields = [
+        {
+            "name": name,
+            "type": typ,
+            "nullable": True,
+            "metadata": {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": phys},
+        }
+        for name, typ, phys, i in columns
+    ]
+    conf = {
+        "delta.columnMapping.mode": "id",
+        "delta.columnMapping.maxColumnId": str(max(c[3] for c in columns)),
+    }
     md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    md |= {"schemaString": json.dumps(schema), "configuration": conf}
-    size = (table / "old.parquet").stat().st_size
+    md |= {"schemaString": json.dumps({"type": "struct", "fields": fields}), "configuration": conf}
+    size = (table / "a.parquet").stat().st_size
     add = {
-        "path": "old.parquet",
+        "path": "a.parquet",
         "partitionValues": {},
         "size": size,
         "modificationTime": 0,
@@ -317,6 +316,20 @@ def test_id_mode_column_of_the_same_name_but_another_field_id_reads_null(tmp_pat
     }
     actions = [{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": md}, {"add": add}]
     (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+
+
+def _with_ids(names_types: list[tuple[str, pa.DataType, int]], arrays: list[pa.Array]) -> pa.Table:
+    fields = [pa.field(n, t, metadata={"PARQUET:field_id": str(i)}) for n, t, i in names_types]
+    return pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+
+
+def test_id_mode_column_of_the_same_name_but_another_field_id_reads_null(tmp_path: Path) -> None:
+    """In id mode a file column named like the table's column but carrying another field id is
+    another column (dropped and added again: old files hold the dropped one): the table's column
+    reads as NULL (PROTOCOL.md: ids not found in a file are NULL), not as the old values."""
+    table = tmp_path / "t"
+    data = _with_ids([("id", pa.int64(), 1), ("c", pa.int64(), 2)], [pa.array([1, 2]), pa.array([10, 20])])
+    _id_mode_table(table, [("id", "long", "id", 1), ("c", "long", "c", 3)], data)
     got = dd.DeltaTable(str(table)).snapshot().scan().to_table().sort_by("id").to_pylist()
     assert got == [{"id": 1, "c": None}, {"id": 2, "c": None}]
     ctx = SessionContext()
@@ -328,37 +341,9 @@ def test_id_mode_file_with_other_names_is_type_checked_too(tmp_path: Path) -> No
     """A file read by field id (its names differ from the physical ones) storing a column as a
     type the table's cannot be read as unchanged is refused like any other file (its doubles
     became float infinities)."""
-    import pyarrow.parquet as pq
-
     table = tmp_path / "t"
-    (table / "_delta_log").mkdir(parents=True)
-    fields = [
-        pa.field("x", pa.int64(), metadata={"PARQUET:field_id": "1"}),
-        pa.field("y", pa.float64(), metadata={"PARQUET:field_id": "2"}),
-    ]
-    pq.write_table(
-        pa.Table.from_arrays([pa.array([1]), pa.array([1e300])], schema=pa.schema(fields)),
-        table / "a.parquet",
-    )
-
-    def cm(name: str, typ: str, i: int) -> dict:
-        md = {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{i}"}
-        return {"name": name, "type": typ, "nullable": True, "metadata": md}
-
-    schema = {"type": "struct", "fields": [cm("a", "long", 1), cm("b", "float", 2)]}
-    conf = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "2"}
-    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    md |= {"schemaString": json.dumps(schema), "configuration": conf}
-    size = (table / "a.parquet").stat().st_size
-    add = {
-        "path": "a.parquet",
-        "partitionValues": {},
-        "size": size,
-        "modificationTime": 0,
-        "dataChange": True,
-    }
-    actions = [{"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}, {"metaData": md}, {"add": add}]
-    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    data = _with_ids([("x", pa.int64(), 1), ("y", pa.float64(), 2)], [pa.array([1]), pa.array([1e300])])
+    _id_mode_table(table, [("a", "long", "col-1", 1), ("b", "float", "col-2", 2)], data)
     with pytest.raises(
         dd.DeltaError, match="a.parquet stores column 'col-2' as double, but the table schema says float"
     ):
