@@ -68,7 +68,8 @@ def demo(out: TextIO | None = None) -> int:
     _show(ctx, q, out)
     print("\nEXPLAIN (with Delta pruning):", file=out)
     print(explain(ctx, q), file=out)
-    ctx.sql(f"CREATE EXTERNAL TABLE trips_v2 STORED AS DELTA LOCATION '{path}' OPTIONS ('version' '2')")
+    location = str(path).replace("'", "''")  # an SQL string literal, whatever folder holds the package
+    ctx.sql(f"CREATE EXTERNAL TABLE trips_v2 STORED AS DELTA LOCATION '{location}' OPTIONS ('version' '2')")
     _show(ctx, "SELECT count(*) AS rows_at_v2 FROM trips_v2", out)
     _show(
         ctx,
@@ -158,6 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sql":
             return sql(args)
         return info(args)
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly with the status of a tool killed by
+        # SIGPIPE, as other command line tools do; stdout points at devnull so that the
+        # interpreter's final flush does not fail again
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13
     except Exception as e:  # noqa: BLE001 - DataFusion wraps the package's errors into its own
         print(f"error: {describe(e)}", file=sys.stderr)
         return 2

@@ -185,25 +185,8 @@ def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
     values = joined.to_pylist()
     raw = decoded.to_pylist()
     for i in np.flatnonzero(absolute):
-        values[i] = _resolve_absolute(storage, raw[i])
+        values[i] = storage.resolve(raw[i])
     return pa.array(values, pa.string())
-
-
-def _resolve_absolute(storage: Storage, path: str) -> str:
-    """An absolute log path or URI, already URL-decoded once: never decode (or URL-parse) it again.
-
-    ``file:///t/a%20b`` in a decoded path names the file ``a%20b``; '#' and '?' are file name
-    characters, not a fragment or query.
-    """
-    if path.startswith("file:"):
-        rest = path[5:]
-        if rest.startswith("//"):  # file://[host]/path: empty or localhost authority
-            slash = rest.find("/", 2)
-            rest = rest[slash:] if slash >= 0 else "/"
-        return rest
-    if "://" in path:
-        return path.split("://", 1)[1].rstrip("/")
-    return storage.resolve(path)
 
 
 def dv_unique_ids(dv: pa.Array) -> pa.Array:

@@ -76,6 +76,13 @@ def _split_uri(uri: str) -> tuple[str, str]:
 
     Non-file URLs keep everything after ``protocol://`` (fsspec treats '#' and '?' as path
     characters); file URIs follow RFC 8089: percent-decoded, no host other than localhost."""
+    if uri[:5].lower() == "file:" and ("#" in uri or "?" in uri):
+        # RFC 8089 would drop a fragment or query silently, and read another folder than the
+        # name says ("file:///x/t#v2" is /x/t); a '#' or '?' in a folder name is written %23, %3F
+        raise DeltaError(
+            f"{uri!r}: a file URI cannot have a '#' fragment or '?' query; write '#' as %23 and '?' "
+            "as %3F, or give a plain path"
+        )
     if "://" not in uri:
         if uri[:5].lower() == "file:":
             path = unquote(uri[5:]) or "/"
@@ -209,15 +216,20 @@ class Storage:
         return path if self.is_local else f"{self.protocol}://{path}"
 
     def resolve(self, path: str) -> str:
-        """Resolve a log path (already URL-decoded) against the table root.
+        """Resolve a log path, already URL-decoded once, against the table root.
 
-        Relative paths are joined to the root; absolute URIs and absolute paths are kept.
+        Relative paths are joined to the root; absolute paths and URIs are kept, and never decoded
+        or URL-parsed again: ``file:///t/a%20b`` names the file ``a%20b``, and '#' and '?' are file
+        name characters, not a fragment or a query.
         """
-        if "://" in path:
-            protocol, rest = _split_uri(path)
+        if path[:5].lower() == "file:":
+            rest = path[5:]
+            if rest.startswith("//"):  # file://[host]/path: empty or localhost authority
+                slash = rest.find("/", 2)
+                rest = rest[slash:] if slash >= 0 else "/"
             return rest
-        if path.startswith("file:"):
-            return _split_uri(path)[1]
+        if "://" in path:
+            return path.split("://", 1)[1].rstrip("/")
         if path.startswith("/"):
             return path
         return posixpath.join(self.root, path)

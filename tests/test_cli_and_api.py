@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -22,6 +27,39 @@ def test_demo_runs_on_the_bundled_table():
     assert "after_partition_pruning=1" in text
     assert "120" in text  # rows at version 2
     assert "update_postimage | 10" in text and "delete           | 10" in text
+
+
+def test_demo_runs_from_a_folder_with_a_quote_in_its_name(tmp_path, monkeypatch):
+    # the demo pastes the example's location into CREATE EXTERNAL TABLE ... LOCATION '...'
+    copy = tmp_path / "o'brien" / "trips"
+    shutil.copytree(cli.example_table(), copy)
+    monkeypatch.setattr(cli, "example_table", lambda: copy)
+    out = io.StringIO()
+    assert cli.demo(out) == 0
+    assert "120" in out.getvalue()
+
+
+def test_cli_stops_quietly_when_its_reader_goes_away():
+    """`delta-datafusion sql ... | head -1`: no error message, the status of a SIGPIPE death."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "delta_datafusion.cli",
+            "sql",
+            "SELECT * FROM generate_series(1, 200000)",
+            "--max-rows",
+            "200000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1])},
+    )
+    assert proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert err == ""
 
 
 def test_cli_sql_and_info(capsys):

@@ -336,6 +336,34 @@ def test_file_path_protocol_examples(tmp_path: Path) -> None:
     assert encoded.file_path(Storage(str(tmp_path))) == f"{tmp_path}/dv dir/x%y.bin"
     no_prefix = DeletionVectorDescriptor.from_dict(SMALL_DV)
     assert no_prefix.file_path(Storage(str(tmp_path))) == f"{tmp_path}/{SMALL_DV_FILE}"
+    # decoded once only: %2525 names a '%25' folder, %23 a '#' (a file name character here)
+    twice = DeletionVectorDescriptor("p", f"file://{tmp_path}/a%2525/b%23c/x.bin", 1, 40, 6)
+    assert twice.file_path(Storage(str(tmp_path))) == f"{tmp_path}/a%25/b#c/x.bin"
+
+
+def test_absolute_dv_path_is_decoded_once(corpus: Path, tmp_path: Path) -> None:
+    """A 'p' deletion vector of a table in folder 'dv 100%25' is read from that folder, not from
+    a sibling 'dv 100%' holding another DV file of the same name (the log's URI was decoded twice,
+    and the sibling's DV deleted other rows, silently)."""
+    from urllib.parse import quote
+
+    from delta_datafusion import DeltaTable
+
+    root = tmp_path / "dv 100%25"
+    shutil.copytree(corpus / "tables" / "table-with-dv-small", root)
+    dv_file = next(root.glob("deletion_vector_*.bin"))
+    log = root / "_delta_log" / "00000000000000000001.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    for a in actions:
+        if "add" in a and a["add"].get("deletionVector"):
+            a["add"]["deletionVector"].update(storageType="p", pathOrInlineDv="file://" + quote(str(dv_file)))
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    decoy = tmp_path / "dv 100%"
+    decoy.mkdir()
+    (decoy / dv_file.name).write_bytes(b"\x01" + _frame(BitMap64([8, 9]).serialize()))  # rows 8, 9
+    want = pq.read_table(corpus / "expected" / "table-with-dv-small" / "snapshot.parquet")
+    got = DeltaTable(str(root)).snapshot().scan().to_table()
+    assert sorted(got.column("value").to_pylist()) == sorted(want.column("value").to_pylist())
 
 
 # -- corpus -------------------------------------------------------------------------------------

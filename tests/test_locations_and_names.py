@@ -264,6 +264,25 @@ def test_local_folder_names_with_url_characters(tmp_path: Path):
         ctx = _session()
         dd.register_table(ctx, "t", str(tmp_path / name))
         assert _sql_xs(ctx, "SELECT x FROM table_changes('t', 0)") == [1, 2, 3], name
+    # a local folder catalog serves such folders too
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(tmp_path))
+    assert _sql_xs(ctx, 'SELECT x FROM lake.default."a::b"') == [1, 2, 3]
+    assert "a::b" in ctx.sql("SHOW TABLES").to_pydict()["table_name"]
+
+
+def test_file_uri_with_a_fragment_or_query_is_refused(tmp_path: Path):
+    """RFC 8089 would make 'file:///x/t#v2' the folder /x/t: both spellings of a file URI used to
+    open different tables (file:/x/t#v2 read the folder 't#v2'). A '#' or '?' is written %23, %3F."""
+    _table(tmp_path / "t", [1])
+    _table(tmp_path / "t#v2", [2])
+    _table(tmp_path / "t?v=3", [3])
+    for uri in (f"file://{tmp_path}/t#v2", f"file:{tmp_path}/t#v2", f"file://{tmp_path}/t?v=3"):
+        with pytest.raises(DeltaError, match="fragment.*%23"):
+            dd.DeltaTable(uri)
+    assert _xs(dd.DeltaTable(f"file://{tmp_path}/t%23v2").snapshot().scan().to_table()) == [2]
+    assert _xs(dd.DeltaTable(f"file:{tmp_path}/t%3Fv=3").snapshot().scan().to_table()) == [3]
+    assert _xs(dd.DeltaTable(f"{tmp_path}/t#v2").snapshot().scan().to_table()) == [2]
 
 
 def test_folder_catalog_at_a_filesystem_root(tmp_path: Path):

@@ -404,6 +404,30 @@ def test_v2_classic_named_checkpoint_with_sidecars():
     assert live_row_count(snap.files()) == 20
 
 
+@pytest.mark.parametrize("form", ["file_uri", "absolute_path", "relative_name"])
+def test_sidecar_paths_are_uri_encoded(tmp_path: Path, form: str):
+    """Sidecar paths are URI-encoded like add paths, and decoded exactly once: in a folder named
+    'sc 100%25', '%2525' is the '%25' of the name (decoded twice it named the folder 'sc 100%')."""
+    from urllib.parse import quote
+
+    src = corpus_table("v2-checkpoints-json-with-sidecars")
+    want = DeltaTable(str(src)).snapshot().files().column("path").to_pylist()
+    root = tmp_path / "sc 100%25"
+    shutil.copytree(src, root)
+    spell = {
+        "file_uri": lambda name: "file://" + quote(f"{root}/_delta_log/_sidecars/{name}"),
+        "absolute_path": lambda name: quote(f"{root}/_delta_log/_sidecars/{name}"),
+        "relative_name": lambda name: quote(name, safe=""),
+    }[form]
+    for manifest in (root / "_delta_log").glob("*.checkpoint.*.json"):
+        actions = [json.loads(line) for line in manifest.read_text().splitlines() if line.strip()]
+        for a in actions:
+            if "sidecar" in a:
+                a["sidecar"]["path"] = spell(a["sidecar"]["path"])
+        manifest.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    assert sorted(DeltaTable(str(root)).snapshot().files().column("path").to_pylist()) == sorted(want)
+
+
 def _sidecar_column_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     import delta_datafusion.log.checkpoint as ck
 

@@ -249,8 +249,10 @@ class DeltaSchemaProvider(SchemaProvider):
 
         One name, one listing of its ``_delta_log``: the catalog folder is not listed (a query
         naming one table of N cost a listing of the folder and N existence checks)."""
-        if not name or name.startswith(".") or "/" in name or "\\" in name or "::" in name:
-            return None  # what _names never lists: hidden entries, paths, fsspec URL chains
+        if not name or name.startswith(".") or "/" in name or "\\" in name:
+            return None  # what _folders never lists: hidden entries, paths
+        if "::" in name and (self.storage.chained or not self.storage.is_local):
+            return None  # it would read as an fsspec URL chain (a local folder may be named a::b)
         table = DeltaTable(self.storage.child_location(name), self.storage_options)
         try:
             return table, table.listing()

@@ -13,6 +13,7 @@ import json
 import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -106,6 +107,7 @@ def sidecar_path(storage: Storage, log_dir: str, path: str, manifest: str) -> st
     must be in that folder (the protocol keeps sidecars there), so a manifest cannot pull another
     table's (or any other) files into this one."""
     folder = posixpath.normpath(posixpath.join(log_dir, "_sidecars"))
+    path = unquote(path)  # URI-encoded in the log, like add paths
     if "://" in path or path.startswith("/") or path.startswith("file:"):
         full = posixpath.normpath(storage.resolve(path))
     else:
