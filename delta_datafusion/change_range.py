@@ -34,7 +34,10 @@ class Instant:
 
 
 def _fmt_us(us: int) -> str:
-    return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)).isoformat()
+    try:
+        return (dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=us)).isoformat()
+    except (OverflowError, ValueError):  # outside years 1..9999: a message, not a crash
+        return f"{us} us from 1970-01-01T00:00:00+00:00"
 
 
 def as_bound(value: Any, argument: str) -> int | Instant | None:
@@ -52,7 +55,7 @@ def as_bound(value: Any, argument: str) -> int | Instant | None:
         return v
     if isinstance(value, str):
         text = value.strip()
-        if text.isdigit():
+        if text.isascii() and text.isdigit():  # str.isdigit() is also true for '²' or '٣'
             return int(text)
         norm = text.replace("Z", "+00:00")
         if len(norm) > 10 and norm[10] == " ":
@@ -145,7 +148,13 @@ _TIMELINES: LruCache[CommitTimeline] = LruCache(8)
 def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
     """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
     key = (*table.storage.cache_key, _listing_key(listing))
-    return _TIMELINES.get_or_make(key, lambda: table.timeline(listing))
+    cached = _TIMELINES.get(key)
+    # a copy or restore tool may have given an older commit file another time since
+    if isinstance(cached, CommitTimeline) and cached.same_file_times(listing):
+        return cached
+    timeline = table.timeline(listing)
+    _TIMELINES.put(key, timeline)
+    return timeline
 
 
 def _listing_key(listing: LogListing) -> tuple:

@@ -206,6 +206,8 @@ class ChangeFeed:
         self.storage = storage = table.storage
         self.start = start
         self.end = end
+        #: the timeline the commit timestamps taken from file times came from (see same_file_times)
+        self._file_timeline: CommitTimeline | None = None
         listing = listing if listing is not None else table.listing()
         where = storage.root_uri
         _require_commits(listing, start, end, where)
@@ -307,13 +309,18 @@ class ChangeFeed:
 
         need_mtime = [c for c in commits if not uses_ict(c.version)]
         if need_mtime:
-            timeline = CommitTimeline(self.storage, listing, self.metadata)
+            timeline = self._file_timeline = CommitTimeline(self.storage, listing, self.metadata)
             for c in need_mtime:
                 out[c.version - self.start] = timeline.timestamp(c.version) * 1000
         for c in commits:
             if uses_ict(c.version):
                 out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
         return out
+
+    def same_file_times(self, listing: LogListing) -> bool:
+        """Whether the commit file times this feed's timestamps came from are still those of
+        ``listing`` (True when none came from file times)."""
+        return self._file_timeline is None or self._file_timeline.same_file_times(listing)
 
     def _build_sources(self, commits: list[CommitData]) -> pa.Table:
         """The change sources of the range (SOURCE_COLUMNS), in commit order: a commit's cdc
@@ -952,8 +959,10 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     """The :class:`ChangeFeed` of a range given by versions or timestamps (LRU-cached).
 
     The cache key is the table location, storage options, the resolved versions and the size and
-    modification time of every commit file in the range, so rewritten or re-timed commits (and a
-    new latest version when ``end`` is omitted) are never served stale.
+    modification time of every commit file in the range; a cached feed whose commit timestamps
+    came from file times is also checked against the times of the commits before the range (each
+    timestamp is made greater than every earlier one), so rewritten or re-timed commits (and a new
+    latest version when ``end`` is omitted) are never served stale.
     """
     listing = list_log(table.storage)
     s, e = resolve_range(table, start, end, listing)
@@ -963,7 +972,12 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
         for v in range(s, e + 1)
     )
     key = (*table.storage.cache_key, s, e, commit_state)
-    return _FEEDS.get_or_make(key, lambda: ChangeFeed(table, s, e, listing))
+    cached = _FEEDS.get(key)
+    if isinstance(cached, ChangeFeed) and cached.same_file_times(listing):
+        return cached
+    feed = ChangeFeed(table, s, e, listing)
+    _FEEDS.put(key, feed)
+    return feed
 
 
 def _once_per_commit(actions: pa.Table) -> pa.Table:

@@ -459,11 +459,47 @@ class ParallelState:
                 f"was made from the checkpoint at version {self.checkpoint_version}"
             )
 
+    def _check_same_file(self, leaf: LeafFile, location: str) -> None:
+        """A classic checkpoint part is named by version alone: if the table was dropped and
+        written again since the sequential phase, the name holds another file. Its size (from the
+        sequential phase's listing, when the leaf carries one) tells."""
+        if not leaf.size:
+            return
+        with checkpoint_read_errors(location, LEAF_WHAT):
+            size = self.storage.info(location).size
+        if size != leaf.size:
+            raise ParallelStateError(
+                f"leaf file {leaf.path} has {size} bytes, but {leaf.size} when the sequential phase listed it: "
+                f"the table at {self.table_root} changed since (dropped and written again?)"
+            )
+
+    def _check_same_table(self, metadata: pa.ChunkedArray, leaf: LeafFile) -> None:
+        """The checkpoint part holding the metaData action must name this state's table."""
+        md = metadata.combine_chunks()
+        rows = md.filter(md.is_valid())
+        if not len(rows) or rows.type.get_field_index("id") < 0:
+            return
+        ids = set(pc.struct_field(rows, "id").to_pylist())
+        if ids != {self.metadata.id}:
+            raise ParallelStateError(
+                f"leaf file {leaf.path} belongs to table id {sorted(map(str, ids))[0]}, but the state was made "
+                f"from table id {self.metadata.id}: the table at {self.table_root} was replaced since"
+            )
+
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
         self.check_leaf(leaf)
         # read the checked location, not the path as given (relative, ../, file:// spellings)
-        table = read_leaf(self.storage, replace(leaf, path=_leaf_location(self.storage, leaf.path)), ["add"])
+        location = _leaf_location(self.storage, leaf.path)
+        sidecar = "/_sidecars/" in location  # its name is unique (a UUID); a classic part's is not
+        if not sidecar:
+            self._check_same_file(leaf, location)
+        table = read_leaf(
+            self.storage, replace(leaf, path=location), ["add"] if sidecar else ["add", "metaData.id"]
+        )
+        if "metaData" in table.column_names:
+            self._check_same_table(table.column("metaData"), leaf)
+            table = table.drop_columns(["metaData"])
         raw = _project_raw(self._table.leaf_adds(table, self.seen_keys))
         files = self._typed(raw)
         return self.scan.pruned_metadata(files, leaf=leaf.describe())
@@ -572,7 +608,7 @@ class ParallelState:
             )
         try:
             predicate = None if header["predicate"] is None else decode_value(header["predicate"])
-        except (DeltaError, KeyError, TypeError, ValueError, AttributeError) as e:
+        except (DeltaError, KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise ParallelStateError(
                 f"parallel state is corrupted: its predicate: {type(e).__name__}: {e}"
             ) from e
@@ -594,7 +630,7 @@ class ParallelState:
             )
         except ParallelStateError:
             raise
-        except (DeltaError, KeyError, TypeError, ValueError, AttributeError) as e:
+        except (DeltaError, KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
             raise ParallelStateError(f"parallel state cannot be rebuilt: {type(e).__name__}: {e}") from e
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -73,14 +73,21 @@ class CommitTimeline:
         self.ict = metadata.ict_enablement
         self._cache: dict[int, int] = {}
         self._mono: dict[int, int] = {}
+        self._file_times: dict[int, int] = {}
         last = None
         for v in self.versions:
             if self.ict is not None and v >= self.ict[0]:
                 break
-            t = listing.commits[v].mtime_ms
+            t = self._file_times[v] = listing.commits[v].mtime_ms
             if last is not None and t <= last:
                 t = last + 1
             self._mono[v] = last = t
+
+    def same_file_times(self, listing: LogListing) -> bool:
+        """Whether ``listing`` gives the commits this timeline took from file times the same
+        times (every one counts: each timestamp is made greater than all before it)."""
+        commits = listing.commits
+        return all(v in commits and commits[v].mtime_ms == t for v, t in self._file_times.items())
 
     def timestamp(self, version: int) -> int:
         if version in self._mono:
@@ -155,4 +162,7 @@ class CommitTimeline:
 
 
 def _fmt(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
+    try:
+        return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).isoformat()
+    except (OverflowError, ValueError, OSError):  # outside years 1..9999: a message, not a crash
+        return f"{ms} ms from 1970-01-01T00:00:00+00:00"

@@ -248,6 +248,25 @@ def test_commit_timestamp_is_file_modification_time(flat_table):
         assert ts == dt.datetime.fromtimestamp((base + v * 60_000) / 1000, tz=dt.timezone.utc)
 
 
+def test_commit_times_changed_later_are_not_served_from_the_caches(flat_table):
+    """A long-running process: a copy or restore tool gives an older commit file another time.
+    Timestamp bounds and _commit_timestamp follow it (they came from the process's caches, which
+    looked only at the range's own and the newest commit files)."""
+    base = 1_700_000_000_000
+    set_commit_times(flat_table, {v: base + v * 60_000 for v in range(6)})
+    t = DeltaTable(str(flat_table))
+    start = dt.datetime.fromtimestamp((base + 90_000) / 1000, tz=dt.timezone.utc)
+    assert t.changes(start).start_version == 2
+    v5 = ours(flat_table, 5, 5).column("_commit_timestamp").to_pylist()
+    assert v5[0] == dt.datetime.fromtimestamp((base + 300_000) / 1000, tz=dt.timezone.utc)
+    # v1 moves after the start; v2's time moves past v5's: timestamps are made increasing
+    set_commit_times(flat_table, {1: base + 100_000, 2: base + 400_000})
+    assert t.changes(start).start_version == 1
+    got = {r["_commit_version"]: r["_commit_timestamp"] for r in ours(flat_table, 5, 5).to_pylist()}
+    assert got == {5: dt.datetime.fromtimestamp((base + 400_003) / 1000, tz=dt.timezone.utc)}
+    assert t.history().to_pylist()[-1]["timestamp"] == base + 400_003
+
+
 def test_timestamp_ranges(flat_table):
     base = 1_700_000_000_000
     set_commit_times(flat_table, {v: base + v * 60_000 for v in range(6)})
@@ -324,6 +343,25 @@ def test_timestamp_errors(flat_table):
     ctx = new_ctx()
     with pytest.raises(Exception, match="VersionNotFoundError"):
         sql(ctx, f"SELECT * FROM table_changes('{flat_table}', TIMESTAMP '2030-01-01 00:00:00')")
+    # instants Python's datetime cannot show (years 0 and 10000 in UTC) are reported, not crashed on
+    with pytest.raises(VersionNotFoundError, match="after the latest commit"):
+        t.changes("9999-12-31T23:59:59-01:00")
+    with pytest.raises(VersionNotFoundError, match="before the earliest commit"):
+        t.changes(0, "0001-01-01T00:00:00+01:00")
+    for when in ("0001-01-01T00:00:00+01:00", -(10**18), -(10**30)):
+        with pytest.raises(VersionNotFoundError, match="before the earliest commit"):
+            t.snapshot(timestamp=when)
+    with pytest.raises(Exception, match="VersionNotFoundError"):
+        sql(ctx, f"SELECT * FROM table_changes('{flat_table}', '9999-12-31T23:59:59-01:00')")
+    # unicode digits are not versions ('²'.isdigit() is true, int('²') fails; int('٣') is 3)
+    for text in ("\u00b2", "\u2476", "\u0663"):
+        with pytest.raises(DeltaError, match="neither a version nor"):
+            t.changes(text)
+    with pytest.raises(Exception, match="must be an integer"):
+        sql(
+            ctx,
+            f"CREATE EXTERNAL TABLE x STORED AS DELTA LOCATION '{flat_table}' OPTIONS ('version' '\u0663')",
+        )
 
 
 def test_in_commit_timestamps(copy_corpus_table):

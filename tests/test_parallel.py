@@ -679,6 +679,46 @@ def test_consistent_header_but_bad_content_is_refused(generated):
         ParallelState.from_bytes(_reassemble(state.header(), b"not arrow"))
 
 
+def test_deeply_nested_predicate_in_a_state_is_refused(generated):
+    state = _state(generated)
+    header = state.header()
+    header["predicate"] = "__P__"
+    text = json.dumps(header).replace('"__P__"', "[" * 600 + "1" + "]" * 600)
+    with pytest.raises(ParallelStateError, match="RecursionError"):
+        ParallelState.from_bytes(_reassemble(json.loads(text), par._keys_ipc(state.seen_keys)))
+
+
+def test_table_replaced_between_the_phases_is_refused(tmp_path):
+    """A classic checkpoint's name is its version alone: a table dropped and written again at the
+    same location with a checkpoint at the same version gave the new table's files to the old
+    state, silently. The leaf's size (when the work item carries it) and the checkpoint's
+    metaData id tell."""
+    import shutil
+
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+
+    def make(rows: int) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        for _ in range(3):
+            write_deltalake(path, pa.table({"id": pa.array(range(rows), pa.int64())}), mode="append")
+        DLTable(path).create_checkpoint()
+
+    make(5)
+    _, after = sequential(path)
+    blob, leaves = after.state.to_bytes(), after.files
+    assert leaves and all(leaf.size for leaf in leaves)
+    make(7)
+    with pytest.raises(ParallelStateError, match="changed since|was replaced since"):
+        list(ParallelScanMetadata(blob, leaves))
+    # without sizes in the work items, the metaData id still tells
+    unsized = [LeafFile(leaf.path) for leaf in leaves]
+    with pytest.raises(ParallelStateError, match="belongs to table id .* was replaced since"):
+        list(ParallelScanMetadata(blob, unsized))
+
+
 def _reassemble(header: dict, keys: bytes) -> bytes:
     import hashlib
 

@@ -118,10 +118,10 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
     for key, value in options.items():
         k = key[len("format.") :] if key.startswith("format.") else key
         if k == "version":
-            try:
-                version = int(value)
-            except ValueError as e:
-                raise DeltaError(f"OPTIONS 'version' must be an integer, got {value!r}") from e
+            # ASCII digits only: int() also takes '٣' (Arabic-Indic three) and '1_000'
+            if not re.fullmatch(r"\s*-?[0-9]+\s*", value):
+                raise DeltaError(f"OPTIONS 'version' must be an integer, got {value!r}")
+            version = int(value)
         elif k == "timestamp":
             timestamp = value
         else:
