@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -62,8 +63,10 @@ class DeltaTable:
         """The table at ``version``, or as of ``timestamp`` (latest commit at or before it), or latest."""
         if version is not None and timestamp is not None:
             raise DeltaError("pass either version or timestamp, not both")
-        if version is not None and (not isinstance(version, int) or isinstance(version, bool)):
-            raise DeltaError(f"version must be an integer, got {version!r}")
+        if version is not None:
+            if isinstance(version, bool) or not isinstance(version, numbers.Integral):
+                raise DeltaError(f"version must be an integer, got {version!r}")
+            version = int(version)  # numpy integers too, as table_changes takes them
         if listing is None:
             return relisting(lambda: self._snapshot(version, timestamp, self.listing()))
         return self._snapshot(version, timestamp, listing)

@@ -106,6 +106,11 @@ def test_snapshot_arguments_are_checked():
         table.snapshot(version="1")
     with pytest.raises(DeltaError, match=r"available versions are 0\.\.5"):
         table.snapshot(version=9)
+    import numpy as np
+
+    assert table.snapshot(version=np.int64(2)).version == 2  # as table_changes takes it
+    with pytest.raises(DeltaError, match="version must be an integer"):
+        table.snapshot(version=2.0)
 
 
 def test_scan_api_prunes_and_reads():
