@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import DeltaError, MissingLogFileError
+from .errors import DeltaError, LogCorruptError, MissingLogFileError
 
 
 class FileInfo:
@@ -227,6 +227,8 @@ class Storage:
             if rest.startswith("//"):  # file://[host]/path: empty or localhost authority
                 slash = rest.find("/", 2)
                 rest = rest[slash:] if slash >= 0 else "/"
+            if not rest.startswith("/"):  # would be read relative to the current folder
+                raise LogCorruptError(f"log path {path!r}: a file URI needs an absolute path")
             return rest
         if "://" in path:
             return path.split("://", 1)[1].rstrip("/")

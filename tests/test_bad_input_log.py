@@ -239,6 +239,23 @@ def test_unknown_action_fields_are_ignored(copy_corpus_table):
     assert live_row_count(snap.files()) == 22
 
 
+def test_file_uri_add_path_without_an_absolute_path(tmp_path: Path):
+    """'file:part-0.parquet' is not a path relative to the table: it was read relative to the
+    process's current folder."""
+    t = tmp_path / "t"
+    deltalake.write_deltalake(str(t), pa.table({"x": [1, 2]}))
+
+    def edit(actions):
+        for a in actions:
+            if "add" in a:
+                a["add"]["path"] = "file:" + a["add"]["path"]
+        return actions
+
+    _rewrite_commit(commit_path(t, 0), edit)
+    with pytest.raises(LogCorruptError, match="log path 'file:part-.*a file URI needs an absolute path"):
+        DeltaTable(str(t)).snapshot().files()
+
+
 def test_unknown_checkpoint_columns_are_ignored(tmp_path: Path):
     t = tmp_path / "t"
     for k in range(3):
