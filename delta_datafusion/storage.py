@@ -390,6 +390,8 @@ def _local_names(path: str) -> list[str]:
         return []
     except PermissionError as e:
         raise DeltaError(f"cannot list {path}: permission denied") from e
+    except OSError as e:  # a symlink loop, a name too long, an I/O error: not a crash
+        raise DeltaError(f"cannot list {path}: {e.strerror or e}") from e
     names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
     return names
 

@@ -153,6 +153,20 @@ def test_registered_table_is_pinned_and_folder_catalog_follows_new_commits(tmp_p
     ctx.deregister_table("t")
     dd.register_table(ctx, "t", str(path))
     assert count("t") == 3
+    # registering the name again replaces the registration, as the README says
+    write_deltalake(str(path), pa.table({"id": [4]}), mode="append")
+    dd.register_table(ctx, "t", str(path))
+    assert count("t") == 4
+    dd.register_table(ctx, "t", str(path), version=0)
+    assert count("t") == 2
+    # a name another kind of table holds, or an unknown schema, is refused with the package's error
+    ctx.register_record_batches("other", [[pa.record_batch({"x": [1]})]])
+    with pytest.raises(DeltaError, match="'other' is already registered"):
+        dd.register_table(ctx, "other", str(path))
+    with pytest.raises(DeltaError, match="cannot register 'nope.t'"):
+        dd.register_table(ctx, "nope.t", str(path))
+    with pytest.raises(DeltaError, match="pass the query itself"):
+        dd.explain(ctx, "EXPLAIN SELECT 1")
 
 
 SQL_PREDICATES = [

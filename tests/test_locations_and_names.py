@@ -271,6 +271,55 @@ def test_local_folder_names_with_url_characters(tmp_path: Path):
     assert "a::b" in ctx.sql("SHOW TABLES").to_pydict()["table_name"]
 
 
+def test_unlistable_locations_are_package_errors(tmp_path: Path):
+    """A symlink loop or a name too long for the filesystem: DeltaError naming the folder, from
+    Python and from SQL (raw OSError before)."""
+    loop = tmp_path / "loop"
+    os.symlink(loop, loop)
+    long = tmp_path / ("x" * 300)
+    for where in (str(loop), str(long)):
+        with pytest.raises(DeltaError, match="cannot list .*_delta_log"):
+            dd.DeltaTable(where).snapshot()
+        ctx = _session()
+        with pytest.raises(Exception) as info:
+            ctx.sql(f"SELECT count(*) FROM table_changes('{where}', 0)").collect()
+        assert isinstance(dd.from_datafusion(info.value), DeltaError)
+
+
+def test_table_changes_takes_string_views_and_far_timestamps(tmp_path: Path):
+    """VARCHAR casts are string views in DataFusion 55; timestamps outside the nanosecond range
+    (years 1677..2262) are bounds like any other (both refused before)."""
+    t = _table(tmp_path / "t", [1, 2, 3])
+    ctx = _session()
+
+    def n(sql: str) -> int:
+        return ctx.sql(sql).to_pydict()["n"][0]
+
+    assert n(f"SELECT count(*) AS n FROM table_changes(CAST('{t}' AS VARCHAR), 0, CAST('0' AS VARCHAR))") == 3
+    far = "arrow_cast('2999-01-01T00:00:00', 'Timestamp(Millisecond, None)')"
+    assert n(f"SELECT count(*) AS n FROM table_changes('{t}', 0, {far})") == 3
+    assert n(f"SELECT count(*) AS n FROM table_changes('{t}', 0, to_timestamp_seconds(32472144000))") == 3
+    early = "arrow_cast('1600-01-01T00:00:00', 'Timestamp(Microsecond, None)')"
+    assert n(f"SELECT count(*) AS n FROM table_changes('{t}', {early})") == 3
+
+
+def test_misspelt_delta_options_are_refused_on_any_filesystem(tmp_path: Path):
+    """OPTIONS go to the filesystem of an object store, which takes anything: 'versoin' read the
+    latest version there, silently."""
+    fs = fsspec.filesystem("memory")
+    root = f"/opt-{uuid.uuid4().hex}"
+    fs.put(_table(tmp_path / "t", [1]), f"{root}/t", recursive=True)
+    try:
+        ctx = _session()
+        for key in ("versoin", "timestmp", "time_stamp"):
+            with pytest.raises(Exception, match=f"'{key}' is not a Delta option"):
+                ctx.sql(
+                    f"CREATE EXTERNAL TABLE x STORED AS DELTA LOCATION 'memory://{root}/t' OPTIONS ('{key}' '0')"
+                )
+    finally:
+        fs.rm(root, recursive=True)
+
+
 def test_file_uri_with_a_fragment_or_query_is_refused(tmp_path: Path):
     """RFC 8089 would make 'file:///x/t#v2' the folder /x/t: both spellings of a file URI used to
     open different tables (file:/x/t#v2 read the folder 't#v2'). A '#' or '?' is written %23, %3F."""

@@ -12,6 +12,7 @@ session id, for ``explain`` and for error messages.
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 import weakref
@@ -96,13 +97,28 @@ def register_table(
     timestamp: Any = None,
     storage_options: dict[str, Any] | None = None,
 ) -> DeltaDataset:
-    """Register the Delta table at ``uri`` as ``name`` (snapshot pinned at registration)."""
+    """Register the Delta table at ``uri`` as ``name`` (snapshot pinned at registration).
+
+    Registering a name this function registered before replaces it (how a session sees newer
+    commits); a name some other table holds is refused."""
     if not isinstance(ctx, SessionContext):
         raise DeltaError(f"register_table: expected a datafusion SessionContext, got {type(ctx).__name__}")
     if not isinstance(name, str) or not name:
         raise DeltaError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
-    ctx.register_table(name, Table(dataset))
+    try:
+        if ctx.table_exist(name):
+            if name not in registered_tables(ctx.session_id()):
+                raise DeltaError(
+                    f"register_table: a table named {name!r} is already registered (not by delta_datafusion); "
+                    "deregister it first"
+                )
+            ctx.deregister_table(name)
+        ctx.register_table(name, Table(dataset))
+    except DeltaError:
+        raise
+    except Exception as e:  # noqa: BLE001 - DataFusion's errors: an unknown schema in 'a.b', ...
+        raise DeltaError(f"register_table: cannot register {name!r}: {str(e).splitlines()[0]}") from e
     _track(ctx)
     _remember(ctx.session_id(), name, dataset)
     return dataset
@@ -161,6 +177,19 @@ class DeltaTableFactory(TableProviderFactory):
             raise DeltaError(
                 f"CREATE EXTERNAL TABLE {cmd.name()}: unknown OPTIONS {sorted(storage)} for a local Delta table "
                 "(accepted: 'version', 'timestamp'; storage options apply to object stores)"
+            )
+        near = {
+            k: difflib.get_close_matches(k.lower(), ["version", "timestamp"], n=1, cutoff=0.75)
+            for k in storage
+        }
+        near = {k: m[0] for k, m in near.items() if m}
+        if near:
+            # object stores take any option (fsspec passes unknown ones on): a misspelt 'version'
+            # would silently read the latest version there too
+            k, m = next(iter(near.items()))
+            raise DeltaError(
+                f"CREATE EXTERNAL TABLE {cmd.name()}: OPTIONS key {k!r} is not a Delta option (did you mean {m!r}?) "
+                "and looks too much like one to pass to the filesystem"
             )
         snapshot = table.snapshot(version=version, timestamp=timestamp)
         dataset = table_dataset(snapshot, label=str(cmd.name()))
@@ -379,6 +408,8 @@ def explain(ctx: SessionContext, sql: str) -> str:
 
     if not isinstance(sql, str) or not sql.strip():
         raise DeltaError(f"explain: the query must be a non-empty SQL string, got {sql!r}")
+    if re.match(r"\s*explain\b", sql, re.IGNORECASE):
+        raise DeltaError("explain: pass the query itself; explain() adds the EXPLAIN")
     sid = ctx.session_id()
     before = {id(d): d.plans_made for d in _session_datasets(sid)}
     calls_before = table_changes_calls(sid)

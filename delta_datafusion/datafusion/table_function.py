@@ -200,13 +200,21 @@ def _literal(arg: Any) -> pa.Scalar | None:
     return arg.python_value()
 
 
+_NANOS_PER = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
+
+
+def _is_text(t: pa.DataType) -> bool:
+    """String literals: SQL VARCHAR / TEXT casts are string views in DataFusion 55."""
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
+
+
 def _table_argument(arg: Any) -> tuple[str, bool]:
     """(name or location, was it a bare identifier)."""
     kind = arg.variant_name()
     if kind == "Column":
         return arg.canonical_name(), True
     value = _literal(arg)
-    if value is None or not (pa.types.is_string(value.type) or pa.types.is_large_string(value.type)):
+    if value is None or not _is_text(value.type):
         raise DeltaError(
             f"table_changes: the first argument must be a table name or a location string, got {arg.canonical_name()}"
         )
@@ -230,9 +238,10 @@ def _bound_argument(arg: Any, which: str) -> int | Instant | None:
     if pa.types.is_integer(t):
         return as_bound(value.as_py(), which)
     if pa.types.is_timestamp(t):
-        ns = value.cast(pa.timestamp("ns", tz=t.tz)).value
+        # from the stored integer: a cast to nanoseconds overflows outside years 1677..2262
+        ns = value.cast(pa.int64()).as_py() * _NANOS_PER[t.unit]
         return Instant.from_nanos(ns, round_up=which == "start")
-    if pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_date(t) or _is_text(t):
         return as_bound(value.as_py(), which)
     raise DeltaError(
         f"table_changes: {which} must be a version (integer) or a timestamp, got {arg.canonical_name()} ({t})"
