@@ -320,7 +320,7 @@ class ChangeFeed:
     def same_file_times(self, listing: LogListing) -> bool:
         """Whether the commit file times this feed's timestamps came from are still those of
         ``listing`` (True when none came from file times)."""
-        return self._file_timeline is None or self._file_timeline.same_file_times(listing)
+        return self._file_timeline is None or self._file_timeline.same_file_times(listing, upto=self.end)
 
     def _build_sources(self, commits: list[CommitData]) -> pa.Table:
         """The change sources of the range (SOURCE_COLUMNS), in commit order: a commit's cdc

@@ -83,11 +83,16 @@ class CommitTimeline:
                 t = last + 1
             self._mono[v] = last = t
 
-    def same_file_times(self, listing: LogListing) -> bool:
+    def same_file_times(self, listing: LogListing, upto: int | None = None) -> bool:
         """Whether ``listing`` gives the commits this timeline took from file times the same
-        times (every one counts: each timestamp is made greater than all before it)."""
+        times (every one counts: each timestamp is made greater than all before it); ``upto``:
+        only the timestamps of versions up to it are used."""
         commits = listing.commits
-        return all(v in commits and commits[v].mtime_ms == t for v, t in self._file_times.items())
+        return all(
+            v in commits and commits[v].mtime_ms == t
+            for v, t in self._file_times.items()
+            if upto is None or v <= upto
+        )
 
     def timestamp(self, version: int) -> int:
         if version in self._mono:
