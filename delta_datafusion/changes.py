@@ -52,6 +52,7 @@ from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
     DeltaError,
+    MissingLogFileError,
     VersionNotFoundError,
 )
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
@@ -72,6 +73,7 @@ from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from .schema import is_supported_type_change, logical_to_physical_names, physical_name
 from .stats import typed_stats
+from .storage import FileInfo
 from .timestamps import CommitTimeline, read_in_commit_timestamp
 
 if TYPE_CHECKING:
@@ -968,7 +970,7 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     s, e = resolve_range(table, start, end, listing)
     _require_commits(listing, s, e, table.storage.root_uri)
     commit_state = tuple(
-        (v, listing.commits[v].size, listing.commits[v].mtime_ms) if v in listing.commits else (v, None, None)
+        (v, listing.commits[v].size, _mtime_or_none(listing.commits[v])) if v in listing.commits else (v, None, None)
         for v in range(s, e + 1)
     )
     key = (*table.storage.cache_key, s, e, commit_state)
@@ -978,6 +980,17 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     feed = ChangeFeed(table, s, e, listing)
     _FEEDS.put(key, feed)
     return feed
+
+
+def _mtime_or_none(info: FileInfo) -> int | None:
+    """A commit file's modification time for the cache key; None where the filesystem gives none
+    (zip): a feed whose commits all have in-commit timestamps needs none."""
+    try:
+        return info.mtime_ms
+    except MissingLogFileError:
+        raise
+    except DeltaError:
+        return None
 
 
 def _once_per_commit(actions: pa.Table) -> pa.Table:
@@ -1077,6 +1090,9 @@ class ChangeScan:
         return cols
 
     def to_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The change rows in commit order, in batches of at most ``batch_size`` rows."""
+        from .read import batches_of_at_most
+
         units = self.plan.units
         self.feed.check_columns(self._needed_columns(), units)
         reader = self.feed.reader()
@@ -1091,7 +1107,7 @@ class ChangeScan:
         for i, run in enumerate(runs):
             # only the first commit's read hurries its first rows (time to the first batch)
             batches = reader.read(run, self.columns, self.predicate, batch_size, first_rows_early=i == 0)
-            yield from _with_metadata(batches, out)
+            yield from _with_metadata(batches_of_at_most(batches, batch_size), out)
 
     def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
         """The change rows, streamed (nothing is read before the first batch is pulled)."""

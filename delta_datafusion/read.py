@@ -44,6 +44,22 @@ from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
 MIN_BATCH_SIZE = 131072
+def batches_of_at_most(batches: Iterator[pa.RecordBatch], batch_size: int | None) -> Iterator[pa.RecordBatch]:
+    """The Python API's ``batch_size``: decoding uses large batches (MIN_BATCH_SIZE), handed out
+    in zero-copy slices of at most ``batch_size`` rows."""
+    if batch_size is None:
+        yield from batches
+        return
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise DeltaError(f"batch_size must be a positive integer, got {batch_size!r}")
+    for batch in batches:
+        if batch.num_rows <= batch_size:
+            yield batch
+            continue
+        for start in range(0, batch.num_rows, batch_size):
+            yield batch.slice(start, batch_size)
+
+
 #: Batch size of an unfiltered scan's first row group (time to the first rows).
 FIRST_BATCH_ROWS = 8192
 #: Files of a failed read checked for existence on an object store, beyond those the error names.
@@ -787,6 +803,7 @@ class UnitReader:
         """After a failed read: the first file (of at most 1,000) storing a table column as a
         type it cannot be read as (see :func:`_readable_as`), to name it in the error."""
         expected = {f.name: f.type for f in self.rs.physical}
+        wider = None  # else the first column stored wider than the table's type: a value may not fit
         for u in units[:1000]:
             try:
                 schema = pq.read_schema(u.location, filesystem=self.storage.arrow_fs)
@@ -796,7 +813,24 @@ class UnitReader:
                 want = expected.get(f.name)
                 if want is not None and not _readable_as(f.type, want):
                     return u.location, f.name, f.type, want
-        return None
+                if wider is None and want is not None and _wider(f.type, want):
+                    wider = (u.location, f.name, f.type, want)
+        return wider
+
+
+def _wider(stored: pa.DataType, declared: pa.DataType) -> bool:
+    """A stored type read through a cast that can fail on values: a wider integer (or one of the
+    other signedness), a decimal of more digits, a finer timestamp unit."""
+    if pa.types.is_integer(stored) and pa.types.is_integer(declared):
+        return stored.bit_width > declared.bit_width or (
+            pa.types.is_unsigned_integer(stored) != pa.types.is_unsigned_integer(declared)
+        )
+    if pa.types.is_decimal(stored) and pa.types.is_decimal(declared):
+        return stored.precision > declared.precision
+    if pa.types.is_timestamp(stored) and pa.types.is_timestamp(declared):
+        order = ["s", "ms", "us", "ns"]
+        return order.index(stored.unit) > order.index(declared.unit)
+    return False
 
 
 def _false_for_nan(pred: Any, floats: set[str]) -> bool:

@@ -161,8 +161,12 @@ class Scan:
         return UnitReader(snap.storage, rs, snap.table_root, snap.version)
 
     def to_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
-        """The selected rows (deletion vectors applied, predicate applied exactly)."""
-        yield from self.reader().read(self.scan_units(), self.columns, self.predicate, batch_size)
+        """The selected rows (deletion vectors applied, predicate applied exactly), in batches of
+        at most ``batch_size`` rows."""
+        from .read import batches_of_at_most
+
+        batches = self.reader().read(self.scan_units(), self.columns, self.predicate, batch_size)
+        yield from batches_of_at_most(batches, batch_size)
 
     def to_table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)

@@ -30,6 +30,7 @@ from .log.actions import (
 from .log.checkpoint import (
     CheckpointManifest,
     LeafFile,
+    check_json_lines,
     checkpoint_protocol_metadata,
     read_leaf,
     read_manifest,
@@ -237,6 +238,10 @@ class Snapshot(TableVersionView):
             if metadata is None and m is not None:
                 metadata, m_where = m, where
         where_table = f"{self.storage.root} at version {self.version}"
+        if protocol is None or metadata is None:
+            # found by a byte search: a commit that is not JSON at all must be called corrupt
+            for c in self._commit_data:
+                check_json_lines(c.data, c.info.path)
         if protocol is None:
             raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
         proto = Protocol.from_action(protocol, p_where)

@@ -239,6 +239,16 @@ def test_unknown_action_fields_are_ignored(copy_corpus_table):
     assert live_row_count(snap.files()) == 22
 
 
+def test_commit_that_is_not_json_at_all_is_corrupt(tmp_path: Path):
+    """Protocol and metaData are found by a byte search: a commit of garbage was reported as a
+    table without a protocol, naming no file."""
+    t = tmp_path / "t"
+    deltalake.write_deltalake(str(t), pa.table({"x": [1, 2]}))
+    commit_path(t, 0).write_text("{not json\n")
+    with pytest.raises(LogCorruptError, match=r"00000000000000000000\.json: malformed JSON action on line 1"):
+        DeltaTable(str(t)).snapshot()
+
+
 def test_file_uri_add_path_without_an_absolute_path(tmp_path: Path):
     """'file:part-0.parquet' is not a path relative to the table: it was read relative to the
     process's current folder."""
@@ -772,6 +782,31 @@ def test_data_file_storing_another_encoding_of_the_type_reads(
 ):
     t = _one_column_table(tmp_path / "t", delta_type, stored)
     assert DeltaTable(str(t)).snapshot().scan().to_table().column("c").to_pylist() == expected
+
+
+@pytest.mark.parametrize(
+    "delta_type, stored, fits",
+    [
+        ("integer", pa.array([1, 2**40], pa.int64()), [1, 2]),
+        ("byte", pa.array([1, 200], pa.uint8()), [1, 2]),
+        (
+            "decimal(5,2)",
+            pa.array([decimal.Decimal("1.00"), decimal.Decimal("12345678.90")], pa.decimal128(10, 2)),
+            None,
+        ),
+        ("timestamp_ntz", pa.array([1, 10**18 + 1], pa.timestamp("ns")), None),
+    ],
+)
+def test_wider_stored_values_that_do_not_fit_name_the_column(tmp_path: Path, delta_type: str, stored, fits):
+    """Integers of any width, decimals of the same scale and any timestamp unit are read through a
+    cast; a value that does not fit fails it, and the error names the file, the column and both
+    types (it named neither column nor types)."""
+    t = _one_column_table(tmp_path / "t", delta_type, stored)
+    with pytest.raises(DeltaError, match=r"a\.parquet stores column 'c' as .*, but the table schema says .*"):
+        DeltaTable(str(t)).snapshot().scan().to_table()
+    if fits is not None:  # the values that fit read
+        small = _one_column_table(tmp_path / "small", delta_type, stored.slice(0, 1).cast(stored.type))
+        assert DeltaTable(str(small)).snapshot().scan().to_table().column("c").to_pylist() == fits[:1]
 
 
 @pytest.mark.parametrize(

@@ -113,6 +113,37 @@ def test_snapshot_arguments_are_checked():
         table.snapshot(version=2.0)
 
 
+def test_python_api_batch_size_and_argument_errors(tmp_path):
+    """to_batches(batch_size=N) gives batches of at most N rows (it gave 8,192 or more: decoding
+    batch sizes); bad arguments are DeltaError, not AttributeError/TypeError."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+
+    path = tmp_path / "t"
+    write_deltalake(
+        str(path),
+        pa.table({"x": pa.array(range(20_000), pa.int64())}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    table = DeltaTable(str(path))
+    sizes = [b.num_rows for b in table.snapshot().scan().to_batches(batch_size=1000)]
+    assert max(sizes) <= 1000 and sum(sizes) == 20_000
+    sizes = [b.num_rows for b in table.changes(0).to_reader(batch_size=777)]
+    assert max(sizes) <= 777 and sum(sizes) == 20_000
+    for bad in (0, -1, "3", True, 2.5):
+        with pytest.raises(DeltaError, match="batch_size must be a positive integer"):
+            next(table.snapshot().scan().to_batches(batch_size=bad))
+    for call in (
+        lambda: dd.register(None),
+        lambda: dd.register_catalog(None, "c", str(tmp_path)),
+        lambda: dd.explain(None, "SELECT 1"),
+    ):
+        with pytest.raises(DeltaError, match="expected a datafusion SessionContext, got NoneType"):
+            call()
+
+
 def test_scan_api_prunes_and_reads():
     import pyarrow.compute as pc
 

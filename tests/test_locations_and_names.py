@@ -106,6 +106,21 @@ def test_listing_without_modification_times_is_an_error_not_1970(tmp_path: Path)
         table.snapshot(timestamp="2001-01-01T00:00:00Z")
 
 
+def test_change_feed_with_in_commit_timestamps_needs_no_file_times(tmp_path: Path):
+    """README: without modification times (zip), table_changes() needs in-commit timestamps; with
+    them it must work (the change-feed cache key asked every commit for its file time first)."""
+    from conftest import corpus_table
+
+    src = corpus_table("cdc_ict_table")
+    shutil.copytree(src, tmp_path / "cdc_ict_table")
+    archive = _zip(tmp_path / "cdc_ict_table", tmp_path / "t.zip")
+    zipped = dd.DeltaTable("zip://cdc_ict_table", {"fo": str(archive)})
+    want = dd.DeltaTable(str(src)).changes(0).to_table()
+    got = zipped.changes(0).to_table()
+    key = ["_commit_version", "_change_type", *[c for c in want.column_names if not c.startswith("_")]]
+    assert got.sort_by([(c, "ascending") for c in key]).equals(want.sort_by([(c, "ascending") for c in key]))
+
+
 def test_sql_options_become_typed_filesystem_arguments(tmp_path: Path):
     t = _table(tmp_path / "t", [1, 2, 3])
     ctx = _session()

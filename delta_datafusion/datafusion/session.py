@@ -89,6 +89,11 @@ def open_dataset(
     return table_dataset(snapshot, label=label or uri)
 
 
+def _require_context(ctx: Any, what: str) -> None:
+    if not isinstance(ctx, SessionContext):
+        raise DeltaError(f"{what}: expected a datafusion SessionContext, got {type(ctx).__name__}")
+
+
 def register_table(
     ctx: SessionContext,
     name: str,
@@ -101,8 +106,7 @@ def register_table(
 
     Registering a name this function registered before replaces it (how a session sees newer
     commits); a name some other table holds is refused."""
-    if not isinstance(ctx, SessionContext):
-        raise DeltaError(f"register_table: expected a datafusion SessionContext, got {type(ctx).__name__}")
+    _require_context(ctx, "register_table")
     if not isinstance(name, str) or not name:
         raise DeltaError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
@@ -363,6 +367,7 @@ def register_catalog(
     storage_options: dict[str, Any] | None = None,
 ) -> DeltaSchemaProvider:
     """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
+    _require_context(ctx, "register_catalog")
     provider = DeltaSchemaProvider(root, storage_options)
     if not provider.storage.isdir(provider.storage.root):
         raise TableNotFoundError(f"register_catalog({catalog!r}): {root} is not a folder")
@@ -378,6 +383,7 @@ def register_catalog(
 
 def register(ctx: SessionContext) -> SessionContext:
     """Install the DELTA table factory and the ``table_changes`` table function."""
+    _require_context(ctx, "register")
     ctx.register_table_factory("DELTA", DeltaTableFactory(ctx.session_id()))
     _track(ctx)
     try:
@@ -406,6 +412,7 @@ def explain(ctx: SessionContext, sql: str) -> str:
     """
     from .table_function import recent_plans, table_changes_calls
 
+    _require_context(ctx, "explain")
     if not isinstance(sql, str) or not sql.strip():
         raise DeltaError(f"explain: the query must be a non-empty SQL string, got {sql!r}")
     if re.match(r"\s*explain\b", sql, re.IGNORECASE):

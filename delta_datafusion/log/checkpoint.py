@@ -71,7 +71,7 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
                 raise LogCorruptError(f"{part.path}: the checkpoint manifest is empty")
             p, m = find_protocol_and_metadata(data, part.path)
             if p is None or m is None:
-                _check_json_lines(data, part.path)  # a truncated manifest is corrupt, not protocol-less
+                check_json_lines(data, part.path)  # a truncated manifest is corrupt, not protocol-less
         else:
             found = read_parquet_actions(storage, part, ["protocol", "metaData"])
             if not found.num_columns and len(ckpt.parts) == 1:
@@ -84,7 +84,7 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
     return protocol, metadata
 
 
-def _check_json_lines(data: bytes, where: str) -> None:
+def check_json_lines(data: bytes, where: str) -> None:
     """Raise LogCorruptError naming the file and line if any line of an NDJSON file is not JSON."""
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
