@@ -52,7 +52,6 @@ from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
     DeltaError,
-    MissingLogFileError,
     VersionNotFoundError,
 )
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
@@ -73,7 +72,6 @@ from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from .schema import is_supported_type_change, logical_to_physical_names, physical_name
 from .stats import typed_stats
-from .storage import FileInfo
 from .timestamps import CommitTimeline, read_in_commit_timestamp
 
 if TYPE_CHECKING:
@@ -970,7 +968,9 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     s, e = resolve_range(table, start, end, listing)
     _require_commits(listing, s, e, table.storage.root_uri)
     commit_state = tuple(
-        (v, listing.commits[v].size, _mtime_or_none(listing.commits[v])) if v in listing.commits else (v, None, None)
+        (v, listing.commits[v].size, listing.commits[v].mtime_or_none())
+        if v in listing.commits
+        else (v, None, None)
         for v in range(s, e + 1)
     )
     key = (*table.storage.cache_key, s, e, commit_state)
@@ -980,17 +980,6 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     feed = ChangeFeed(table, s, e, listing)
     _FEEDS.put(key, feed)
     return feed
-
-
-def _mtime_or_none(info: FileInfo) -> int | None:
-    """A commit file's modification time for the cache key; None where the filesystem gives none
-    (zip): a feed whose commits all have in-commit timestamps needs none."""
-    try:
-        return info.mtime_ms
-    except MissingLogFileError:
-        raise
-    except DeltaError:
-        return None
 
 
 def _once_per_commit(actions: pa.Table) -> pa.Table:

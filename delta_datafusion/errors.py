@@ -14,6 +14,11 @@ class DeltaError(Exception):
     """Base class of every error raised by delta_datafusion."""
 
 
+class StorageError(DeltaError):
+    """The filesystem failed a listing or a read (network, timeout, I/O): the path and the
+    store's own error are named; a retry may succeed."""
+
+
 class TableNotFoundError(DeltaError):
     """The location is not a Delta table (no ``_delta_log`` or an empty one)."""
 

@@ -44,6 +44,8 @@ from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
 MIN_BATCH_SIZE = 131072
+
+
 def batches_of_at_most(batches: Iterator[pa.RecordBatch], batch_size: int | None) -> Iterator[pa.RecordBatch]:
     """The Python API's ``batch_size``: decoding uses large batches (MIN_BATCH_SIZE), handed out
     in zero-copy slices of at most ``batch_size`` rows."""

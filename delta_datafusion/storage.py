@@ -6,11 +6,12 @@ through :class:`Storage`, so any fsspec protocol (with storage options) works th
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -18,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import DeltaError, LogCorruptError, MissingLogFileError
+from .errors import DeltaError, LogCorruptError, MissingLogFileError, StorageError
 
 
 class FileInfo:
@@ -53,6 +54,21 @@ class FileInfo:
     def size(self) -> int:
         if self._size is None:
             self._stat()
+        return self._size
+
+    def mtime_or_none(self) -> int | None:
+        """The modification time, or None where the filesystem gives none (zip): for cache keys,
+        which must not fail where reads need no times."""
+        try:
+            return self.mtime_ms
+        except MissingLogFileError:
+            raise
+        except DeltaError:
+            return None
+
+    @property
+    def listed_size(self) -> int | None:
+        """The size the listing gave, without asking the filesystem (None for local listings)."""
         return self._size
 
     @property
@@ -251,7 +267,8 @@ class Storage:
             return _list_local(path)
         forget_listing(self.fs, path)
         try:
-            entries = self.fs.ls(path, detail=True)
+            with _store_errors("list", path):
+                entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
         except NotADirectoryError:
@@ -281,33 +298,36 @@ class Storage:
         return open(path, "rb") if self.is_local else self.fs.open(path, "rb")  # noqa: SIM115
 
     def read_bytes(self, path: str) -> bytes:
-        try:
+        """The whole file. Not found stays FileNotFoundError (callers say what was missing); any
+        other failure of the store is a StorageError naming the file."""
+        with _store_errors("read", path):
             with self._open(path) as f:
                 return f.read()
-        except PermissionError as e:
-            raise DeltaError(f"cannot read {path}: permission denied") from e
 
-    def read_listed(self, path: str) -> bytes:
+    def read_listed(self, path: str, size: int | None = None) -> bytes:
         """Read a log file a listing named: gone by now (log cleanup, a concurrent writer) is a
-        MissingLogFileError naming it."""
+        MissingLogFileError naming it; fewer bytes than the listing's ``size`` is a StorageError
+        (a store that ends a read early must not drop a commit's last actions)."""
         try:
-            return self.read_bytes(path)
+            data = self.read_bytes(path)
         except FileNotFoundError as e:
             raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
+        if size is not None and len(data) < size:
+            raise StorageError(f"cannot read {path}: got {len(data)} of its {size} bytes")
+        return data
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
-        try:
+        with _store_errors("read", path):
             with self._open(path) as f:
                 f.seek(offset)
                 return f.read(length)
-        except PermissionError as e:
-            raise DeltaError(f"cannot read {path}: permission denied") from e
 
     def info(self, path: str) -> FileInfo:
-        if self.is_local:
-            st = os.stat(path)
-            return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
-        e = self.fs.info(path)
+        with _store_errors("look up", path):
+            if self.is_local:
+                st = os.stat(path)
+                return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
+            e = self.fs.info(path)
         return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e), self.fs)
 
     # -- pyarrow ------------------------------------------------------------------------
@@ -357,7 +377,25 @@ class _LogSizedHandler(pafs.FSSpecHandler):
             handle = self.fs.open(path, mode="rb", size=size, cache_type="none")
         except TypeError:  # a filesystem whose open takes neither keyword
             return super().open_input_file(path)
+        except FileNotFoundError:
+            raise
+        except OSError as e:  # a network error or a timeout: the message names no file
+            raise OSError(f"{path}: {type(e).__name__}: {e}") from e
         return pa.PythonFile(_NamedMissing(handle, path), mode="r")
+
+
+@contextlib.contextmanager
+def _store_errors(what: str, path: str) -> Iterator[None]:
+    """A failed request to the store as a StorageError naming the path (a store's own message,
+    a ConnectionError or a timeout, often names none); not found passes through as it is."""
+    try:
+        yield
+    except (FileNotFoundError, NotADirectoryError, DeltaError):
+        raise
+    except PermissionError as e:
+        raise StorageError(f"cannot {what} {path}: permission denied") from e
+    except Exception as e:  # noqa: BLE001 - every store raises its own kinds
+        raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
 
 
 class _NamedMissing:
@@ -377,6 +415,8 @@ class _NamedMissing:
                 return attr(*args, **kwargs)
             except FileNotFoundError as e:
                 raise FileNotFoundError(f"{self._path}: {e}") from e
+            except OSError as e:  # a network error or a timeout: the message names no file
+                raise OSError(f"{self._path}: {type(e).__name__}: {e}") from e
 
         return call
 

@@ -103,7 +103,7 @@ class DeltaTable:
         rows = []
         for v in listing.commit_versions:
             info = listing.commits[v]
-            data = self.storage.read_listed(info.path)
+            data = self.storage.read_listed(info.path, info.listed_size)
             op = None
             for line in io.BytesIO(data):
                 if b'"commitInfo"' in line:

@@ -101,7 +101,9 @@ class CommitTimeline:
             raise VersionNotFoundError(f"no commit file for version {version} in {self.listing.log_dir}")
         if version not in self._cache:
             info = self.listing.commits[version]
-            self._cache[version] = read_in_commit_timestamp(self.storage.read_listed(info.path), info.path)
+            self._cache[version] = read_in_commit_timestamp(
+                self.storage.read_listed(info.path, info.listed_size), info.path
+            )
         return self._cache[version]
 
     def _range_text(self) -> str:

@@ -294,3 +294,84 @@ def test_filesystems_whose_invalidate_cache_differs_still_read(store) -> None:
         fsspec.register_implementation(cls.protocol, cls, clobber=True)
         other = uri.replace("memory://", f"{cls.protocol}://")
         assert dd.DeltaTable(other).snapshot().version == dd.DeltaTable(uri).snapshot().version
+
+
+class _FlakyMemoryFS(MemoryFileSystem):
+    """The in-memory store with requests that fail as a network does: ``broken`` maps a path
+    suffix to "error" (the open fails), "short" (the read returns half the bytes) or "list"."""
+
+    protocol = "ddflaky"
+    broken: dict[str, str] = {}
+
+    def _open(self, path, mode="rb", **kwargs):
+        for suffix, how in self.broken.items():
+            if path.endswith(suffix) and how == "error":
+                raise ConnectionError("connection reset by peer")
+            if path.endswith(suffix) and how == "short":
+                import io
+
+                data = super()._open(path, mode, **kwargs).read()
+                return io.BytesIO(data[: len(data) // 2])
+        return super()._open(path, mode, **kwargs)
+
+    def ls(self, path, detail=True, **kwargs):
+        if any(path.rstrip("/").endswith(s) and how == "list" for s, how in self.broken.items()):
+            raise TimeoutError("timed out")
+        return super().ls(path, detail=detail, **kwargs)
+
+
+@pytest.fixture
+def flaky(store):
+    fsspec.register_implementation("ddflaky", _FlakyMemoryFS, clobber=True)
+    _FlakyMemoryFS.broken = {}
+    yield store
+    _FlakyMemoryFS.broken = {}
+
+
+def test_failed_requests_are_storage_errors_naming_the_file(flaky) -> None:
+    """A store's ConnectionError or timeout names no file and was raised as it was (log files),
+    or named another data file than the one that failed; a read that ends early dropped a commit's
+    last actions silently."""
+    fs, root = flaky
+    local = corpus_table("cdf-table")
+    _upload(fs, local, f"{root}/t")
+    uri = f"ddflaky://{root}/t"
+    want = _rows(dd.DeltaTable(str(local)).snapshot().scan().to_table())
+    for suffix, how, message in [
+        ("00000000000000000001.json", "error", r"cannot read .*00000000000000000001\.json: ConnectionError"),
+        (
+            "00000000000000000001.json",
+            "short",
+            r"cannot read .*00000000000000000001\.json: got \d+ of its \d+ bytes",
+        ),
+        ("_delta_log", "list", r"cannot list .*_delta_log: TimeoutError"),
+    ]:
+        _FlakyMemoryFS.broken = {suffix: how}
+        with pytest.raises(dd.StorageError, match=message):
+            dd.DeltaTable(uri).snapshot()
+        ctx = SessionContext()
+        dd.register(ctx)
+        with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+            ctx.sql(f"SELECT count(*) FROM table_changes('{uri}', 0)").collect()
+        assert isinstance(dd.from_datafusion(info.value), dd.StorageError), info.value
+    _FlakyMemoryFS.broken = {}
+    assert _rows(dd.DeltaTable(uri).snapshot().scan().to_table()) == want  # nothing kept the failure
+    victim = sorted(p for p in fs.find(f"{root}/t") if p.endswith(".parquet") and "_delta_log" not in p)[-1]
+    _FlakyMemoryFS.broken = {victim.rsplit("/", 1)[1]: "error"}
+    with pytest.raises(dd.DeltaError, match=f"{victim.rsplit('/', 1)[1]}.*ConnectionError"):
+        dd.DeltaTable(uri).snapshot().scan().to_table()
+
+
+def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:
+    """information_schema: a store error on one table's log hid every table of the catalog
+    (DataFusion drops the whole list when listing raises anything but the package's errors)."""
+    fs, root = flaky
+    for name in ("a", "b", "c"):
+        _upload(fs, corpus_table("cdf-table"), f"{root}/{name}")
+    _FlakyMemoryFS.broken = {f"{root}/b/_delta_log/00000000000000000000.json": "error"}
+    ctx = SessionContext()
+    dd.register_catalog(ctx, "lake", f"ddflaky://{root}")
+    names = ctx.sql(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lake' AND table_schema = 'default'"
+    ).to_pydict()
+    assert sorted(names["table_name"]) == ["a", "c"]

@@ -318,7 +318,7 @@ class DeltaSchemaProvider(SchemaProvider):
         # back at the same version
         commit, checkpoints = listing.commits.get(latest), listing.checkpoints.get(latest)
         newest = commit if commit is not None else (checkpoints[0].parts[0] if checkpoints else None)
-        state = None if newest is None else (latest, newest.size, newest.mtime_ms)
+        state = None if newest is None else (latest, newest.size, newest.mtime_or_none())
         with self._lock:
             cached = self._cache.get(name)
             if cached and state is not None and cached[0] == state:

@@ -164,7 +164,7 @@ def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> l
 
     def one(item: tuple[int, FileInfo]) -> CommitData:
         v, info = item
-        return CommitData(v, info, storage.read_listed(info.path))
+        return CommitData(v, info, storage.read_listed(info.path, info.listed_size))
 
     if storage.is_local or len(commits) < 4:
         return [one(c) for c in commits]
