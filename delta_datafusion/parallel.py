@@ -63,7 +63,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arrow_threads import arrow_threads
-from .errors import DeltaError, LogCorruptError, ParallelStateError
+from .errors import DeltaError, LogCorruptError, ParallelStateError, StorageError
 from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
 from .log.segment import checkpoint_file_version, is_multi_part_checkpoint
@@ -929,7 +929,7 @@ def split_leaves(
         if size <= 0:
             try:
                 size = storage.info(f.path).size
-            except (OSError, FileNotFoundError):
+            except (OSError, StorageError):  # only a weight for balancing: the read reports it
                 size = 1
         sizes.append(max(1, size))
     fair = sum(sizes) / parts

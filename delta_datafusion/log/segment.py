@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from ..errors import (
     LogCorruptError,
     NonContiguousVersionsError,
+    StorageError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -221,7 +222,7 @@ def _read_hint(storage: Storage, f: FileInfo) -> dict | None:
     try:
         hint = json.loads(storage.read_bytes(f.path))
         return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
-    except (OSError, ValueError, RecursionError):
+    except (OSError, ValueError, RecursionError, StorageError):  # a hint that fails is no hint
         return None
 
 
