@@ -113,6 +113,7 @@ _HEADER_KEYS = (
     "predicate",
     "num_keys",
     "leaves",
+    "checkpoint_table_id",
 )
 
 
@@ -379,6 +380,7 @@ class ParallelState:
         columns: Sequence[str] | None = None,
         predicate: Predicate | None = None,
         leaves: Sequence[str] | None = None,
+        checkpoint_table_id: str | None = None,
         _storage: Storage | None = None,
         _metadata: Metadata | None = None,
         _protocol: Protocol | None = None,
@@ -397,6 +399,9 @@ class ParallelState:
         #: the checkpoint's leaf files, as paths relative to ``_delta_log``: the only files a
         #: worker of this state reads (None: any leaf of the checkpoint's version)
         self.leaves = tuple(leaves) if leaves is not None else None
+        #: the table id the checkpoint's metaData holds, when the snapshot's metadata came from the
+        #: checkpoint (a later commit may give the table another id: then it is not known)
+        self.checkpoint_table_id = checkpoint_table_id
         where = f"parallel state of {table_root} at version {version}"
         self.storage = (
             _storage if _storage is not None else _storage_from_root(table_root, self.storage_options)
@@ -431,6 +436,9 @@ class ParallelState:
             columns=scan.columns,
             predicate=scan.predicate,
             leaves=sorted({_relative_to_log(snap.storage, leaf.path) for leaf in leaves}),
+            checkpoint_table_id=snap.metadata.id
+            if getattr(snap, "metadata_from_checkpoint", False)
+            else None,
             _storage=snap.storage,
             _metadata=snap.metadata,
             _protocol=snap.protocol,
@@ -474,16 +482,19 @@ class ParallelState:
             )
 
     def _check_same_table(self, metadata: pa.ChunkedArray, leaf: LeafFile) -> None:
-        """The checkpoint part holding the metaData action must name this state's table."""
+        """The checkpoint part holding the metaData action must name the table the sequential
+        phase read it as (known when the snapshot's metadata came from the checkpoint)."""
+        if self.checkpoint_table_id is None:
+            return
         md = metadata.combine_chunks()
         rows = md.filter(md.is_valid())
         if not len(rows) or rows.type.get_field_index("id") < 0:
             return
         ids = set(pc.struct_field(rows, "id").to_pylist())
-        if ids != {self.metadata.id}:
+        if ids != {self.checkpoint_table_id}:
             raise ParallelStateError(
                 f"leaf file {leaf.path} belongs to table id {sorted(map(str, ids))[0]}, but the state was made "
-                f"from table id {self.metadata.id}: the table at {self.table_root} was replaced since"
+                f"from table id {self.checkpoint_table_id}: the table at {self.table_root} was replaced since"
             )
 
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
@@ -528,6 +539,7 @@ class ParallelState:
             "predicate": None if self.predicate is None else encode_value(self.predicate),
             "num_keys": len(self.seen_keys),
             "leaves": None if self.leaves is None else list(self.leaves),
+            "checkpoint_table_id": self.checkpoint_table_id,
         }
 
     def to_bytes(self) -> bytes:
@@ -627,6 +639,7 @@ class ParallelState:
                 columns=header["columns"],
                 predicate=predicate,
                 leaves=header["leaves"],
+                checkpoint_table_id=header["checkpoint_table_id"],
             )
         except ParallelStateError:
             raise
@@ -805,6 +818,7 @@ _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
     "columns": list,
     "num_keys": int,
     "leaves": list,
+    "checkpoint_table_id": str,
 }
 
 

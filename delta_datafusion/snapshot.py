@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import LogCorruptError, MissingProtocolError, VersionNotFoundError
+from .errors import DeltaError, LogCorruptError, MissingProtocolError, VersionNotFoundError
 from .log.actions import (
     CommitData,
     commit_schema,
@@ -237,6 +237,8 @@ class Snapshot(TableVersionView):
                 protocol, p_where = p, where
             if metadata is None and m is not None:
                 metadata, m_where = m, where
+        #: whether the metadata is the checkpoint's (no later commit replaced it)
+        self.metadata_from_checkpoint = ckpt is not None and m_where == ckpt.parts[0].path
         where_table = f"{self.storage.root} at version {self.version}"
         if protocol is None or metadata is None:
             # found by a byte search: a commit that is not JSON at all must be called corrupt
@@ -388,7 +390,12 @@ class Snapshot(TableVersionView):
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
             del table
             if not keys_ready.done():  # type every add now, drop the touched ones after
-                return self.to_scan_files(flat), flat.column("key"), txn, dom
+                try:
+                    return self.to_scan_files(flat), flat.column("key"), txn, dom
+                except DeltaError:
+                    # a file a later commit removed may not fit the current schema (a partition
+                    # column's type changed by an overwrite): wait for the keys, then type the rest
+                    pass
             keys = keys_ready.result()
             if keys is None:  # the caller failed: nothing to type
                 return None

@@ -719,6 +719,25 @@ def test_table_replaced_between_the_phases_is_refused(tmp_path):
         list(ParallelScanMetadata(blob, unsized))
 
 
+def test_table_id_changed_after_the_checkpoint_is_not_a_replacement(tmp_path):
+    """A writer may log a metaData with a new table id after the checkpoint (deltalake's
+    DeltaTable.create(mode='overwrite')): the checkpoint's id is then not the snapshot's, and the
+    table was not replaced."""
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    for i in range(3):
+        write_deltalake(path, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    DLTable(path).create_checkpoint()
+    DLTable.create(path, pa.schema([("id", pa.int64())]), mode="overwrite")
+    write_deltalake(path, pa.table({"id": pa.array([7], pa.int64())}), mode="append")
+    batches, after = sequential(path)
+    got = run_split(batches, after, lambda files, state: [files])
+    assert_same_files(got, reference_files(path))
+    assert DeltaTable(path).snapshot().files().num_rows == 1
+
+
 def _reassemble(header: dict, keys: bytes) -> bytes:
     import hashlib
 
