@@ -159,7 +159,7 @@ def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
 
 def _listing_key(listing: LogListing) -> tuple:
     versions = listing.commit_versions
-    info = tuple((v, listing.commits[v].size, listing.commits[v].mtime_ms) for v in versions[-1:])
+    info = tuple((v, listing.commits[v].size, listing.commits[v].mtime_or_none()) for v in versions[-1:])
     return (len(versions), versions[0] if versions else None, info, tuple(sorted(listing.checkpoints)))
 
 

@@ -132,13 +132,10 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _non_negative(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = -1
-    if n < 0:
+    # ASCII digits only: int() also takes '١' (Arabic-Indic one) and '1_000'
+    if not (text.strip().isascii() and text.strip().isdigit()):
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return n
+    return int(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     p_sql.add_argument("--max-rows", type=_non_negative, default=50)
     p_info = sub.add_parser("info", help="describe a Delta table")
     p_info.add_argument("uri")
-    p_info.add_argument("--version", type=int, default=None)
+    p_info.add_argument("--version", type=_non_negative, default=None)
     args = parser.parse_args(argv)
     try:
         if args.command in (None, "demo"):

@@ -7,7 +7,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from .errors import InvalidProtocolError, MissingMetadataError, SchemaError, UnsupportedFeatureError
+from .errors import (
+    InvalidProtocolError,
+    LogCorruptError,
+    MissingMetadataError,
+    SchemaError,
+    UnsupportedFeatureError,
+)
 from .schema import (
     annotated_field,
     check_type_changes,
@@ -228,7 +234,13 @@ class Metadata:
         t = self.configuration.get("delta.inCommitTimestampEnablementTimestamp")
         if v is None or t is None:
             return (0, 0)  # enabled at table creation
-        return (int(v), int(t))
+        try:
+            return (int(str(v).strip()), int(str(t).strip()))
+        except ValueError as e:
+            raise LogCorruptError(
+                f"table properties delta.inCommitTimestampEnablementVersion={v!r} and "
+                f"delta.inCommitTimestampEnablementTimestamp={t!r} must be integers"
+            ) from e
 
 
 def require_metadata(metadata: Metadata | None, where: str) -> Metadata:

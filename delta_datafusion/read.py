@@ -19,6 +19,7 @@ is renamed to physical names, and the output is renamed back to logical names.
 
 from __future__ import annotations
 
+import numbers
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -52,8 +53,9 @@ def batches_of_at_most(batches: Iterator[pa.RecordBatch], batch_size: int | None
     if batch_size is None:
         yield from batches
         return
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
         raise DeltaError(f"batch_size must be a positive integer, got {batch_size!r}")
+    batch_size = int(batch_size)
     for batch in batches:
         if batch.num_rows <= batch_size:
             yield batch

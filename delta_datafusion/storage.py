@@ -19,7 +19,7 @@ from urllib.parse import unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import DeltaError, LogCorruptError, MissingLogFileError, StorageError
+from .errors import DeltaError, MissingLogFileError, StorageError
 
 
 class FileInfo:
@@ -92,7 +92,7 @@ def _split_uri(uri: str) -> tuple[str, str]:
 
     Non-file URLs keep everything after ``protocol://`` (fsspec treats '#' and '?' as path
     characters); file URIs follow RFC 8089: percent-decoded, no host other than localhost."""
-    if uri[:5].lower() == "file:" and ("#" in uri or "?" in uri):
+    if uri.split(":", 1)[0].lower() in ("file", "local") and ("#" in uri or "?" in uri):
         # RFC 8089 would drop a fragment or query silently, and read another folder than the
         # name says ("file:///x/t#v2" is /x/t); a '#' or '?' in a folder name is written %23, %3F
         raise DeltaError(
@@ -243,8 +243,10 @@ class Storage:
             if rest.startswith("//"):  # file://[host]/path: empty or localhost authority
                 slash = rest.find("/", 2)
                 rest = rest[slash:] if slash >= 0 else "/"
-            if not rest.startswith("/"):  # would be read relative to the current folder
-                raise LogCorruptError(f"log path {path!r}: a file URI needs an absolute path")
+            if not rest.startswith("/"):
+                # not a URI: a relative path whose first folder has a colon ('file:k=a/...', a
+                # partition column named 'file:k'), as the reference readers take it
+                return posixpath.join(self.root, path)
             return rest
         if "://" in path:
             return path.split("://", 1)[1].rstrip("/")
@@ -287,12 +289,14 @@ class Storage:
     def exists(self, path: str) -> bool:
         if self.is_local:
             return os.path.exists(path)
-        return bool(self.fs.exists(path))
+        with _store_errors("look up", path):
+            return bool(self.fs.exists(path))
 
     def isdir(self, path: str) -> bool:
         if self.is_local:
             return os.path.isdir(path)
-        return bool(self.fs.isdir(path))
+        with _store_errors("look up", path):
+            return bool(self.fs.isdir(path))
 
     def _open(self, path: str):
         return open(path, "rb") if self.is_local else self.fs.open(path, "rb")  # noqa: SIM115

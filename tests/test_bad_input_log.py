@@ -249,21 +249,43 @@ def test_commit_that_is_not_json_at_all_is_corrupt(tmp_path: Path):
         DeltaTable(str(t)).snapshot()
 
 
-def test_file_uri_add_path_without_an_absolute_path(tmp_path: Path):
-    """'file:part-0.parquet' is not a path relative to the table: it was read relative to the
-    process's current folder."""
+def test_add_path_starting_with_file_colon_is_relative(tmp_path: Path):
+    """deltalake logs a partition column named 'file:k' as the path 'file:k=a/part-...' unescaped;
+    deltalake and DuckDB read it relative to the table (it was read relative to the process's
+    current folder, then refused as a URI without an absolute path)."""
     t = tmp_path / "t"
-    deltalake.write_deltalake(str(t), pa.table({"x": [1, 2]}))
+    deltalake.write_deltalake(str(t), pa.table({"file:k": ["a"], "v": [1]}), partition_by=["file:k"])
+    assert any(
+        json.loads(line).get("add", {}).get("path", "").startswith("file:k=a/")
+        for line in commit_path(t, 0).read_text().splitlines()
+    )
+    assert DeltaTable(str(t)).snapshot().scan().to_table().to_pylist() == [{"file:k": "a", "v": 1}]
+
+
+def test_in_commit_timestamp_enablement_that_is_not_a_number(copy_corpus_table):
+    t = copy_corpus_table("cdc_ict_table")
 
     def edit(actions):
         for a in actions:
-            if "add" in a:
-                a["add"]["path"] = "file:" + a["add"]["path"]
+            if "metaData" in a:
+                a["metaData"]["configuration"].update(
+                    {
+                        "delta.inCommitTimestampEnablementVersion": "abc",
+                        "delta.inCommitTimestampEnablementTimestamp": "1",
+                    }
+                )
         return actions
 
     _rewrite_commit(commit_path(t, 0), edit)
-    with pytest.raises(LogCorruptError, match="log path 'file:part-.*a file URI needs an absolute path"):
-        DeltaTable(str(t)).snapshot().files()
+    assert DeltaTable(str(t)).snapshot().scan().to_table().num_rows > 0  # reads need no timestamps
+    for call in (
+        lambda: DeltaTable(str(t)).snapshot(timestamp="2100-01-01"),
+        lambda: DeltaTable(str(t)).changes(0),
+    ):
+        with pytest.raises(
+            LogCorruptError, match="inCommitTimestampEnablementVersion='abc'.* must be integers"
+        ):
+            call()
 
 
 def test_unknown_checkpoint_columns_are_ignored(tmp_path: Path):

@@ -132,6 +132,9 @@ def test_python_api_batch_size_and_argument_errors(tmp_path):
     assert max(sizes) <= 1000 and sum(sizes) == 20_000
     sizes = [b.num_rows for b in table.changes(0).to_reader(batch_size=777)]
     assert max(sizes) <= 777 and sum(sizes) == 20_000
+    import numpy as np
+
+    assert sum(b.num_rows for b in table.snapshot().scan().to_batches(batch_size=np.int64(5000))) == 20_000
     for bad in (0, -1, "3", True, 2.5):
         with pytest.raises(DeltaError, match="batch_size must be a positive integer"):
             next(table.snapshot().scan().to_batches(batch_size=bad))
@@ -192,7 +195,7 @@ def test_registered_table_is_pinned_and_folder_catalog_follows_new_commits(tmp_p
     assert count("t") == 2
     # a name another kind of table holds, or an unknown schema, is refused with the package's error
     ctx.register_record_batches("other", [[pa.record_batch({"x": [1]})]])
-    with pytest.raises(DeltaError, match="'other' is already registered"):
+    with pytest.raises(DeltaError, match="'other' names a table this session already has"):
         dd.register_table(ctx, "other", str(path))
     with pytest.raises(DeltaError, match="cannot register 'nope.t'"):
         dd.register_table(ctx, "nope.t", str(path))
@@ -271,13 +274,17 @@ def test_sql_text_predicate_on_a_nested_field_is_named_as_written(tmp_path):
         assert "__datafusion_extracted" not in str(info.value)
 
 
-@pytest.mark.parametrize("value", ["-5", "x"])
+@pytest.mark.parametrize("value", ["-5", "x", "\u0661", "1_000"])
 def test_cli_refuses_a_bad_max_rows(capsys, value):
     path = str(cli.example_table())
     with pytest.raises(SystemExit) as info:
         cli.main(["sql", "SELECT 1", "--table", f"trips={path}", "--max-rows", value])
     assert info.value.code == 2
     assert "--max-rows: expected a whole number >= 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        cli.main(["info", path, "--version", value])
+    assert info.value.code == 2
+    assert "--version: expected a whole number >= 0" in capsys.readouterr().err
 
 
 # -- scan predicates found wrong by the API sweep ---------------------------------------------

@@ -298,7 +298,8 @@ def test_filesystems_whose_invalidate_cache_differs_still_read(store) -> None:
 
 class _FlakyMemoryFS(MemoryFileSystem):
     """The in-memory store with requests that fail as a network does: ``broken`` maps a path
-    suffix to "error" (the open fails), "short" (the read returns half the bytes) or "list"."""
+    suffix to "error" (the open fails), "short" (the read returns half the bytes), "list" or
+    "isdir" (those calls time out)."""
 
     protocol = "ddflaky"
     broken: dict[str, str] = {}
@@ -313,6 +314,11 @@ class _FlakyMemoryFS(MemoryFileSystem):
                 data = super()._open(path, mode, **kwargs).read()
                 return io.BytesIO(data[: len(data) // 2])
         return super()._open(path, mode, **kwargs)
+
+    def isdir(self, path):
+        if any(path.rstrip("/").endswith(s) and how == "isdir" for s, how in self.broken.items()):
+            raise TimeoutError("timed out")
+        return super().isdir(path)
 
     def ls(self, path, detail=True, **kwargs):
         if any(path.rstrip("/").endswith(s) and how == "list" for s, how in self.broken.items()):
@@ -356,6 +362,24 @@ def test_failed_requests_are_storage_errors_naming_the_file(flaky) -> None:
         assert isinstance(dd.from_datafusion(info.value), dd.StorageError), info.value
     _FlakyMemoryFS.broken = {}
     assert _rows(dd.DeltaTable(uri).snapshot().scan().to_table()) == want  # nothing kept the failure
+    # a checkpoint's parquet: the store failed, the file is not corrupt
+    _upload(fs, corpus_table("app-txn-checkpoint"), f"{root}/ck")
+    _FlakyMemoryFS.broken = {".checkpoint.parquet": "error"}
+    with pytest.raises(dd.StorageError, match=r"cannot read .*\.checkpoint\.parquet: ConnectionError"):
+        dd.DeltaTable(f"ddflaky://{root}/ck").snapshot().files()
+    # a V2 JSON manifest read short would lose its sidecar references
+    _upload(fs, corpus_table("v2-checkpoints-json-with-sidecars"), f"{root}/v2")
+    manifest = max(  # the newest checkpoint: the latest snapshot's
+        p for p in fs.find(f"{root}/v2/_delta_log") if ".checkpoint." in p and p.endswith(".json")
+    )
+    _FlakyMemoryFS.broken = {manifest.rsplit("/", 1)[1]: "short"}
+    with pytest.raises(dd.StorageError, match=r"got \d+ of its \d+ bytes"):
+        dd.DeltaTable(f"ddflaky://{root}/v2").snapshot().files()
+    # a catalog root the store cannot look at
+    _FlakyMemoryFS.broken = {root.lstrip("/"): "isdir"}
+    with pytest.raises(dd.StorageError, match="cannot look up .*TimeoutError"):
+        dd.register_catalog(SessionContext(), "lake", f"ddflaky://{root}")
+    _FlakyMemoryFS.broken = {}
     victim = sorted(p for p in fs.find(f"{root}/t") if p.endswith(".parquet") and "_delta_log" not in p)[-1]
     _FlakyMemoryFS.broken = {victim.rsplit("/", 1)[1]: "error"}
     with pytest.raises(dd.DeltaError, match=f"{victim.rsplit('/', 1)[1]}.*ConnectionError"):

@@ -12,7 +12,6 @@ session id, for ``explain`` and for error messages.
 
 from __future__ import annotations
 
-import difflib
 import re
 import threading
 import weakref
@@ -22,7 +21,7 @@ from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
 from ..errors import DeltaError, TableNotFoundError
-from ..storage import Storage, forget_listing
+from ..storage import Storage, _store_errors, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import DeltaDataset, note_provider_error
 from .provider import table_dataset
@@ -89,6 +88,27 @@ def open_dataset(
     return table_dataset(snapshot, label=label or uri)
 
 
+def _misspelt_option(key: str) -> str | None:
+    """'version' or 'timestamp' when ``key`` looks like a misspelling of it: the same first
+    letter, about the same length, at most two edits ('versoin', 'timestmp', 'time_stamp'; not
+    'versioned', 'version_id' or 'person')."""
+    k = key.lower()
+    for word in ("version", "timestamp"):
+        if k == word or (k[:1] == word[0] and abs(len(k) - len(word)) <= 1 and _edits(k, word) <= 2):
+            return word  # 'Version' too: only the lower-case key is the Delta option
+    return None
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance (short option names only)."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
 def _require_context(ctx: Any, what: str) -> None:
     if not isinstance(ctx, SessionContext):
         raise DeltaError(f"{what}: expected a datafusion SessionContext, got {type(ctx).__name__}")
@@ -114,8 +134,8 @@ def register_table(
         if ctx.table_exist(name):
             if name not in registered_tables(ctx.session_id()):
                 raise DeltaError(
-                    f"register_table: a table named {name!r} is already registered (not by delta_datafusion); "
-                    "deregister it first"
+                    f"register_table: {name!r} names a table this session already has, which "
+                    f"register_table({name!r}, ...) did not register; deregister it first"
                 )
             ctx.deregister_table(name)
         ctx.register_table(name, Table(dataset))
@@ -182,11 +202,7 @@ class DeltaTableFactory(TableProviderFactory):
                 f"CREATE EXTERNAL TABLE {cmd.name()}: unknown OPTIONS {sorted(storage)} for a local Delta table "
                 "(accepted: 'version', 'timestamp'; storage options apply to object stores)"
             )
-        near = {
-            k: difflib.get_close_matches(k.lower(), ["version", "timestamp"], n=1, cutoff=0.75)
-            for k in storage
-        }
-        near = {k: m[0] for k, m in near.items() if m}
+        near = {k: m for k in storage if (m := _misspelt_option(k))}
         if near:
             # object stores take any option (fsspec passes unknown ones on): a misspelt 'version'
             # would silently read the latest version there too
@@ -242,7 +258,8 @@ class DeltaSchemaProvider(SchemaProvider):
         if not self.storage.is_local:
             forget_listing(fs, self.storage.root)  # a cached listing would hide tables made since
         try:
-            entries = fs.ls(self.storage.root, detail=True)
+            with _store_errors("list", self.storage.root):
+                entries = fs.ls(self.storage.root, detail=True)
         except FileNotFoundError as e:
             raise TableNotFoundError(f"catalog root {self.storage.root} does not exist") from e
         names = []

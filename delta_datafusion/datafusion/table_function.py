@@ -38,7 +38,7 @@ from datafusion import SessionContext, Table, udtf
 
 from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
-from ..errors import DeltaError, InvalidRangeError, TableNotFoundError, VersionNotFoundError
+from ..errors import DeltaError, InvalidRangeError, StorageError, TableNotFoundError, VersionNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
 from .statement import planning_for, statement_pins, table_key
@@ -408,6 +408,8 @@ def _no_such_table(session: SessionContext, name: str, identifier: bool) -> Tabl
 def _exists(table: DeltaTable) -> bool:
     try:
         return table.storage.exists(table.storage.root)
+    except StorageError:
+        raise  # the store failed: not "no such path"
     except (DeltaError, OSError):
         return False
 

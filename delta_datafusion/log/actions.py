@@ -24,7 +24,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from ..arrow_threads import use_threads
-from ..errors import LogCorruptError, MissingLogFileError
+from ..errors import LogCorruptError, MissingLogFileError, StorageError
 from ..storage import FileInfo, Storage
 
 DV_TYPE = pa.struct(
@@ -392,6 +392,8 @@ def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator
         yield
     except FileNotFoundError as e:
         raise MissingLogFileError(f"{what} {path} is missing") from e
+    except (ConnectionError, TimeoutError) as e:  # the store failed the request: not corrupt
+        raise StorageError(f"cannot read {path}: {type(e).__name__}: {e}") from e
     except (pa.ArrowInvalid, OSError) as e:
         if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file
             raise MissingLogFileError(f"{what} {path} is missing") from e

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from ..arrow_threads import use_threads
 from ..errors import LogCorruptError, MissingLogFileError
-from ..storage import Storage
+from ..storage import FileInfo, Storage
 from .actions import (
     checkpoint_read_errors,
     commit_schema,
@@ -66,7 +66,7 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
     protocol = metadata = None
     for part in ckpt.parts:
         if part.name.endswith(".json"):
-            data = _read(storage, part.path)
+            data = _read(storage, part)
             if not data.strip():
                 raise LogCorruptError(f"{part.path}: the checkpoint manifest is empty")
             p, m = find_protocol_and_metadata(data, part.path)
@@ -95,11 +95,13 @@ def check_json_lines(data: bytes, where: str) -> None:
             raise LogCorruptError(f"{where}: malformed JSON action on line {n}: {e}") from e
 
 
-def _read(storage: Storage, path: str) -> bytes:
+def _read(storage: Storage, part: FileInfo) -> bytes:
+    """A JSON checkpoint manifest, whole: a read shorter than the listed size (a store that ends
+    a read early) would drop its last actions, the sidecar references among them."""
     try:
-        return storage.read_bytes(path)
-    except FileNotFoundError as e:
-        raise MissingLogFileError(f"checkpoint file {path} is missing") from e
+        return storage.read_listed(part.path, part.listed_size)
+    except MissingLogFileError as e:
+        raise MissingLogFileError(f"checkpoint file {part.path} is missing") from e
 
 
 def sidecar_path(storage: Storage, log_dir: str, path: str, manifest: str) -> str:
@@ -131,7 +133,7 @@ def read_manifest(
     if ckpt.kind == "v2" and ckpt.parts[0].name.endswith(".json"):
         part = ckpt.parts[0]
         schema = commit_schema(partition_values_type(physical_partitions))
-        data = _read(storage, part.path)
+        data = _read(storage, part)
         if not data.strip():
             raise LogCorruptError(f"{part.path}: the checkpoint manifest is empty")
         table, _ = parse_json_actions([data], schema, [part.path])
