@@ -64,7 +64,12 @@ import pyarrow.compute as pc
 
 from .arrow_threads import arrow_threads
 from .errors import DeltaError, LogCorruptError, ParallelStateError, StorageError
-from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
+from .log.actions import (
+    checkpoint_read_errors,
+    file_action_types,
+    partition_values_type,
+    read_parquet_actions,
+)
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
 from .log.segment import checkpoint_file_version, is_multi_part_checkpoint
 from .protocol import Metadata, Protocol
@@ -436,9 +441,7 @@ class ParallelState:
             columns=scan.columns,
             predicate=scan.predicate,
             leaves=sorted({_relative_to_log(snap.storage, leaf.path) for leaf in leaves}),
-            checkpoint_table_id=snap.metadata.id
-            if getattr(snap, "metadata_from_checkpoint", False)
-            else None,
+            checkpoint_table_id=_checkpoint_table_id(snap),
             _storage=snap.storage,
             _metadata=snap.metadata,
             _protocol=snap.protocol,
@@ -820,6 +823,25 @@ _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
     "leaves": list,
     "checkpoint_table_id": str,
 }
+
+
+def _checkpoint_table_id(snap: Any) -> str | None:
+    """The table id a classic or multi-part checkpoint's metaData holds (the snapshot's own when
+    no later commit replaced the metadata; else read: one column, ~3 ms for 300k adds). V2
+    checkpoints' leaves are sidecars, named uniquely: no id needed."""
+    if getattr(snap, "metadata_from_checkpoint", False):
+        return snap.metadata.id
+    ckpt = snap.segment.checkpoint
+    if ckpt is None or ckpt.kind == "v2":
+        return None
+    for part in ckpt.parts:
+        found = read_parquet_actions(snap.storage, part, ["metaData.id"])
+        if "metaData" in found.column_names:
+            md = found.column("metaData").combine_chunks()
+            md = md.filter(md.is_valid())
+            if len(md):
+                return pc.struct_field(md, "id")[0].as_py()
+    return None
 
 
 def _leaf_location(storage: Storage, path: str) -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import DeltaError, LogCorruptError, MissingProtocolError, VersionNotFoundError
+from .errors import LogCorruptError, MissingProtocolError, VersionNotFoundError
 from .log.actions import (
     CommitData,
     commit_schema,
@@ -392,9 +392,9 @@ class Snapshot(TableVersionView):
             if not keys_ready.done():  # type every add now, drop the touched ones after
                 try:
                     return self.to_scan_files(flat), flat.column("key"), txn, dom
-                except DeltaError:
-                    # a file a later commit removed may not fit the current schema (a partition
-                    # column's type changed by an overwrite): wait for the keys, then type the rest
+                except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
+                    # a file a later commit removed may not fit the current schema (a column's
+                    # type changed by an overwrite): wait for the keys, then type the rest
                     pass
             keys = keys_ready.result()
             if keys is None:  # the caller failed: nothing to type

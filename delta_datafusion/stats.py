@@ -60,9 +60,12 @@ def stats_types(md: Metadata, columns: Collection[str] | None = None) -> tuple[p
 def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
     """Cast the parse-typed array to the target type; unparseable leaves become null."""
     if pa.types.is_struct(target):
+        if not pa.types.is_struct(arr.type):  # bounds of another kind (a column retyped since)
+            return pa.nulls(len(arr), target)
         # children by position, flattened once (each by-name lookup scans the fields: quadratic in
-        # the column count, 2,000 columns took seconds)
-        flat = dict(zip((f.name for f in arr.type), arr.flatten(), strict=True))
+        # the column count, 2,000 columns took seconds); a name given twice is unknown
+        names = [f.name for f in arr.type]
+        flat = {n: c for n, c in zip(names, arr.flatten(), strict=True) if names.count(n) == 1}
         children = [
             _cast_from_parse(flat[f.name] if f.name in flat else pa.nulls(len(arr), f.type), f.type)
             for f in target
@@ -70,11 +73,11 @@ def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
         return pa.StructArray.from_arrays(children, fields=list(target), mask=pc.invert(arr.is_valid()))
     if arr.type == target:
         return arr
-    if pa.types.is_date(target):
-        return pc.strptime(arr, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
     try:
+        if pa.types.is_date(target) and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+            return pc.strptime(arr, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
         return arr.cast(target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return pa.nulls(len(arr), target)
 
 

@@ -298,6 +298,11 @@ class Storage:
         with _store_errors("look up", path):
             return bool(self.fs.isdir(path))
 
+    def open_remote(self, path: str) -> Any:
+        """A file of a remote store opened for pyarrow, its failed requests StorageError."""
+        with _store_errors("open", path):
+            return _StoreFile(self.fs.open(path, "rb"), path)
+
     def _open(self, path: str):
         return open(path, "rb") if self.is_local else self.fs.open(path, "rb")  # noqa: SIM115
 
@@ -400,6 +405,33 @@ def _store_errors(what: str, path: str) -> Iterator[None]:
         raise StorageError(f"cannot {what} {path}: permission denied") from e
     except Exception as e:  # noqa: BLE001 - every store raises its own kinds
         raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
+
+
+class _StoreFile:
+    """A remote file handle whose failed requests are StorageError naming the file (pyarrow
+    passes a Python exception from a file it reads through unchanged): a checkpoint the store
+    failed to read is not a corrupt one. Not found stays FileNotFoundError."""
+
+    def __init__(self, handle: Any, path: str):
+        self._handle = handle
+        self._path = path
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._handle, name)
+        if name not in ("read", "readinto", "seek", "tell", "size"):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with _store_errors("read", self._path):
+                return attr(*args, **kwargs)
+
+        return call
+
+    def __enter__(self) -> _StoreFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._handle.close()
 
 
 class _NamedMissing:

@@ -1570,6 +1570,26 @@ def test_checkpoint_files_an_overwrite_removed_are_not_typed(tmp_path, monkeypat
     assert files.column("partition_values").to_pylist() == [{"p": 1}]
 
 
+@pytest.mark.parametrize(
+    "new_values", [pa.array([dt.date(2020, 1, 1)]), pa.array([{"x": 1}])], ids=["to-date", "to-struct"]
+)
+def test_checkpoint_stats_of_a_column_retyped_since_are_not_typed(tmp_path, new_values):
+    """A checkpoint with stats_parsed of a long column, then an overwrite retyping it: typing the
+    removed files' bounds as the new type raised raw pyarrow/Python errors on the checkpoint
+    thread (every run), and a bound of another kind is now unknown rather than an error."""
+    deltalake.write_deltalake(
+        str(tmp_path),
+        pa.table({"a": pa.array([1, 2], pa.int64())}),
+        configuration={"delta.checkpoint.writeStatsAsStruct": "true"},
+    )
+    deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
+    deltalake.write_deltalake(
+        str(tmp_path), pa.table({"a": new_values}), mode="overwrite", schema_mode="overwrite"
+    )
+    got = DeltaTable(str(tmp_path)).snapshot().scan().to_table().column("a").to_pylist()
+    assert got == new_values.to_pylist()
+
+
 def test_log_cleanup_during_a_timestamp_lookup_is_a_package_error(copy_corpus_table):
     """In-commit timestamps are read from the commit files, after the listing: commits cleaned
     up in between gave a raw FileNotFoundError; now a MissingLogFileError naming the file (time

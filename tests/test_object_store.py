@@ -365,8 +365,21 @@ def test_failed_requests_are_storage_errors_naming_the_file(flaky) -> None:
     # a checkpoint's parquet: the store failed, the file is not corrupt
     _upload(fs, corpus_table("app-txn-checkpoint"), f"{root}/ck")
     _FlakyMemoryFS.broken = {".checkpoint.parquet": "error"}
-    with pytest.raises(dd.StorageError, match=r"cannot read .*\.checkpoint\.parquet: ConnectionError"):
+    with pytest.raises(dd.StorageError, match=r"cannot (open|read) .*\.checkpoint\.parquet: ConnectionError"):
         dd.DeltaTable(f"ddflaky://{root}/ck").snapshot().files()
+    for error in (PermissionError("denied"), RuntimeError("HttpResponseError 503")):  # any store error
+
+        class _Failing(_FlakyMemoryFS):
+            protocol = "ddfailing"
+
+            def _open(self, path, mode="rb", _e=error, **kwargs):
+                if path.endswith(".checkpoint.parquet"):
+                    raise _e
+                return super()._open(path, mode, **kwargs)
+
+        fsspec.register_implementation("ddfailing", _Failing, clobber=True)
+        with pytest.raises(dd.StorageError, match=r"\.checkpoint\.parquet: .*"):
+            dd.DeltaTable(f"ddfailing://{root}/ck").snapshot().files()
     # a V2 JSON manifest read short would lose its sidecar references
     _upload(fs, corpus_table("v2-checkpoints-json-with-sidecars"), f"{root}/v2")
     manifest = max(  # the newest checkpoint: the latest snapshot's

@@ -719,6 +719,32 @@ def test_table_replaced_between_the_phases_is_refused(tmp_path):
         list(ParallelScanMetadata(blob, unsized))
 
 
+def test_table_replaced_after_a_later_metadata_commit_is_refused(tmp_path):
+    """The snapshot's metadata came from a commit after the checkpoint (a table property set): the
+    check read the checkpoint's own id instead of giving up (the replacement went unnoticed)."""
+    import shutil
+
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+
+    def make(value: int) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        for _ in range(3):
+            write_deltalake(path, pa.table({"id": pa.array([value], pa.int64())}), mode="append")
+        DLTable(path).create_checkpoint()
+        DLTable(path).alter.set_table_properties({"delta.appendOnly": "false"})
+
+    make(1)
+    _, after = sequential(path)
+    assert after.state.checkpoint_table_id is not None
+    blob, unsized = after.state.to_bytes(), [LeafFile(leaf.path) for leaf in after.files]
+    make(2)
+    with pytest.raises(ParallelStateError, match="belongs to table id .* was replaced since"):
+        list(ParallelScanMetadata(blob, unsized))
+
+
 def test_table_id_changed_after_the_checkpoint_is_not_a_replacement(tmp_path):
     """A writer may log a metaData with a new table id after the checkpoint (deltalake's
     DeltaTable.create(mode='overwrite')): the checkpoint's id is then not the snapshot's, and the

@@ -376,7 +376,7 @@ def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
         pf = (
             pq.ParquetFile(path, filesystem=storage.arrow_fs)
             if storage.is_local
-            else pq.ParquetFile(storage.fs.open(path, "rb"))
+            else pq.ParquetFile(storage.open_remote(path))
         )
         if len(cache) > 64:
             cache.clear()
@@ -392,7 +392,7 @@ def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator
         yield
     except FileNotFoundError as e:
         raise MissingLogFileError(f"{what} {path} is missing") from e
-    except (ConnectionError, TimeoutError) as e:  # the store failed the request: not corrupt
+    except (ConnectionError, TimeoutError, PermissionError) as e:  # the store failed: not corrupt
         raise StorageError(f"cannot read {path}: {type(e).__name__}: {e}") from e
     except (pa.ArrowInvalid, OSError) as e:
         if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file

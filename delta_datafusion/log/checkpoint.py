@@ -231,7 +231,7 @@ def open_leaf(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
         finally:
             pf.close()
     else:
-        with storage.fs.open(path, "rb") as fh:
+        with storage.open_remote(path) as fh:
             yield pq.ParquetFile(fh, metadata=metadata)
 
 
