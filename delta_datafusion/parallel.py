@@ -64,12 +64,7 @@ import pyarrow.compute as pc
 
 from .arrow_threads import arrow_threads
 from .errors import DeltaError, LogCorruptError, ParallelStateError, StorageError
-from .log.actions import (
-    checkpoint_read_errors,
-    file_action_types,
-    partition_values_type,
-    read_parquet_actions,
-)
+from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
 from .log.segment import checkpoint_file_version, is_multi_part_checkpoint
 from .protocol import Metadata, Protocol
@@ -835,7 +830,9 @@ def _checkpoint_table_id(snap: Any) -> str | None:
     if ckpt is None or ckpt.kind == "v2":
         return None
     for part in ckpt.parts:
-        found = read_parquet_actions(snap.storage, part, ["metaData.id"])
+        # a reader of its own: the planning reads' cached one must not be read from several
+        # threads (sequential phases finished on threads at once crashed in pyarrow)
+        found = read_leaf(snap.storage, LeafFile(part.path, part.size or 0), ["metaData.id"])
         if "metaData" in found.column_names:
             md = found.column("metaData").combine_chunks()
             md = md.filter(md.is_valid())

@@ -1590,6 +1590,38 @@ def test_checkpoint_stats_of_a_column_retyped_since_are_not_typed(tmp_path, new_
     assert got == new_values.to_pylist()
 
 
+def test_snapshots_of_one_handle_built_on_threads_at_once(tmp_path):
+    """The snapshots of one DeltaTable share its cached checkpoint reader (protocol and metadata
+    reads): eight threads calling snapshot() at once crashed the process (segfault)."""
+    import threading
+
+    path = str(tmp_path / "t")
+    for k in range(40):
+        deltalake.write_deltalake(path, pa.table({"v": [k, k + 1]}), mode="append")
+    deltalake.DeltaTable(path).create_checkpoint()
+    checkpoint = next(log_dir(tmp_path / "t").glob("*.checkpoint.parquet"))
+    pq.write_table(pq.read_table(checkpoint), checkpoint, row_group_size=7)  # several row groups
+    deltalake.DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "false"})
+    for _ in range(20):
+        table = DeltaTable(path)
+        barrier, errors, versions = threading.Barrier(8), [], []
+
+        def build(table=table, barrier=barrier, errors=errors, versions=versions):
+            try:
+                barrier.wait()
+                versions.append(table.snapshot().version)
+            except Exception as e:  # noqa: BLE001 - collected and asserted below
+                errors.append(e)
+
+        threads = [threading.Thread(target=build) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[0]
+        assert versions == [40] * 8
+
+
 def test_log_cleanup_during_a_timestamp_lookup_is_a_package_error(copy_corpus_table):
     """In-commit timestamps are read from the commit files, after the listing: commits cleaned
     up in between gave a raw FileNotFoundError; now a MissingLogFileError naming the file (time

@@ -745,6 +745,47 @@ def test_table_replaced_after_a_later_metadata_commit_is_refused(tmp_path):
         list(ParallelScanMetadata(blob, unsized))
 
 
+def test_sequential_phases_finished_on_threads_at_once(tmp_path):
+    """Reading the checkpoint's table id through the planning reads' cached parquet reader, shared
+    by the snapshots of one DeltaTable, crashed pyarrow (a false LogCorruptError, or a segfault)
+    when phases were finished on several threads at once."""
+    import threading
+
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    for k in range(40):
+        write_deltalake(path, pa.table({"v": [k, k + 1]}), mode="append")
+    DLTable(path).create_checkpoint()
+    checkpoint = next((tmp_path / "t" / "_delta_log").glob("*.checkpoint.parquet"))
+    pq.write_table(pq.read_table(checkpoint), checkpoint, row_group_size=7)  # several row groups
+    DLTable(path).alter.set_table_properties({"delta.appendOnly": "false"})  # metadata after it
+    for _ in range(20):
+        table = DeltaTable(path)
+        phases = []
+        for _ in range(8):
+            phase = table.snapshot().scan().parallel_scan_metadata()
+            list(phase)
+            phases.append(phase)
+        barrier, errors, ids = threading.Barrier(8), [], []
+
+        def finish(phase, barrier=barrier, ids=ids, errors=errors):
+            try:
+                barrier.wait()
+                ids.append(phase.finish().state.checkpoint_table_id)
+            except Exception as e:  # noqa: BLE001 - collected and asserted below
+                errors.append(e)
+
+        threads = [threading.Thread(target=finish, args=(p,)) for p in phases]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors[0]
+        assert len(set(ids)) == 1 and ids[0] is not None
+
+
 def test_table_id_changed_after_the_checkpoint_is_not_a_replacement(tmp_path):
     """A writer may log a metaData with a new table id after the checkpoint (deltalake's
     DeltaTable.create(mode='overwrite')): the checkpoint's id is then not the snapshot's, and the

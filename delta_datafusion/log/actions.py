@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import re
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -418,9 +419,13 @@ def present_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:
 
 
 def read_parquet_actions(storage: Storage, info: FileInfo | str, columns: Sequence[str]) -> pa.Table:
-    """Read the top-level action columns that exist in a checkpoint parquet file."""
+    """Read the top-level action columns that exist in a checkpoint parquet file.
+
+    The reader is shared by the snapshots of one table handle, which threads may build at once:
+    reads through it take turns (concurrent reads through one ParquetFile crash pyarrow)."""
     path = info.path if isinstance(info, FileInfo) else info
-    with checkpoint_read_errors(path):
+    lock = storage.__dict__.setdefault("_log_parquet_lock", threading.Lock())
+    with checkpoint_read_errors(path), lock:
         pf = open_parquet(storage, path)
         return pf.read(columns=present_columns(pf, columns))
 
