@@ -249,6 +249,23 @@ def test_commit_that_is_not_json_at_all_is_corrupt(tmp_path: Path):
         DeltaTable(str(t)).snapshot()
 
 
+def test_no_version_buildable_says_so(tmp_path: Path):
+    """Commit 0 and every checkpoint gone: the error named versions ('available versions are
+    2..4') that cannot be built either."""
+    from delta_datafusion.errors import VersionNotFoundError
+
+    t = tmp_path / "t"
+    for i in range(5):
+        deltalake.write_deltalake(str(t), pa.table({"x": [i]}), mode="append")
+    commit_path(t, 0).unlink()
+    commit_path(t, 1).unlink()
+    for v in (3, None):
+        with pytest.raises(
+            VersionNotFoundError, match=r"no version can be: the log keeps commits 2\.\.4 only"
+        ):
+            DeltaTable(str(t)).snapshot(version=v)
+
+
 def test_add_path_starting_with_file_colon_is_relative(tmp_path: Path):
     """deltalake logs a partition column named 'file:k' as the path 'file:k=a/part-...' unescaped;
     deltalake and DuckDB read it relative to the table (it was read relative to the process's

@@ -268,10 +268,15 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
                 if ignored
                 else ""
             )
+            available = (
+                f"available versions are {listing.earliest_version()}..{latest}"
+                if listing.checkpoints
+                else f"no version can be: the log keeps commits {min(listing.commits)}..{latest} only, "
+                "without commit 0 or a checkpoint"
+            )
             raise VersionNotFoundError(
                 f"version {version} of {listing.log_dir} cannot be reconstructed: commit 0 is missing "
-                f"and no checkpoint precedes it (available versions are "
-                f"{listing.earliest_version()}..{latest}{why})"
+                f"and no checkpoint precedes it ({available}{why})"
             )
         raise NonContiguousVersionsError(
             f"{listing.log_dir}: commit versions are not contiguous, missing "
