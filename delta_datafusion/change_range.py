@@ -148,13 +148,8 @@ _TIMELINES: LruCache[CommitTimeline] = LruCache(8)
 def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
     """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
     key = (*table.storage.cache_key, _listing_key(listing))
-    cached = _TIMELINES.get(key)
     # a copy or restore tool may have given an older commit file another time since
-    if isinstance(cached, CommitTimeline) and cached.same_file_times(listing):
-        return cached
-    timeline = table.timeline(listing)
-    _TIMELINES.put(key, timeline)
-    return timeline
+    return _TIMELINES.get_or_make(key, lambda: table.timeline(listing), lambda t: t.same_file_times(listing))
 
 
 def _listing_key(listing: LogListing) -> tuple:

@@ -974,12 +974,9 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
         for v in range(s, e + 1)
     )
     key = (*table.storage.cache_key, s, e, commit_state)
-    cached = _FEEDS.get(key)
-    if isinstance(cached, ChangeFeed) and cached.same_file_times(listing):
-        return cached
-    feed = ChangeFeed(table, s, e, listing)
-    _FEEDS.put(key, feed)
-    return feed
+    return _FEEDS.get_or_make(
+        key, lambda: ChangeFeed(table, s, e, listing), lambda f: f.same_file_times(listing)
+    )
 
 
 def _once_per_commit(actions: pa.Table) -> pa.Table:

@@ -39,9 +39,12 @@ class LruCache(Generic[V]):
     def put(self, key: Hashable, value: V) -> None:
         self.put_many([(key, value)])
 
-    def get_or_make(self, key: Hashable, make: Callable[[], V]) -> V:
+    def get_or_make(
+        self, key: Hashable, make: Callable[[], V], still_valid: Callable[[V], bool] | None = None
+    ) -> V:
+        """The cached value, if any and ``still_valid`` accepts it; else a new one, cached."""
         hit = self.get(key, _MISSING)
-        if hit is not _MISSING:
+        if hit is not _MISSING and (still_valid is None or still_valid(hit)):  # type: ignore[arg-type]
             return hit  # type: ignore[return-value]
         value = make()
         self.put(key, value)

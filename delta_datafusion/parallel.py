@@ -399,8 +399,8 @@ class ParallelState:
         #: the checkpoint's leaf files, as paths relative to ``_delta_log``: the only files a
         #: worker of this state reads (None: any leaf of the checkpoint's version)
         self.leaves = tuple(leaves) if leaves is not None else None
-        #: the table id the checkpoint's metaData holds, when the snapshot's metadata came from the
-        #: checkpoint (a later commit may give the table another id: then it is not known)
+        #: the table id a classic or multi-part checkpoint's metaData holds (None for V2: its
+        #: leaves are sidecars, named uniquely)
         self.checkpoint_table_id = checkpoint_table_id
         where = f"parallel state of {table_root} at version {version}"
         self.storage = (
@@ -481,15 +481,11 @@ class ParallelState:
 
     def _check_same_table(self, metadata: pa.ChunkedArray, leaf: LeafFile) -> None:
         """The checkpoint part holding the metaData action must name the table the sequential
-        phase read it as (known when the snapshot's metadata came from the checkpoint)."""
+        phase read it as."""
         if self.checkpoint_table_id is None:
             return
-        md = metadata.combine_chunks()
-        rows = md.filter(md.is_valid())
-        if not len(rows) or rows.type.get_field_index("id") < 0:
-            return
-        ids = set(pc.struct_field(rows, "id").to_pylist())
-        if ids != {self.checkpoint_table_id}:
+        ids = set(_table_ids(metadata))
+        if ids and ids != {self.checkpoint_table_id}:
             raise ParallelStateError(
                 f"leaf file {leaf.path} belongs to table id {sorted(map(str, ids))[0]}, but the state was made "
                 f"from table id {self.checkpoint_table_id}: the table at {self.table_root} was replaced since"
@@ -833,12 +829,20 @@ def _checkpoint_table_id(snap: Any) -> str | None:
         # a reader of its own: the planning reads' cached one must not be read from several
         # threads (sequential phases finished on threads at once crashed in pyarrow)
         found = read_leaf(snap.storage, LeafFile(part.path, part.size or 0), ["metaData.id"])
-        if "metaData" in found.column_names:
-            md = found.column("metaData").combine_chunks()
-            md = md.filter(md.is_valid())
-            if len(md):
-                return pc.struct_field(md, "id")[0].as_py()
+        ids = _table_ids(found.column("metaData")) if "metaData" in found.column_names else []
+        if ids:
+            return ids[0]
     return None
+
+
+def _table_ids(metadata: pa.ChunkedArray) -> list[str]:
+    """The ids of the metaData actions in a checkpoint's ``metaData`` column (null rows are
+    other actions)."""
+    md = metadata.combine_chunks()
+    rows = md.filter(md.is_valid())
+    if not len(rows) or rows.type.get_field_index("id") < 0:
+        return []
+    return pc.struct_field(rows, "id").to_pylist()
 
 
 def _leaf_location(storage: Storage, path: str) -> str:

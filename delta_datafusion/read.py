@@ -769,7 +769,9 @@ class UnitReader:
                 f"schema says {expected} ({reason})"
             )
         if len(units) == 1 or named:
-            return DeltaError(f"{where}: cannot read data file {(named or units)[0].location}: {reason}")
+            location = (named or units)[0].location
+            reason = reason.removeprefix(f"{location}: ")  # the store's error named it already
+            return DeltaError(f"{where}: cannot read data file {location}: {reason}")
         return DeltaError(
             f"{where}: cannot read one of {len(units)} data files (the first is {units[0].location}): {reason}"
         )

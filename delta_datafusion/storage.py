@@ -11,7 +11,7 @@ import datetime
 import os
 import posixpath
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -407,10 +407,10 @@ def _store_errors(what: str, path: str) -> Iterator[None]:
         raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
 
 
-class _StoreFile:
-    """A remote file handle whose failed requests are StorageError naming the file (pyarrow
-    passes a Python exception from a file it reads through unchanged): a checkpoint the store
-    failed to read is not a corrupt one. Not found stays FileNotFoundError."""
+class _FileProxy:
+    """A store's file handle for pyarrow whose I/O calls go through :meth:`_call`, which names
+    the file in their errors (a store's own message often names none); everything else is the
+    handle's."""
 
     def __init__(self, handle: Any, path: str):
         self._handle = handle
@@ -420,41 +420,39 @@ class _StoreFile:
         attr = getattr(self._handle, name)
         if name not in ("read", "readinto", "seek", "tell", "size"):
             return attr
+        return lambda *args, **kwargs: self._call(attr, args, kwargs)
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            with _store_errors("read", self._path):
-                return attr(*args, **kwargs)
+    def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        raise NotImplementedError
 
-        return call
-
-    def __enter__(self) -> _StoreFile:
+    def __enter__(self) -> _FileProxy:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._handle.close()
 
 
-class _NamedMissing:
-    """A file handle whose not-found errors name the file (they surface at the first read)."""
+class _StoreFile(_FileProxy):
+    """Failed requests are StorageError (pyarrow passes a Python exception from a file it reads
+    through unchanged): a checkpoint the store failed to read is not a corrupt one. Not found
+    stays FileNotFoundError."""
 
-    def __init__(self, handle: Any, path: str):
-        self._handle = handle
-        self._path = path
+    def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        with _store_errors("read", self._path):
+            return attr(*args, **kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._handle, name)
-        if name not in ("read", "readinto", "seek", "tell", "size"):
-            return attr
 
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attr(*args, **kwargs)
-            except FileNotFoundError as e:
-                raise FileNotFoundError(f"{self._path}: {e}") from e
-            except OSError as e:  # a network error or a timeout: the message names no file
-                raise OSError(f"{self._path}: {type(e).__name__}: {e}") from e
+class _NamedMissing(_FileProxy):
+    """Data-file reads: errors stay OSErrors (the reader turns them into its own), with the
+    file named; not-found ones surface at the first read."""
 
-        return call
+    def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        try:
+            return attr(*args, **kwargs)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"{self._path}: {e}") from e
+        except OSError as e:  # a network error or a timeout: the message names no file
+            raise OSError(f"{self._path}: {type(e).__name__}: {e}") from e
 
 
 def _local_names(path: str) -> list[str]:
