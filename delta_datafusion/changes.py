@@ -727,7 +727,8 @@ class ChangeFeed:
         )
 
     def reader(self) -> UnitReader:
-        from .read import UnitReader, make_read_schema
+        from .read import UnitReader
+        from .read_schema import make_read_schema
 
         md = self.metadata
         rs = make_read_schema(

@@ -14,7 +14,8 @@ output schema:
   masked by position, then the filter and projection applied.
 
 Column mapping: files are read with the physical schema (physical names, nested too), the filter
-is renamed to physical names, and the output is renamed back to logical names.
+is renamed to physical names, and the output is renamed back to logical names (the mapping and
+the stored-type rules are in :mod:`.read_schema`).
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from __future__ import annotations
 import numbers
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -39,8 +38,22 @@ from .errors import (
     DeltaError,
     UnsupportedFeatureError,
 )
+from .read_schema import (
+    ConversionError,
+    ReadSchema,
+    cast_column,
+    cast_may_fail,
+    conform,
+    field_id,
+    has_float,
+    id_mode_columns,
+    is_view,
+    readable_as,
+    same_storage,
+    shredded_field,
+)
 from .scan_unit import CHANGE_TYPE, COMMIT_VERSION, ScanUnit
-from .schema import VARIANT_TYPE, is_supported_type_change, relabel
+from .schema import relabel
 from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
@@ -70,156 +83,13 @@ FIRST_BATCH_ROWS = 8192
 MAX_EXISTENCE_CHECKS = 64
 
 
-class _ConversionError(DeltaError):
-    """A file column that cannot be read as the table type; the reader names the file."""
-
-
 #: What reading a data file may raise; both read paths turn it into an error naming the file.
-_READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, _ConversionError)
+_READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ConversionError)
 
 # Facts read once from a data file's footer, per (location, size)
 _FOOTER_LOCK = threading.Lock()
 _VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
-
-
-def _is_view(t: pa.DataType) -> bool:
-    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_is_view(f.type) for f in t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _is_view(t.value_type)
-    return False
-
-
-_FIELD_ID = b"PARQUET:field_id"
 _ID_CACHE: dict[tuple[str, int], dict[str, tuple[str, pa.DataType]] | None] = {}
-
-
-def _field_id(f: pa.Field) -> bytes | None:
-    return (f.metadata or {}).get(_FIELD_ID)
-
-
-def _named_by_id(file_type: pa.DataType, phys_type: pa.DataType) -> pa.DataType:
-    """``file_type`` with every nested field renamed to the physical field of the same parquet
-    field id (column mapping id mode); fields without a match get a name no target has."""
-    if pa.types.is_struct(file_type) and pa.types.is_struct(phys_type):
-        targets = {_field_id(f): f for f in phys_type if _field_id(f) is not None}
-        fields = []
-        for f in file_type:
-            target = targets.get(_field_id(f)) if _field_id(f) is not None else None
-            if target is None:
-                fields.append(f.with_name("\x00unmatched:" + f.name))
-            else:
-                fields.append(f.with_name(target.name).with_type(_named_by_id(f.type, target.type)))
-        return pa.struct(fields)
-    if pa.types.is_list(file_type) and pa.types.is_list(phys_type):
-        return pa.list_(
-            file_type.value_field.with_type(_named_by_id(file_type.value_type, phys_type.value_type))
-        )
-    if pa.types.is_large_list(file_type) and pa.types.is_large_list(phys_type):
-        return pa.large_list(
-            file_type.value_field.with_type(_named_by_id(file_type.value_type, phys_type.value_type))
-        )
-    if pa.types.is_map(file_type) and pa.types.is_map(phys_type):
-        return pa.map_(
-            _named_by_id(file_type.key_type, phys_type.key_type),
-            file_type.item_field.with_type(_named_by_id(file_type.item_type, phys_type.item_type)),
-        )
-    return file_type
-
-
-def id_mode_columns(file_schema: pa.Schema, physical: pa.Schema) -> dict[str, tuple[str, pa.DataType]] | None:
-    """Column mapping id mode resolves columns by parquet field id, not by name (PROTOCOL.md).
-    For a file whose names differ from the physical ones (e.g. converted from Iceberg): physical
-    column -> (the file's column, the file's type renamed by id). None when names already agree."""
-    by_id = {_field_id(f): f for f in file_schema if _field_id(f) is not None}
-    out: dict[str, tuple[str, pa.DataType]] = {}
-    differs = False
-    for pf in physical:
-        fid = _field_id(pf)
-        f = by_id.get(fid) if fid is not None else None
-        if f is None:
-            # a file column of this name with another id is another column (one dropped and
-            # added again, say): the table's reads as NULL, not as that column
-            i = file_schema.get_field_index(pf.name)
-            if fid is not None and i >= 0 and _field_id(file_schema.field(i)) not in (None, fid):
-                differs = True
-            continue
-        typ = _named_by_id(f.type, pf.type)
-        differs = differs or f.name != pf.name or typ != f.type
-        out[pf.name] = (f.name, typ)
-    return out if differs else None
-
-
-@dataclass(frozen=True)
-class ReadSchema:
-    """How logical columns map onto the files.
-
-    ``logical``: the table's logical schema plus any constant (virtual) columns.
-    ``physical``: the same columns as stored in files (physical names; constants by their names).
-    ``file_columns``: logical names of the columns stored in data files.
-    """
-
-    logical: pa.Schema
-    physical: pa.Schema
-    file_columns: frozenset[str]
-
-    def to_physical(self) -> dict[str, str]:
-        return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
-
-    @cached_property
-    def renamed_paths(self) -> dict[tuple[str, ...], str]:
-        """Logical -> physical names that differ (column mapping), each field by its logical path
-        (nested struct fields included): the rename a row filter needs (predicate.to_pyarrow).
-        Paths are tuples, so a top-level column named "s.x" is not the field x of s."""
-        out: dict[tuple[str, ...], str] = {}
-
-        def walk(logical: pa.DataType, physical: pa.DataType, prefix: tuple[str, ...]) -> None:
-            if not (pa.types.is_struct(logical) and pa.types.is_struct(physical)):
-                return
-            for lf, pf in zip(logical, physical, strict=False):
-                path = (*prefix, lf.name)
-                if lf.name != pf.name:
-                    out[path] = pf.name
-                walk(lf.type, pf.type, path)
-
-        for lf, pf in zip(self.logical, self.physical, strict=True):
-            if lf.name != pf.name:
-                out[(lf.name,)] = pf.name
-            walk(lf.type, pf.type, (lf.name,))
-        return out
-
-    @property
-    def id_mode(self) -> bool:
-        """Column mapping id mode: the physical schema carries parquet field ids."""
-        return any(_field_id(f) is not None for f in self.physical)
-
-    @cached_property
-    def variant_columns(self) -> frozenset[str]:
-        """Logical names of the stored columns holding a VARIANT (nested ones included)."""
-        return frozenset(
-            lf.name
-            for lf, pf in zip(self.logical, self.physical, strict=True)
-            if lf.name in self.file_columns and _holds_variant(pf.type)
-        )
-
-
-def make_read_schema(
-    logical: pa.Schema,
-    physical: pa.Schema,
-    partition_columns: Sequence[str],
-    constants: Sequence[pa.Field] = (),
-) -> ReadSchema:
-    """Logical/physical schemas for reading; partition and constant columns keep logical names."""
-    parts = set(partition_columns)
-    phys_fields = []
-    for lf, pf in zip(logical, physical, strict=True):
-        phys_fields.append(pa.field(lf.name, lf.type) if lf.name in parts else pf)
-    file_cols = frozenset(f.name for f in logical if f.name not in parts)
-    log = pa.schema(list(logical) + list(constants), metadata=logical.metadata)
-    phy = pa.schema(phys_fields + list(constants))
-    return ReadSchema(log, phy, file_cols)
 
 
 def _guarantee(unit: ScanUnit, rs: ReadSchema) -> ds.Expression | None:
@@ -390,7 +260,7 @@ class UnitReader:
 
         if predicate is None or predicate == TRUE:
             return predicate, None
-        floats = {f.name for f in self.rs.logical if _has_float(f.type)}
+        floats = {f.name for f in self.rs.logical if has_float(f.type)}
         scan, post = [], []
         for c in conjuncts(predicate):
             (post if referenced_columns(c) & floats and not _false_for_nan(c, floats) else scan).append(c)
@@ -475,7 +345,7 @@ class UnitReader:
         return self._footer_fact(
             _VIEW_CACHE,
             unit,
-            lambda schema: frozenset(f.name for f in schema if _is_view(f.type)),
+            lambda schema: frozenset(f.name for f in schema if is_view(f.type)),
             frozenset(),
         )
 
@@ -497,7 +367,7 @@ class UnitReader:
             out = []
             for name, (logical, want) in declared.items():
                 idx = schema.get_field_index(name)
-                found = _shredded_field(schema.field(idx).type, want, logical) if idx >= 0 else None
+                found = shredded_field(schema.field(idx).type, want, logical) if idx >= 0 else None
                 if found:
                     out.append((name, found))
             return tuple(out)
@@ -613,7 +483,7 @@ class UnitReader:
                         batch = batch.filter(post)
                         if len(scan_cols) != len(phys_cols):
                             batch = batch.select(phys_cols)
-                    yield _conform(batch, out_schema)
+                    yield conform(batch, out_schema)
                 for frag in part:  # files that gave no rows were read as well (a filter on them)
                     if frag.path not in checked:
                         self._check_stored_types(frag.path, frag.physical_schema, stored_cols[frag.path])
@@ -635,12 +505,12 @@ class UnitReader:
         needed = [c for c in columns if c in stored]
         read_cols = [phys_names[c] for c in needed if phys_names[c] in file_schema.names]
         physical = {f.name: f.type for f in self.rs.physical}
-        if not all(_same_storage(file_schema.field(c).type, physical[c]) for c in read_cols):
+        if not all(same_storage(file_schema.field(c).type, physical[c]) for c in read_cols):
             return list(range(groups))  # types the dataset converts (or refuses) its own way
         for raw in pf.iter_batches(
             batch_size=FIRST_BATCH_ROWS, row_groups=[0], columns=read_cols, use_threads=True
         ):
-            yield _conform(self._to_logical(raw, unit, needed).select(list(columns)), out_schema)
+            yield conform(self._to_logical(raw, unit, needed).select(list(columns)), out_schema)
         return list(range(1, groups))
 
     # -- row-selection path -------------------------------------------------------------------
@@ -673,12 +543,7 @@ class UnitReader:
                 # field id: it is found by name
                 for p in wanted - by_id.keys():
                     i, j = file_schema.get_field_index(p), self.rs.physical.get_field_index(p)
-                    if (
-                        i >= 0
-                        and j >= 0
-                        and _field_id(self.rs.physical.field(j)) is None
-                        and p not in sources
-                    ):
+                    if i >= 0 and j >= 0 and field_id(self.rs.physical.field(j)) is None and p not in sources:
                         sources[p] = (p, file_schema.field(i).type)
                 # the stored types, under the physical names the field ids give
                 as_table = pa.schema([pa.field(p, t) for p, t in sources.values()])
@@ -709,9 +574,9 @@ class UnitReader:
                 if row_filter is not None and batch.num_rows:
                     batch = batch.filter(row_filter)
                 # _to_logical adds every partition value and constant: keep the requested columns
-                # in the requested order (_conform casts by position)
+                # in the requested order (conform casts by position)
                 batch = batch.select(list(columns))
-                yield _conform(batch, out_schema)
+                yield conform(batch, out_schema)
         except _READ_ERRORS as e:
             raise self._file_error([unit], e) from e
 
@@ -731,7 +596,7 @@ class UnitReader:
                 else:
                     # to the physical type first: nested fields are matched by (physical) name,
                     # whatever their order or number in this file; then renamed position by position
-                    arr = _cast(_cast(batch.column(idx), pf.type, by_name=True), f.type)
+                    arr = cast_column(cast_column(batch.column(idx), pf.type, by_name=True), f.type)
             else:
                 continue
             arrays.append(arr)
@@ -792,14 +657,14 @@ class UnitReader:
 
     def _check_stored_types(self, location: str, stored: pa.Schema, columns: Sequence[str]) -> None:
         """Refuse a data file storing a table column as a type its values cannot be read as
-        unchanged (see :func:`_readable_as`): only a writer outside Delta makes one, and casting
+        unchanged (see :func:`readable_as`): only a writer outside Delta makes one, and casting
         would give values the file never held."""
         for name in columns:
             i, j = stored.get_field_index(name), self.rs.physical.get_field_index(name)
             if i < 0 or j < 0:
                 continue
             have, want = stored.field(i).type, self.rs.physical.field(j).type
-            if not _readable_as(have, want):
+            if not readable_as(have, want):
                 raise DeltaError(
                     f"{self._where}: data file {location} stores column {name!r} as {have}, but the table "
                     f"schema says {want}, and that is not a type change Delta allows (PROTOCOL.md type widening)"
@@ -807,7 +672,7 @@ class UnitReader:
 
     def _mismatched_file(self, units: Sequence[ScanUnit]) -> tuple[str, str, pa.DataType, pa.DataType] | None:
         """After a failed read: the first file (of at most 1,000) storing a table column as a
-        type it cannot be read as (see :func:`_readable_as`), to name it in the error."""
+        type it cannot be read as (see :func:`readable_as`), to name it in the error."""
         expected = {f.name: f.type for f in self.rs.physical}
         wider = None  # else the first column stored wider than the table's type: a value may not fit
         for u in units[:1000]:
@@ -817,26 +682,11 @@ class UnitReader:
                 return None  # unreadable: the original error says more
             for f in schema:
                 want = expected.get(f.name)
-                if want is not None and not _readable_as(f.type, want):
+                if want is not None and not readable_as(f.type, want):
                     return u.location, f.name, f.type, want
-                if wider is None and want is not None and _wider(f.type, want):
+                if wider is None and want is not None and cast_may_fail(f.type, want):
                     wider = (u.location, f.name, f.type, want)
         return wider
-
-
-def _wider(stored: pa.DataType, declared: pa.DataType) -> bool:
-    """A stored type read through a cast that can fail on values: a wider integer (or one of the
-    other signedness), a decimal of more digits, a finer timestamp unit."""
-    if pa.types.is_integer(stored) and pa.types.is_integer(declared):
-        return stored.bit_width > declared.bit_width or (
-            pa.types.is_unsigned_integer(stored) != pa.types.is_unsigned_integer(declared)
-        )
-    if pa.types.is_decimal(stored) and pa.types.is_decimal(declared):
-        return stored.precision > declared.precision
-    if pa.types.is_timestamp(stored) and pa.types.is_timestamp(declared):
-        order = ["s", "ms", "us", "ns"]
-        return order.index(stored.unit) > order.index(declared.unit)
-    return False
 
 
 def _false_for_nan(pred: Any, floats: set[str]) -> bool:
@@ -865,55 +715,6 @@ def _false_for_nan(pred: Any, floats: set[str]) -> bool:
         if not (isinstance(left, Column) and left.name in floats):
             return not (isinstance(right, Column) and right.name in floats)
         return isinstance(right, Literal) and not right.is_nan and op in ("<", "<=", "=")
-    return False
-
-
-def _holds_variant(t: pa.DataType) -> bool:
-    if t == VARIANT_TYPE:
-        return True
-    if pa.types.is_struct(t):
-        return any(_holds_variant(f.type) for f in t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _holds_variant(t.value_type)
-    if pa.types.is_map(t):
-        return _holds_variant(t.key_type) or _holds_variant(t.item_type)
-    return False
-
-
-def _shredded_field(stored: pa.DataType, declared: pa.DataType, path: str) -> str | None:
-    """The path of a variant that ``stored`` (a file's type) keeps shredded, if any: a struct
-    with a field other than value, metadata and ignorable ``_``-prefixed ones, or without value."""
-    if declared == VARIANT_TYPE:
-        if not pa.types.is_struct(stored):
-            return None  # not a struct at all: the read reports the type mismatch
-        names = {f.name for f in stored}
-        extra = sorted(n for n in names if n not in ("value", "metadata") and not n.startswith("_"))
-        return f"{path!r} (field {extra[0]!r})" if extra else (None if "value" in names else f"{path!r}")
-    if pa.types.is_struct(declared) and pa.types.is_struct(stored):
-        for f in declared:
-            idx = stored.get_field_index(f.name)
-            if idx >= 0:
-                found = _shredded_field(stored.field(idx).type, f.type, f"{path}.{f.name}")
-                if found:
-                    return found
-        return None
-    lists = (pa.types.is_list, pa.types.is_large_list)
-    if any(k(declared) for k in lists) and any(k(stored) for k in lists):
-        return _shredded_field(stored.value_type, declared.value_type, f"{path}[]")
-    if pa.types.is_map(declared) and pa.types.is_map(stored):
-        return _shredded_field(stored.item_type, declared.item_type, f"{path}[value]")
-    return None
-
-
-def _has_float(t: pa.DataType) -> bool:
-    if pa.types.is_floating(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_has_float(f.type) for f in t)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _has_float(t.value_type)
-    if pa.types.is_map(t):
-        return _has_float(t.key_type) or _has_float(t.item_type)
     return False
 
 
@@ -971,93 +772,6 @@ def _known_row_count(unit: ScanUnit) -> int | None:
     if not isinstance(cardinality, int) or not 0 <= cardinality <= n:
         return None
     return n - cardinality
-
-
-def _cast(arr: pa.Array, typ: pa.DataType, by_name: bool = False) -> pa.Array:
-    """``arr`` as ``typ``. Same shape: fields renamed by position (physical -> logical names),
-    unless ``by_name``: then pyarrow's cast matches struct fields by name (file -> physical)."""
-    if arr.type == typ:
-        return arr
-    try:
-        if not by_name and _same_shape(arr.type, typ):
-            return relabel(arr, typ)
-        return arr.cast(typ)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise _ConversionError(
-            f"cannot convert column of type {arr.type} to the table type {typ}: {e}"
-        ) from e
-
-
-def _same_storage(file_type: pa.DataType, table_type: pa.DataType) -> bool:
-    """Does a file column hold the table type as is (string views for strings included)?"""
-    if file_type == table_type:
-        return True
-    text = (pa.string(), pa.large_string(), pa.string_view())
-    raw = (pa.binary(), pa.large_binary(), pa.binary_view())
-    return (file_type in text and table_type in text) or (file_type in raw and table_type in raw)
-
-
-def _readable_as(stored: pa.DataType, declared: pa.DataType) -> bool:
-    """Can a file column of type ``stored`` be read as the table's ``declared`` type without
-    changing its values? Yes for the same type, for other encodings of it that writers use
-    (string / large / view types and unannotated binary for strings, fixed-size binaries and
-    lists, the storage of Arrow extension types, any timestamp unit or zone
-    (INT96), integer widths (an overflowing value fails the cast), decimal precision at the same
-    scale (likewise), dictionaries, all-null columns), for the type widenings the protocol allows,
-    and for nested types field by field (fields by name; missing ones read as NULL)."""
-    if isinstance(stored, pa.BaseExtensionType):  # restored from a writer's Arrow schema (json, uuid)
-        stored = stored.storage_type
-    if _same_storage(stored, declared) or pa.types.is_null(stored) or pa.types.is_null(declared):
-        return True
-    if pa.types.is_dictionary(stored):
-        return _readable_as(stored.value_type, declared)
-    text = (pa.string(), pa.large_string(), pa.string_view())
-    raw = (pa.binary(), pa.large_binary(), pa.binary_view())
-    stored_raw = stored in raw or pa.types.is_fixed_size_binary(stored)
-    if (stored_raw and (declared in text or declared in raw)) or (stored in text and declared in raw):
-        return True  # strings written without the UTF8 annotation, bytes with it, fixed-length bytes
-    for same_kind in (pa.types.is_integer, pa.types.is_timestamp, pa.types.is_date):
-        if same_kind(stored) and same_kind(declared):
-            return True
-    if pa.types.is_decimal(stored) and pa.types.is_decimal(declared) and stored.scale == declared.scale:
-        return True
-    if pa.types.is_struct(stored) and pa.types.is_struct(declared):
-        fields = {f.name: f.type for f in stored}
-        return all(_readable_as(fields[f.name], f.type) for f in declared if f.name in fields)
-    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_list_view, pa.types.is_large_list_view)
-    lists += (pa.types.is_fixed_size_list,)  # polars' Array, deltalake's fixed-size lists
-    if any(k(stored) for k in lists) and any(k(declared) for k in lists):
-        return _readable_as(stored.value_type, declared.value_type)
-    if pa.types.is_map(stored) and pa.types.is_map(declared):
-        return _readable_as(stored.key_type, declared.key_type) and _readable_as(
-            stored.item_type, declared.item_type
-        )
-    return is_supported_type_change(stored, declared)
-
-
-def _same_shape(a: pa.DataType, b: pa.DataType) -> bool:
-    """Equal up to field names (physical vs logical)."""
-    if pa.types.is_struct(a) and pa.types.is_struct(b):
-        return a.num_fields == b.num_fields and all(
-            _same_shape(a.field(i).type, b.field(i).type) for i in range(a.num_fields)
-        )
-    if (pa.types.is_list(a) and pa.types.is_list(b)) or (
-        pa.types.is_large_list(a) and pa.types.is_large_list(b)
-    ):
-        return _same_shape(a.value_type, b.value_type)
-    if pa.types.is_map(a) and pa.types.is_map(b):
-        return _same_shape(a.key_type, b.key_type) and _same_shape(a.item_type, b.item_type)
-    return a == b
-
-
-def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Cast to exactly the output schema (DataFusion does not check batch types)."""
-    if len(schema) == 0:
-        return batch.select([])
-    if batch.schema == schema:
-        return batch
-    arrays = [_cast(batch.column(i), f.type) for i, f in enumerate(schema)]
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
 def _named_in(units: Sequence[ScanUnit], error: str) -> list[ScanUnit]:

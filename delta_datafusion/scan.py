@@ -154,7 +154,8 @@ class Scan:
 
     # -- reading ------------------------------------------------------------------------------
     def reader(self, constants: list[pa.Field] | None = None) -> UnitReader:
-        from .read import UnitReader, make_read_schema
+        from .read import UnitReader
+        from .read_schema import make_read_schema
 
         snap = self.snapshot
         rs = make_read_schema(snap.schema, snap.physical_schema, snap.partition_columns, constants or [])
