@@ -36,6 +36,7 @@ from .errors import (
     DataFileNotFoundError,
     DeletionVectorError,
     DeltaError,
+    StorageError,
     UnsupportedFeatureError,
 )
 from .read_schema import (
@@ -633,11 +634,13 @@ class UnitReader:
                 f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
                 f"schema says {expected} ({reason})"
             )
+        # the store failed (network, timeout, access): a retry may succeed, the file is not bad
+        kind = StorageError if _store_failure(e) else DeltaError
         if len(units) == 1 or named:
             location = (named or units)[0].location
             reason = reason.removeprefix(f"{location}: ")  # the store's error named it already
-            return DeltaError(f"{where}: cannot read data file {location}: {reason}")
-        return DeltaError(
+            return kind(f"{where}: cannot read data file {location}: {reason}")
+        return kind(
             f"{where}: cannot read one of {len(units)} data files (the first is {units[0].location}): {reason}"
         )
 
@@ -772,6 +775,19 @@ def _known_row_count(unit: ScanUnit) -> int | None:
     if not isinstance(cardinality, int) or not 0 <= cardinality <= n:
         return None
     return n - cardinality
+
+
+def _store_failure(e: BaseException) -> bool:
+    """Did a read fail because the store did (pyarrow wraps an fsspec store's ConnectionError,
+    TimeoutError or PermissionError in an OSError whose cause it is)?"""
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (ConnectionError, TimeoutError, PermissionError)):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
 
 
 def _named_in(units: Sequence[ScanUnit], error: str) -> list[ScanUnit]:

@@ -395,8 +395,14 @@ def test_failed_requests_are_storage_errors_naming_the_file(flaky) -> None:
     _FlakyMemoryFS.broken = {}
     victim = sorted(p for p in fs.find(f"{root}/t") if p.endswith(".parquet") and "_delta_log" not in p)[-1]
     _FlakyMemoryFS.broken = {victim.rsplit("/", 1)[1]: "error"}
-    with pytest.raises(dd.DeltaError, match=f"{victim.rsplit('/', 1)[1]}.*ConnectionError"):
+    # a data file the store fails to give: a store error too (it was a plain DeltaError), in SQL too
+    with pytest.raises(dd.StorageError, match=f"data file .*{victim.rsplit('/', 1)[1]}.*ConnectionError"):
         dd.DeltaTable(uri).snapshot().scan().to_table()
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", uri)
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT * FROM t").collect()
+    assert isinstance(dd.from_datafusion(info.value), dd.StorageError), info.value
 
 
 def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:
