@@ -391,16 +391,27 @@ class UnitReader:
     def _id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
         """:func:`id_mode_columns` of a file (footer read once, cached)."""
         return self._footer_fact(
-            _ID_CACHE, unit, lambda schema: id_mode_columns(schema, self.rs.physical), None
+            _ID_CACHE,
+            unit,
+            lambda schema: id_mode_columns(schema, self.rs.physical),
+            None,
+            # the mapping depends on the schema read with (a file is read at several versions)
+            self.rs.physical_key,
         )
 
     def _footer_fact(
-        self, cache: dict, unit: ScanUnit, derive: Callable[[pa.Schema], Any], unreadable: Any
+        self,
+        cache: dict,
+        unit: ScanUnit,
+        derive: Callable[[pa.Schema], Any],
+        unreadable: Any,
+        depends_on: Any = None,
     ) -> Any:
         """``derive(file schema)`` of a data file, cached per file (data files never change, so the
-        footer is read once per process); ``unreadable`` when the footer cannot be read (the read
-        itself reports that). Each cache is bounded like the other per-file caches."""
-        key = (unit.location, unit.size)
+        footer is read once per process) and per ``depends_on`` (whatever else ``derive`` reads);
+        ``unreadable`` when the footer cannot be read (the read itself reports that). Each cache is
+        bounded like the other per-file caches."""
+        key = (unit.location, unit.size, depends_on)
         with _FOOTER_LOCK:
             if key in cache:
                 return cache[key]

@@ -132,6 +132,11 @@ class ReadSchema:
             walk(lf.type, pf.type, (lf.name,))
         return out
 
+    @cached_property
+    def physical_key(self) -> bytes:
+        """The physical schema with its field metadata (ids, names), as a hashable key."""
+        return self.physical.serialize().to_pybytes()
+
     @property
     def id_mode(self) -> bool:
         """Column mapping id mode: the physical schema carries parquet field ids."""

@@ -349,3 +349,28 @@ def test_id_mode_file_with_other_names_is_type_checked_too(tmp_path: Path) -> No
     ):
         dd.DeltaTable(str(table)).snapshot().scan().to_table()
     assert dd.DeltaTable(str(table)).snapshot().scan(columns=["a"]).to_table().column("a").to_pylist() == [1]
+
+
+def test_id_mode_file_read_at_two_versions_maps_columns_per_version(tmp_path: Path) -> None:
+    """Which file columns a file's field ids map to depends on the version's schema: a file whose
+    names agree with the version that dropped a column (nothing to map) but not with the version
+    before it (the dropped column is stored under another name) gave NULLs for that column at the
+    older version once the newer one had been read (the per-file cache ignored the schema)."""
+    table = tmp_path / "t"
+    data = _with_ids(
+        [("col-k", pa.int64(), 1), ("ice_c", pa.string(), 2)], [pa.array([1, 2]), pa.array(["x", "y"])]
+    )
+    _id_mode_table(table, [("k", "long", "col-k", 1), ("c", "string", "col-c", 2)], data)
+    md = json.loads((table / "_delta_log" / f"{0:020d}.json").read_text().splitlines()[1])["metaData"]
+    schema = json.loads(md["schemaString"])
+    schema["fields"] = schema["fields"][:1]  # version 1 drops c
+    md["schemaString"] = json.dumps(schema)
+    (table / "_delta_log" / f"{1:020d}.json").write_text(json.dumps({"metaData": md}) + "\n")
+    dt = dd.DeltaTable(str(table))
+    v1 = [{"k": 1}, {"k": 2}]
+    v0 = [{"k": 1, "c": "x"}, {"k": 2, "c": "y"}]
+    assert dt.snapshot(version=1).scan().to_table().sort_by("k").to_pylist() == v1
+    assert dt.snapshot(version=0).scan().to_table().sort_by("k").to_pylist() == v0
+    ctx = SessionContext()
+    dd.register_table(ctx, "t0", str(table), version=0)
+    assert ctx.sql("SELECT * FROM t0 ORDER BY k").to_pylist() == v0
