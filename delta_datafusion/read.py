@@ -103,7 +103,8 @@ def _guarantee(unit: ScanUnit, rs: ReadSchema) -> ds.Expression | None:
         if idx < 0:
             continue
         typ = rs.logical.field(idx).type
-        term = ds.field(name).is_null() if value is None else (ds.field(name) == pa.scalar(value, typ))
+        field = ds.field(rs.physical.field(idx).name)  # the name the scan reads it under
+        term = field.is_null() if value is None else (field == pa.scalar(value, typ))
         expr = term if expr is None else expr & term
     return expr
 

@@ -152,17 +152,31 @@ class ReadSchema:
         )
 
 
+#: Prefix of a partition column's read name when its own name is taken (see make_read_schema).
+PARTITION_PREFIX = "\x00partition:"
+
+
 def make_read_schema(
     logical: pa.Schema,
     physical: pa.Schema,
     partition_columns: Sequence[str],
     constants: Sequence[pa.Field] = (),
 ) -> ReadSchema:
-    """Logical/physical schemas for reading; partition and constant columns keep logical names."""
+    """Logical/physical schemas for reading; partition and constant columns keep logical names,
+    unless a partition column's name is a stored column's physical name (column mapping renames
+    can make it so: data column b stored as ``a`` next to partition column a). Then it is read
+    under a name no file column has (pyarrow fills it from the fragment guarantee)."""
     parts = set(partition_columns)
+    stored = {pf.name for lf, pf in zip(logical, physical, strict=True) if lf.name not in parts}
     phys_fields = []
     for lf, pf in zip(logical, physical, strict=True):
-        phys_fields.append(pa.field(lf.name, lf.type) if lf.name in parts else pf)
+        if lf.name not in parts:
+            phys_fields.append(pf)
+            continue
+        name = lf.name
+        while name in stored:
+            name = PARTITION_PREFIX + name
+        phys_fields.append(pa.field(name, lf.type))
     file_cols = frozenset(f.name for f in logical if f.name not in parts)
     log = pa.schema(list(logical) + list(constants), metadata=logical.metadata)
     phy = pa.schema(phys_fields + list(constants))

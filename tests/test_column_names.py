@@ -114,3 +114,50 @@ def test_change_feed_filters_on_quoted_names(sessions, table: Path, where: str) 
     got = ctx.sql(f"SELECT count(*) AS n FROM table_changes('{table}', 0) WHERE {where}").to_pylist()
     assert got == ref.sql(f"SELECT count(*) AS n FROM c WHERE {where}").to_pylist()
     assert got[0]["n"] > 0
+
+
+def test_partition_column_named_like_another_columns_physical_name(tmp_path: Path) -> None:
+    """Column mapping renames can give a partition column the name another column is stored under
+    (partition p -> a while data column a -> b, still stored as ``a``, PROTOCOL.md allows it):
+    every query reading b with a filter failed ("Multiple matches for FieldRef.Name(a)")."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "t"
+    (root / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"a": pa.array([1, 2, 3], pa.int32())}), root / "f1.parquet")
+
+    def field(name: str, typ: str, fid: int, phys: str) -> dict:
+        meta = {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": phys}
+        return {"name": name, "type": typ, "nullable": True, "metadata": meta}
+
+    def metadata(fields: list, parts: list) -> dict:
+        conf = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "2"}
+        schema = json.dumps({"type": "struct", "fields": fields})
+        md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": schema}
+        return {"metaData": md | {"partitionColumns": parts, "configuration": conf, "createdTime": 0}}
+
+    size = (root / "f1.parquet").stat().st_size
+    add = {"path": "f1.parquet", "partitionValues": {"p": "x"}, "size": size, "modificationTime": 0}
+    v0 = [
+        {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+        metadata([field("p", "string", 1, "p"), field("a", "integer", 2, "a")], ["p"]),
+        {"add": add | {"dataChange": True}},
+    ]
+    v1 = [metadata([field("a", "string", 1, "p"), field("b", "integer", 2, "a")], ["a"])]
+    for v, actions in enumerate([v0, v1]):
+        text = "\n".join(json.dumps(x) for x in actions) + "\n"
+        (root / "_delta_log" / f"{v:020d}.json").write_text(text)
+    want = [{"a": "x", "b": 1}, {"a": "x", "b": 2}, {"a": "x", "b": 3}]
+    assert dd.DeltaTable(str(root)).snapshot().scan().to_table().sort_by("b").to_pylist() == want
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(root))
+    for where, rows in [
+        ("b > 1", want[1:]),
+        ("a = 'x' AND b = 2", want[1:2]),
+        ("a = 'y'", []),
+        ("a = 'x' OR b = 1", want),
+    ]:
+        assert ctx.sql(f"SELECT a, b FROM t WHERE {where} ORDER BY b").to_pylist() == rows, where
+    assert ctx.sql("SELECT count(*) AS n FROM t WHERE b = 2").to_pydict() == {"n": [1]}
