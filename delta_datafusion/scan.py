@@ -77,13 +77,14 @@ def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
     SQL text (planned by DataFusion exactly as in a query's WHERE clause)."""
     if predicate is None:
         return None
-    from . import predicate as P
+    from .predicate import Predicate
+    from .predicate_parse import bind_types, from_pyarrow
 
     if isinstance(predicate, pc.Expression):
-        pred = P.from_pyarrow(predicate, schema)
-        pred = None if pred is None else P.bind_types(pred, schema)
-    elif isinstance(predicate, P.Predicate):
-        pred = P.bind_types(predicate, schema)
+        pred = from_pyarrow(predicate, schema)
+        pred = None if pred is None else bind_types(pred, schema)
+    elif isinstance(predicate, Predicate):
+        pred = bind_types(predicate, schema)
     elif isinstance(predicate, str):
         from .datafusion.sql_predicate import predicate_from_sql
 

@@ -120,7 +120,7 @@ def test_timestamp_filter_prunes_commits(table):
 
 def feed_plan(path, expr, footers=True):
     feed = load_change_feed(DeltaTable(str(path)), 0)
-    from delta_datafusion.predicate import from_pyarrow
+    from delta_datafusion.predicate_parse import from_pyarrow
 
     res = feed.plan(from_pyarrow(expr, feed.schema), footers=footers)
     return res, res.units

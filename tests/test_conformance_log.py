@@ -239,7 +239,7 @@ def test_query_planning_types_files_as_files_does(name: str):
     disagreed on partition values after typed checkpoints, see test_log_layouts)."""
     import pyarrow as pa
 
-    from delta_datafusion.predicate import from_pyarrow
+    from delta_datafusion.predicate_parse import from_pyarrow
 
     path = table_path(name)
     files = DeltaTable(str(path)).snapshot().files()

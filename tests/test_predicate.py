@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from delta_datafusion import predicate as P
+from delta_datafusion import predicate_parse as PP
 from delta_datafusion.errors import PredicateError
 from delta_datafusion.predicate import (
     And,
@@ -46,13 +47,13 @@ from delta_datafusion.predicate import (
     Or,
     col,
     conjuncts,
-    from_pyarrow,
     lit,
     push_not_down,
     referenced_columns,
     split_by_columns,
     to_pyarrow,
 )
+from delta_datafusion.predicate_parse import from_pyarrow
 
 NAN = float("nan")
 UTC = dt.timezone.utc
@@ -550,8 +551,8 @@ TYPED_EXPRS = {
 @pytest.mark.parametrize("name", sorted(TYPED_EXPRS))
 def test_substrait_and_pickle_routes_agree(name):
     e = TYPED_EXPRS[name]
-    a = P._from_substrait(e, SCHEMA)
-    b = P._from_pickle(e, SCHEMA)
+    a = PP._from_substrait(e, SCHEMA)
+    b = PP._from_pickle(e, SCHEMA)
     assert a == b
     assert from_pyarrow(e, SCHEMA) == a
     for x, y in zip(_literals(a), _literals(b), strict=True):
@@ -618,8 +619,8 @@ def _first_literal(e):
 def test_fallback_to_pickle_route():
     # ns timestamps with a time zone and nan_is_null cannot be written as Substrait
     e = F("tsns") >= _s(1704153600000000123, pa.timestamp("ns", tz="UTC"))
-    with pytest.raises(P._Unsupported):
-        P._from_substrait(e, SCHEMA)
+    with pytest.raises(PP._Unsupported):
+        PP._from_substrait(e, SCHEMA)
     p = from_pyarrow(e, SCHEMA)
     assert p.right.value.value == 1704153600000000123 and p.right.type == pa.timestamp("ns", tz="UTC")
     p = from_pyarrow(F("f64").is_null(nan_is_null=True), SCHEMA)

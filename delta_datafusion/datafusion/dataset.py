@@ -27,7 +27,8 @@ from ..errors import DeltaError, PredicateError
 
 # Imported eagerly: every query parses its pushed filter, and the substrait protobuf modules
 # take ~0.25 s to import, which would otherwise land on the first query of a process.
-from ..predicate import BoolLiteral, from_pyarrow
+from ..predicate import BoolLiteral
+from ..predicate_parse import from_pyarrow
 from ..read import UnitReader
 from ..scan_unit import ScanUnit
 

@@ -42,7 +42,8 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     """The package predicate for the SQL boolean expression ``text`` over ``schema`` (None: TRUE)."""
     from datafusion import SessionContext, Table
 
-    from ..predicate import BoolLiteral, from_pyarrow
+    from ..predicate import BoolLiteral
+    from ..predicate_parse import from_pyarrow
 
     if not text.strip():
         raise PredicateError("predicate: the SQL text is empty")
