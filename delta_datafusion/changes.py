@@ -70,7 +70,7 @@ from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
-from .schema import is_supported_type_change, logical_to_physical_names, physical_name
+from .schema import FIELD_ID_KEY, is_supported_type_change, logical_to_physical_names, physical_name
 from .stats import typed_stats
 from .timestamps import CommitTimeline, read_in_commit_timestamp
 
@@ -154,13 +154,18 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
     ):
         return {}
     out: dict[str, str] = {}
-    old_by_phys = {}
-    for f in old.schema_json["fields"]:
-        old_by_phys[physical_name(f, old.column_mapping_mode)] = f
+    # In id mode a column is its field id: one dropped and added again under the same physical
+    # name is another column (its older files read it as NULL), not a retyped one.
+    by_id = old.column_mapping_mode == "id" and end.column_mapping_mode == "id"
+
+    def key(f: dict, mode: str) -> Any:
+        return f.get("metadata", {}).get(FIELD_ID_KEY) if by_id else physical_name(f, mode)
+
+    old_fields = {key(f, old.column_mapping_mode): f for f in old.schema_json["fields"]}
     for f in end.schema_json["fields"]:
         name = f["name"]
         phys = physical_name(f, end.column_mapping_mode)
-        of = old_by_phys.get(phys)
+        of = old_fields.get(key(f, end.column_mapping_mode))
         end_part = name in end.partition_columns
         if of is None:
             if end_part:
@@ -170,7 +175,7 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
         if old_part != end_part:
             out[name] = "partitioning changed" + (" (was a partition column)" if old_part else "")
             continue
-        old_t = old.physical_schema.field(phys).type
+        old_t = old.physical_schema.field(physical_name(of, old.column_mapping_mode)).type
         new_t = end.physical_schema.field(phys).type
         if not is_supported_type_change(old_t, new_t):
             out[name] = f"type changed from {old_t} to {new_t}"

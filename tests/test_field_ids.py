@@ -374,3 +374,39 @@ def test_id_mode_file_read_at_two_versions_maps_columns_per_version(tmp_path: Pa
     ctx = SessionContext()
     dd.register_table(ctx, "t0", str(table), version=0)
     assert ctx.sql("SELECT * FROM t0 ORDER BY k").to_pylist() == v0
+
+
+def test_id_mode_column_dropped_and_added_again_under_its_physical_name(tmp_path: Path) -> None:
+    """In id mode a column is its field id: c (id 2, boolean) dropped and a string c (id 3) added
+    under the same physical name is a new column, NULL in the older file, in snapshots and in the
+    change feed (which refused: "type changed from bool to string", matching by physical name)."""
+    table = tmp_path / "t"
+    data = _with_ids(
+        [("col-k", pa.int64(), 1), ("col-c", pa.bool_(), 2)], [pa.array([1, 2]), pa.array([True, False])]
+    )
+    _id_mode_table(table, [("k", "long", "col-k", 1), ("c", "boolean", "col-c", 2)], data)
+    log = table / "_delta_log"
+    actions = [json.loads(line) for line in (log / f"{0:020d}.json").read_text().splitlines()]
+    md = actions[1]["metaData"]
+    md["configuration"]["delta.enableChangeDataFeed"] = "true"
+    (log / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    schema = json.loads(md["schemaString"])
+    schema["fields"][1] = dict(schema["fields"][1], type="string")
+    schema["fields"][1]["metadata"] = {
+        "delta.columnMapping.id": 3,
+        "delta.columnMapping.physicalName": "col-c",
+    }
+    md = dict(md, schemaString=json.dumps(schema))
+    md["configuration"] = dict(md["configuration"], **{"delta.columnMapping.maxColumnId": "3"})
+    (log / f"{1:020d}.json").write_text(json.dumps({"metaData": md}) + "\n")
+    dt = dd.DeltaTable(str(table))
+    assert dt.snapshot(version=0).scan().to_table().sort_by("k").column("c").to_pylist() == [True, False]
+    assert dt.snapshot().scan().to_table().sort_by("k").to_pylist() == [
+        {"k": 1, "c": None},
+        {"k": 2, "c": None},
+    ]
+    feed = dt.changes(0, 1).to_table().sort_by("k").select(["k", "c", "_change_type"]).to_pylist()
+    assert feed == [
+        {"k": 1, "c": None, "_change_type": "insert"},
+        {"k": 2, "c": None, "_change_type": "insert"},
+    ]
