@@ -391,6 +391,12 @@ class UnitReader:
 
     def _id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
         """:func:`id_mode_columns` of a file (footer read once, cached)."""
+        try:
+            return self._id_columns_cached(unit)
+        except ConversionError as e:
+            raise DeltaError(f"{self._where}: cannot read data file {unit.location}: {e}") from e
+
+    def _id_columns_cached(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
         return self._footer_fact(
             _ID_CACHE,
             unit,

@@ -76,6 +76,12 @@ def id_mode_columns(file_schema: pa.Schema, physical: pa.Schema) -> dict[str, tu
     For a file whose names differ from the physical ones (e.g. converted from Iceberg): physical
     column -> (the file's column, the file's type renamed by id). None when names already agree."""
     by_id = {field_id(f): f for f in file_schema if field_id(f) is not None}
+    if not by_id and len(file_schema) and any(field_id(pf) is not None for pf in physical):
+        # PROTOCOL.md: such a file is refused or read as all NULLs; by name it could read a
+        # dropped column that another has replaced under the same physical name
+        raise ConversionError(
+            "column mapping id mode finds columns by parquet field id, and this file has none"
+        )
     out: dict[str, tuple[str, pa.DataType]] = {}
     differs = False
     for pf in physical:

@@ -410,3 +410,18 @@ def test_id_mode_column_dropped_and_added_again_under_its_physical_name(tmp_path
         {"k": 1, "c": None, "_change_type": "insert"},
         {"k": 2, "c": None, "_change_type": "insert"},
     ]
+
+
+def test_id_mode_file_without_field_ids_is_refused(tmp_path: Path) -> None:
+    """PROTOCOL.md: in id mode a data file without field ids is refused or read as NULLs. It was
+    read by physical name, which can pick a dropped column another has replaced under its name."""
+    table = tmp_path / "t"
+    _id_mode_table(table, [("k", "long", "col-k", 1)], pa.table({"col-k": pa.array([1, 2], pa.int64())}))
+    message = r"a\.parquet: column mapping id mode finds columns by parquet field id, and this file has none"
+    with pytest.raises(dd.DeltaError, match=message):
+        dd.DeltaTable(str(table)).snapshot().scan().to_table()
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    with pytest.raises(Exception, match="field id") as info:  # noqa: B017 - DataFusion's type
+        ctx.sql("SELECT k FROM t WHERE k > 1").collect()
+    assert isinstance(dd.from_datafusion(info.value), dd.DeltaError)
