@@ -23,13 +23,16 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFac
 from ..errors import DeltaError, TableNotFoundError
 from ..storage import Storage, _store_errors, forget_listing
 from ..table import DeltaTable, relisting
-from .dataset import DeltaDataset, note_provider_error
+from .dataset import DeltaDataset, lookup_dataset, note_provider_error
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
 
-# The Delta tables registered through the package, per session id: name as registered -> dataset
-# (table_changes resolves names through the session itself; this serves explain and messages).
-_REGISTRY: dict[str, dict[str, DeltaDataset]] = {}
+# The Delta tables registered through the package, per session id: name as registered -> dataset,
+# weakly (table_changes resolves names through the session itself; this serves explain and
+# messages). DataFusion holds the dataset while the table is registered; once it is dropped the
+# entry dies with it (a service registering and dropping a table per request kept every snapshot:
+# 10 MB and an open checkpoint file each).
+_REGISTRY: dict[str, dict[str, weakref.ref[DeltaDataset]]] = {}
 _REGISTRY_LOCK = threading.Lock()
 # folder catalogs registered per session (dd.explain reports their tables' scans too)
 _CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
@@ -69,12 +72,29 @@ def _forget_session(session_id: str) -> None:
 
 def _remember(session_id: str, name: str, dataset: DeltaDataset) -> None:
     with _REGISTRY_LOCK:
-        _REGISTRY.setdefault(session_id, {})[name] = dataset
+        _REGISTRY.setdefault(session_id, {})[name] = weakref.ref(dataset)
 
 
 def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
+    """The datasets registered in the session that still exist (dropped ones are forgotten)."""
     with _REGISTRY_LOCK:
-        return dict(_REGISTRY.get(session_id, {}))
+        entries = _REGISTRY.get(session_id, {})
+        out = {name: ref() for name, ref in entries.items()}
+        for name in [n for n, d in out.items() if d is None]:
+            del entries[name]
+        return {name: d for name, d in out.items() if d is not None}
+
+
+def _holds_registered(ctx: SessionContext, name: str) -> bool:
+    """Is the session's table ``name`` the dataset register_table put there (not one a user put
+    there after dropping it)?"""
+    ours = registered_tables(ctx.session_id()).get(name)
+    if ours is None:
+        return False
+    try:
+        return lookup_dataset(lambda: ctx.table_provider(name)) is ours
+    except Exception:  # noqa: BLE001 - not a table this package can look behind
+        return False
 
 
 def open_dataset(
@@ -132,7 +152,7 @@ def register_table(
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
     try:
         if ctx.table_exist(name):
-            if name not in registered_tables(ctx.session_id()):
+            if not _holds_registered(ctx, name):
                 raise DeltaError(
                     f"register_table: {name!r} names a table this session already has, which "
                     f"register_table({name!r}, ...) did not register; deregister it first"
