@@ -381,6 +381,10 @@ class UnitReader:
                     found = shredded(pq.read_schema(u.location, filesystem=self.storage.arrow_fs))
                 except _READ_ERRORS as e:
                     raise self._file_error([u], e) from e
+                except DeltaError:
+                    raise
+                except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
+                    raise self._file_error([u], e) from e
             where = [w for name, w in found if name in wanted]
             if where:
                 raise UnsupportedFeatureError(
@@ -508,6 +512,10 @@ class UnitReader:
                         self._check_stored_types(frag.path, frag.physical_schema, stored_cols[frag.path])
         except _READ_ERRORS as e:
             raise self._file_error(units, e) from e
+        except DeltaError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
+            raise self._file_error(units, e) from e
 
     def _stream_first_row_group(
         self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema
@@ -598,6 +606,10 @@ class UnitReader:
                 yield conform(batch, out_schema)
         except _READ_ERRORS as e:
             raise self._file_error([unit], e) from e
+        except DeltaError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
+            raise self._file_error([unit], e) from e
 
     def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:
         """Physical file batch -> logical columns incl. partition values and constants."""
@@ -645,15 +657,18 @@ class UnitReader:
                 f"{where}: data file {missing[0]}{of} is missing (removed by VACUUM or deleted outside Delta)"
             )
         reason = str(e).splitlines()[0][:400]
-        culprit = self._mismatched_file(units)
+        if not isinstance(e, (*_READ_ERRORS, pa.ArrowException)):
+            reason = f"{type(e).__name__}: {reason}"  # a store's own error: its type says what
+        # the store failed (network, timeout, access): a retry may succeed, the file is not bad
+        store_failed = _store_failure(e)
+        culprit = None if store_failed else self._mismatched_file(units)
         if culprit is not None:
             location, column, stored, expected = culprit
             return DeltaError(
                 f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
                 f"schema says {expected} ({reason})"
             )
-        # the store failed (network, timeout, access): a retry may succeed, the file is not bad
-        kind = StorageError if _store_failure(e) else DeltaError
+        kind = StorageError if store_failed else DeltaError
         if len(units) == 1 or named:
             location = (named or units)[0].location
             reason = reason.removeprefix(f"{location}: ")  # the store's error named it already
@@ -796,15 +811,19 @@ def _known_row_count(unit: ScanUnit) -> int | None:
 
 
 def _store_failure(e: BaseException) -> bool:
-    """Did a read fail because the store did (pyarrow wraps an fsspec store's ConnectionError,
-    TimeoutError or PermissionError in an OSError whose cause it is)?"""
+    """Did a read fail because the store did? pyarrow wraps an fsspec store's ConnectionError,
+    TimeoutError or PermissionError in an OSError whose cause it is, and lets other exceptions of
+    the store's (an HTTP client's) through as they are."""
+    if not isinstance(e, (*_READ_ERRORS, pa.ArrowException)):  # a store's own (HTTP client's) error
+        return True
     seen: set[int] = set()
     cur: BaseException | None = e
     while cur is not None and id(cur) not in seen:
         if isinstance(cur, (ConnectionError, TimeoutError, PermissionError)):
             return True
         seen.add(id(cur))
-        cur = cur.__cause__ or cur.__context__
+        # the explicit cause only: __context__ is whatever the caller was handling meanwhile
+        cur = cur.__cause__
     return False
 
 

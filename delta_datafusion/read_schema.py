@@ -88,10 +88,10 @@ def id_mode_columns(file_schema: pa.Schema, physical: pa.Schema) -> dict[str, tu
         fid = field_id(pf)
         f = by_id.get(fid) if fid is not None else None
         if f is None:
-            # a file column of this name with another id is another column (one dropped and
-            # added again, say): the table's reads as NULL, not as that column
+            # a file column of this name with another id, or none in a file that has ids, is
+            # another column (one dropped and added again, say): the table's reads as NULL
             i = file_schema.get_field_index(pf.name)
-            if fid is not None and i >= 0 and field_id(file_schema.field(i)) not in (None, fid):
+            if fid is not None and i >= 0 and field_id(file_schema.field(i)) != fid:
                 differs = True
             continue
         typ = named_by_id(f.type, pf.type)

@@ -425,3 +425,18 @@ def test_id_mode_file_without_field_ids_is_refused(tmp_path: Path) -> None:
     with pytest.raises(Exception, match="field id") as info:  # noqa: B017 - DataFusion's type
         ctx.sql("SELECT k FROM t WHERE k > 1").collect()
     assert isinstance(dd.from_datafusion(info.value), dd.DeltaError)
+
+
+def test_id_mode_table_column_missing_from_a_file_with_ids_reads_null(tmp_path: Path) -> None:
+    """A file with field ids on some columns: a table column whose id it lacks reads as NULL
+    (PROTOCOL.md), not as the file's id-less column of the same physical name (a dropped one)."""
+    table = tmp_path / "t"
+    k = pa.field("col-k", pa.int64(), metadata={"PARQUET:field_id": "1"})
+    c = pa.field("col-c", pa.bool_())  # no field id: not the table's column 3
+    data = pa.Table.from_arrays([pa.array([1, 2]), pa.array([True, False])], schema=pa.schema([k, c]))
+    _id_mode_table(table, [("k", "long", "col-k", 1), ("c", "boolean", "col-c", 3)], data)
+    got = dd.DeltaTable(str(table)).snapshot().scan().to_table().sort_by("k").to_pylist()
+    assert got == [{"k": 1, "c": None}, {"k": 2, "c": None}]
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    assert ctx.sql("SELECT count(*) AS n FROM t WHERE c IS NULL").to_pydict() == {"n": [2]}

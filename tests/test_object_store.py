@@ -403,6 +403,30 @@ def test_failed_requests_are_storage_errors_naming_the_file(flaky) -> None:
     with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
         ctx.sql("SELECT * FROM t").collect()
     assert isinstance(dd.from_datafusion(info.value), dd.StorageError), info.value
+    # a store's own (HTTP client's) error on a data file escaped as a raw RuntimeError
+
+    class _HttpFailing(_FlakyMemoryFS):
+        protocol = "ddhttpfailing"
+
+        def _open(self, path, mode="rb", **kwargs):
+            if path.endswith(victim.rsplit("/", 1)[1]):
+                raise RuntimeError("HttpResponseError 503")
+            return super()._open(path, mode, **kwargs)
+
+    fsspec.register_implementation("ddhttpfailing", _HttpFailing, clobber=True)
+    _FlakyMemoryFS.broken = {}
+    http_uri = uri.replace("ddflaky://", "ddhttpfailing://")
+    with pytest.raises(dd.StorageError, match="RuntimeError: HttpResponseError 503"):
+        dd.DeltaTable(http_uri).snapshot().scan().to_table()
+    # a corrupt file is corrupt, also when read while the caller handles a store's error
+    _FlakyMemoryFS.broken = {}
+    fs.pipe(victim, b"\0" * 64)
+    with pytest.raises(dd.DeltaError) as info:
+        try:
+            raise ConnectionError("an earlier failure the caller is handling")
+        except ConnectionError:
+            dd.DeltaTable(uri).snapshot().scan().to_table()
+    assert type(info.value) is dd.DeltaError, info.value
 
 
 def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:
