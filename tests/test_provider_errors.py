@@ -567,6 +567,7 @@ def test_dropped_sessions_release_their_tables(tmp_path: Path) -> None:
         del ctx
     gc.collect()
     assert not any(r() is not None for r in alive)
+    session_module.registered_tables("")  # collected sessions are forgotten by the next registry call
     for sid in ids:
         assert sid not in session_module._REGISTRY and sid not in session_module._CATALOGS
         assert sid not in table_function._SESSIONS
@@ -609,6 +610,75 @@ def test_a_dropped_table_is_forgotten_while_its_session_lives(tmp_path: Path) ->
     write_deltalake(str(path), pa.table({"a": [3]}), mode="append")
     dd.register_table(ctx, "t", str(path))
     assert _run(ctx, "SELECT count(*) AS n FROM t").to_pydict() == {"n": [3]}
+
+
+def test_two_threads_refreshing_one_name_both_succeed(tmp_path: Path, monkeypatch) -> None:
+    """register_table refreshing a name while another thread's refresh has swapped its dataset in
+    but not recorded it yet was refused as if the name were a user's table."""
+    import threading
+
+    from delta_datafusion.datafusion import session as session_module
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1, 2]}))
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(path))
+    in_window, release = threading.Event(), threading.Event()
+    remember = session_module._remember
+
+    def slow_remember(sid, name, dataset):
+        if threading.current_thread().name == "first":
+            in_window.set()
+            release.wait(10)
+        return remember(sid, name, dataset)
+
+    monkeypatch.setattr(session_module, "_remember", slow_remember)
+    errors: list[Exception] = []
+
+    def refresh() -> None:
+        try:
+            dd.register_table(ctx, "t", str(path))
+        except Exception as e:  # noqa: BLE001 - collected for the assertion
+            errors.append(e)
+
+    first = threading.Thread(target=refresh, name="first")
+    first.start()
+    assert in_window.wait(10)
+    second = threading.Thread(target=refresh, name="second")
+    second.start()
+    threading.Timer(0.3, release.set).start()  # the second waits for the first, then replaces it
+    first.join(20)
+    second.join(20)
+    assert errors == []
+    assert _run(ctx, "SELECT count(*) AS n FROM t").to_pydict() == {"n": [2]}
+    # and dropped tables' entries do not pile up: each registration clears them
+    for i in range(50):
+        dd.register_table(ctx, f"req_{i}", str(path))
+        ctx.deregister_table(f"req_{i}")
+    assert len(session_module._REGISTRY[ctx.session_id()]) <= 3
+
+
+def test_a_session_collected_while_the_registry_is_locked_does_not_deadlock() -> None:
+    """A session's finalizer runs whenever the garbage collector does, also inside the registry's
+    lock (an allocation there): it took the lock itself and the process hung for good (seen once
+    in the test suite, in register_table)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc\n"
+        "from datafusion import SessionContext\n"
+        "import delta_datafusion as dd\n"
+        "from delta_datafusion.datafusion import session as s\n"
+        "ctx = SessionContext(); dd.register(ctx); ctx.me = ctx  # only the collector frees it\n"
+        "sid = ctx.session_id(); del ctx\n"
+        "with s._REGISTRY_LOCK:\n"
+        "    gc.collect()\n"
+        "s.registered_tables('')\n"
+        "print(sid not in s._TRACKED)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
 
 
 def test_filter_pyarrow_cannot_evaluate_is_refused_at_planning(tmp_path):

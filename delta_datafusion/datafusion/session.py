@@ -34,6 +34,8 @@ from .statement import statement_pins, table_key, track_statements
 # 10 MB and an open checkpoint file each).
 _REGISTRY: dict[str, dict[str, weakref.ref[DeltaDataset]]] = {}
 _REGISTRY_LOCK = threading.Lock()
+#: register_table's check-swap-remember, one at a time (registration is not a hot path)
+_REGISTER_LOCK = threading.Lock()
 # folder catalogs registered per session (dd.explain reports their tables' scans too)
 _CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
 
@@ -50,6 +52,7 @@ def _track(ctx: SessionContext) -> None:
     except (AttributeError, TypeError):  # a session object that takes no attributes: unpinned
         pass
     sid = ctx.session_id()
+    _forget_pending()
     with _REGISTRY_LOCK:
         if sid in _TRACKED:
             return
@@ -60,23 +63,45 @@ def _track(ctx: SessionContext) -> None:
         pass
 
 
+#: Sessions collected since the last registry call, forgotten by the next one (_forget_pending).
+_PENDING_FORGET: list[str] = []
+
+
 def _forget_session(session_id: str) -> None:
-    with _REGISTRY_LOCK:
-        _REGISTRY.pop(session_id, None)
-        _CATALOGS.pop(session_id, None)
-        _TRACKED.discard(session_id)
+    """The session's finalizer. It runs whenever the garbage collector does, possibly on a thread
+    that holds one of the registry locks (an allocation under the lock): taking the lock here
+    deadlocked, so the session is only queued (list.append is atomic)."""
+    _PENDING_FORGET.append(session_id)
+
+
+def _forget_pending() -> None:
+    """Forget the sessions collected since the last call; called before the registry is used."""
     from .table_function import forget_session_plans
 
-    forget_session_plans(session_id)
+    while _PENDING_FORGET:
+        try:
+            session_id = _PENDING_FORGET.pop()
+        except IndexError:  # another thread took the last one
+            return
+        with _REGISTRY_LOCK:
+            _REGISTRY.pop(session_id, None)
+            _CATALOGS.pop(session_id, None)
+            _TRACKED.discard(session_id)
+        forget_session_plans(session_id)
 
 
 def _remember(session_id: str, name: str, dataset: DeltaDataset) -> None:
+    _forget_pending()
     with _REGISTRY_LOCK:
-        _REGISTRY.setdefault(session_id, {})[name] = weakref.ref(dataset)
+        entries = _REGISTRY.setdefault(session_id, {})
+        for dead in [n for n, ref in entries.items() if ref() is None]:  # tables dropped since
+            del entries[dead]
+        entries[name] = weakref.ref(dataset)
 
 
 def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
     """The datasets registered in the session that still exist (dropped ones are forgotten)."""
+    _forget_pending()
     with _REGISTRY_LOCK:
         entries = _REGISTRY.get(session_id, {})
         out = {name: ref() for name, ref in entries.items()}
@@ -150,21 +175,24 @@ def register_table(
     if not isinstance(name, str) or not name:
         raise DeltaError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
-    try:
-        if ctx.table_exist(name):
-            if not _holds_registered(ctx, name):
-                raise DeltaError(
-                    f"register_table: {name!r} names a table this session already has, which "
-                    f"register_table({name!r}, ...) did not register; deregister it first"
-                )
-            ctx.deregister_table(name)
-        ctx.register_table(name, Table(dataset))
-    except DeltaError:
-        raise
-    except Exception as e:  # noqa: BLE001 - DataFusion's errors: an unknown schema in 'a.b', ...
-        raise DeltaError(f"register_table: cannot register {name!r}: {str(e).splitlines()[0]}") from e
-    _track(ctx)
-    _remember(ctx.session_id(), name, dataset)
+    # check, swap and remember at once: a thread refreshing the same name in between would see
+    # the session hold a dataset the registry does not know yet, and be refused
+    with _REGISTER_LOCK:
+        try:
+            if ctx.table_exist(name):
+                if not _holds_registered(ctx, name):
+                    raise DeltaError(
+                        f"register_table: {name!r} names a table this session already has, which "
+                        f"register_table({name!r}, ...) did not register; deregister it first"
+                    )
+                ctx.deregister_table(name)
+            ctx.register_table(name, Table(dataset))
+        except DeltaError:
+            raise
+        except Exception as e:  # noqa: BLE001 - DataFusion's errors: an unknown schema in 'a.b', ...
+            raise DeltaError(f"register_table: cannot register {name!r}: {str(e).splitlines()[0]}") from e
+        _track(ctx)
+        _remember(ctx.session_id(), name, dataset)
     return dataset
 
 
