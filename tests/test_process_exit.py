@@ -147,3 +147,19 @@ def test_exit_closes_the_scans_of_streams_still_held(big_table: Path, monkeypatc
         gc.collect()
         time.sleep(0.05)
     assert not list(SCAN_THREADS._open)
+
+
+def test_a_scan_that_ends_while_exit_begins_is_complete(monkeypatch) -> None:
+    """A scan whose last step (finding its end) runs as the exit guard starts gave all its rows and
+    then failed "interpreter is exiting"; only scans the guard closed fail."""
+    import pyarrow as pa
+
+    from delta_datafusion.datafusion.dataset import SCAN_THREADS
+
+    batch = pa.record_batch({"x": [1, 2]})
+
+    def scan():
+        yield batch
+        monkeypatch.setattr(SCAN_THREADS, "_closing", True)  # the exit begins meanwhile
+
+    assert list(SCAN_THREADS.track(scan())) == [batch]

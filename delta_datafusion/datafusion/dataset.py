@@ -114,6 +114,7 @@ class _ScanThreads:
         self._closing = False
         # scans DataFusion still holds (a stream read partly): closed at exit, see drain()
         self._open: weakref.WeakSet = weakref.WeakSet()
+        self._closed: weakref.WeakSet = weakref.WeakSet()
 
     def track(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         inner = iter(batches)
@@ -141,14 +142,17 @@ class _ScanThreads:
                         self._cond.notify_all()
                         closing = self._closing
                 if batch is None:
-                    if closing:  # the scan was closed at exit, not finished
+                    if closing and it in self._closed:  # closed at exit, not finished
                         raise _exiting()
                     return
                 yield batch
         finally:
             close = getattr(it, "close", None)
             if close is not None:
-                close()  # ends the pyarrow scan under it (its read-ahead included)
+                try:
+                    close()  # ends the pyarrow scan under it (its read-ahead included)
+                except ValueError:  # being closed by close_open_scans on another thread
+                    pass
 
     def drain(self, timeout: float = 10.0) -> None:
         with self._cond:
@@ -164,10 +168,13 @@ class _ScanThreads:
         with self._cond:
             open_scans = list(self._open)
         for scan in open_scans:
+            with self._cond:
+                self._closed.add(scan)  # before closing: its guard must not take the end as done
             try:
                 scan.close()
-            except Exception:  # noqa: BLE001, S110 - one running right now (the wait timed out)
-                pass
+            except Exception:  # noqa: BLE001 - one running right now (the wait timed out)
+                with self._cond:
+                    self._closed.discard(scan)
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Wait until no batch has been in progress for ``QUIET`` seconds (bounded by ``timeout``):
