@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import LogCorruptError
+from .errors import DeltaError, LogCorruptError
 from .log.actions import DV_TYPE, partition_values_type
 from .partition_values import map_to_struct
 from .storage import Storage
@@ -176,7 +176,14 @@ def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
     if len(decoded) == 0:
         return decoded
     root = storage.root.rstrip("/") + "/"
-    joined = pc.binary_join_element_wise(pa.scalar(root, pa.string()), decoded, "")
+    try:
+        root_text = pa.scalar(root, pa.string())
+    except UnicodeEncodeError as e:  # undecodable bytes Python kept as surrogates
+        raise DeltaError(
+            f"table location {root!r} is not UTF-8 text (a folder name with bytes that are not UTF-8, "
+            "or a non-UTF-8 locale: run Python with PYTHONUTF8=1 or a UTF-8 locale)"
+        ) from e
+    joined = pc.binary_join_element_wise(root_text, decoded, "")
     absolute = starts_with_byte(decoded, ord("/"))
     if any_contains_byte(decoded, ord(":")):
         absolute |= pc.fill_null(pc.match_substring(decoded, ":"), False).to_numpy(zero_copy_only=False)

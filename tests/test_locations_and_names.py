@@ -433,3 +433,22 @@ def test_sessions_using_only_the_table_function_are_forgotten(tmp_path: Path):
         del ctx
     gc.collect()
     assert len(table_function._SESSIONS) <= before
+
+
+def test_a_folder_name_that_is_not_utf8_is_refused_clearly(tmp_path: Path) -> None:
+    """A table folder whose name holds bytes that are not UTF-8 (or any non-ASCII name under a
+    non-UTF-8 locale with PYTHONUTF8=0) reaches Python with surrogates, which Arrow strings
+    refuse: files(), scans, the change feed and SQL raised a raw UnicodeEncodeError."""
+    root = os.fsdecode(os.fsencode(str(tmp_path)) + b"/tab\xe9")
+    shutil.copytree(_table(tmp_path / "src", [1, 2]), root)
+    table = dd.DeltaTable(root)
+    assert table.snapshot().version == 0  # the log itself reads
+    message = "is not UTF-8 text"
+    for read in (lambda: table.snapshot().files(), lambda: table.changes(0).to_table()):
+        with pytest.raises(DeltaError, match=message):
+            read()
+    ctx = _session()
+    with pytest.raises(Exception, match=message) as info:  # noqa: B017 - DataFusion's wrapper
+        dd.register_table(ctx, "t", root)
+        ctx.sql("SELECT * FROM t").collect()
+    assert isinstance(dd.from_datafusion(info.value) or info.value, DeltaError)
