@@ -150,6 +150,13 @@ def main(argv: list[str] | None = None) -> int:
     p_info.add_argument("uri")
     p_info.add_argument("--version", type=_non_negative, default=None)
     args = parser.parse_args(argv)
+    # a terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, a C locale) gets escapes for
+    # what it cannot show (a non-ASCII table path, values), not an error instead of the output
+    if hasattr(sys.stdout, "reconfigure"):
+        try:
+            sys.stdout.reconfigure(errors="backslashreplace")
+        except (ValueError, OSError):  # a stream that cannot change (already written, closed)
+            pass
     try:
         if args.command in (None, "demo"):
             return demo()

@@ -62,6 +62,21 @@ def test_cli_stops_quietly_when_its_reader_goes_away():
     assert err == ""
 
 
+def test_cli_on_an_ascii_only_stream_escapes_what_it_cannot_show(tmp_path: Path) -> None:
+    """PYTHONIOENCODING=ascii (or a C locale) and a non-ASCII table path: `info` printed
+    "error: UnicodeEncodeError" and exited 2 instead of its output."""
+    table = tmp_path / "données-é"
+    shutil.copytree(cli.example_table(), table)
+    done = subprocess.run(
+        [sys.executable, "-m", "delta_datafusion.cli", "info", str(table)],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1]), "PYTHONIOENCODING": "ascii"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    assert b"donn\\xe9es-\\xe9" in done.stdout
+
+
 def test_cli_sql_and_info(capsys):
     path = str(cli.example_table())
     assert (
