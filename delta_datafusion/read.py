@@ -84,8 +84,9 @@ FIRST_BATCH_ROWS = 8192
 MAX_EXISTENCE_CHECKS = 64
 
 
-#: What reading a data file may raise; both read paths turn it into an error naming the file.
-_READ_ERRORS = (FileNotFoundError, OSError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ConversionError)
+#: What reading a data file raises of its own (the OS, pyarrow, the type checks); anything else
+#: came from an fsspec store itself (an HTTP client's error). Both name the file (_file_error).
+_READ_ERRORS = (OSError, pa.ArrowException, ConversionError)
 
 # Facts read once from a data file's footer, per (location, size)
 _FOOTER_LOCK = threading.Lock()
@@ -379,12 +380,8 @@ class UnitReader:
             if found is None:  # footer unreadable (perhaps for a moment): unchecked is unread
                 try:
                     found = shredded(pq.read_schema(u.location, filesystem=self.storage.arrow_fs))
-                except _READ_ERRORS as e:
-                    raise self._file_error([u], e) from e
-                except DeltaError:
-                    raise
                 except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
-                    raise self._file_error([u], e) from e
+                    raise self._read_error([u], e) from e
             where = [w for name, w in found if name in wanted]
             if where:
                 raise UnsupportedFeatureError(
@@ -396,19 +393,16 @@ class UnitReader:
     def _id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
         """:func:`id_mode_columns` of a file (footer read once, cached)."""
         try:
-            return self._id_columns_cached(unit)
-        except ConversionError as e:
-            raise DeltaError(f"{self._where}: cannot read data file {unit.location}: {e}") from e
-
-    def _id_columns_cached(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
-        return self._footer_fact(
-            _ID_CACHE,
-            unit,
-            lambda schema: id_mode_columns(schema, self.rs.physical),
-            None,
-            # the mapping depends on the schema read with (a file is read at several versions)
-            self.rs.physical_key,
-        )
+            return self._footer_fact(
+                _ID_CACHE,
+                unit,
+                lambda schema: id_mode_columns(schema, self.rs.physical),
+                None,
+                # the mapping depends on the schema read with (a file is read at several versions)
+                self.rs.physical_key,
+            )
+        except ConversionError as e:  # a file without field ids
+            raise self._file_error([unit], e) from e
 
     def _footer_fact(
         self,
@@ -510,12 +504,8 @@ class UnitReader:
                 for frag in part:  # files that gave no rows were read as well (a filter on them)
                     if frag.path not in checked:
                         self._check_stored_types(frag.path, frag.physical_schema, stored_cols[frag.path])
-        except _READ_ERRORS as e:
-            raise self._file_error(units, e) from e
-        except DeltaError:
-            raise
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
-            raise self._file_error(units, e) from e
+            raise self._read_error(units, e) from e
 
     def _stream_first_row_group(
         self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema
@@ -604,12 +594,8 @@ class UnitReader:
                 # in the requested order (conform casts by position)
                 batch = batch.select(list(columns))
                 yield conform(batch, out_schema)
-        except _READ_ERRORS as e:
-            raise self._file_error([unit], e) from e
-        except DeltaError:
-            raise
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
-            raise self._file_error([unit], e) from e
+            raise self._read_error([unit], e) from e
 
     def _to_logical(self, batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str]) -> pa.RecordBatch:
         """Physical file batch -> logical columns incl. partition values and constants."""
@@ -644,6 +630,13 @@ class UnitReader:
                 raise
             raise DeletionVectorError(f"{self._where}, data file {unit.location}: {e}") from e
 
+    def _read_error(self, units: Sequence[ScanUnit], e: Exception) -> Exception:
+        """What a failed read of ``units`` raises: the package's own errors as they are (they name
+        their file already), anything else (pyarrow's, a store's) as :meth:`_file_error`."""
+        if isinstance(e, DeltaError) and not isinstance(e, ConversionError):
+            return e
+        return self._file_error(units, e)
+
     def _file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
         named = _named_in(units, str(e))
         missing = self._missing_files(units, named)
@@ -657,7 +650,7 @@ class UnitReader:
                 f"{where}: data file {missing[0]}{of} is missing (removed by VACUUM or deleted outside Delta)"
             )
         reason = str(e).splitlines()[0][:400]
-        if not isinstance(e, (*_READ_ERRORS, pa.ArrowException)):
+        if not isinstance(e, _READ_ERRORS):
             reason = f"{type(e).__name__}: {reason}"  # a store's own error: its type says what
         # the store failed (network, timeout, access): a retry may succeed, the file is not bad
         store_failed = _store_failure(e)
@@ -814,7 +807,7 @@ def _store_failure(e: BaseException) -> bool:
     """Did a read fail because the store did? pyarrow wraps an fsspec store's ConnectionError,
     TimeoutError or PermissionError in an OSError whose cause it is, and lets other exceptions of
     the store's (an HTTP client's) through as they are."""
-    if not isinstance(e, (*_READ_ERRORS, pa.ArrowException)):  # a store's own (HTTP client's) error
+    if not isinstance(e, _READ_ERRORS):  # a store's own (HTTP client's) error
         return True
     seen: set[int] = set()
     cur: BaseException | None = e

@@ -94,8 +94,7 @@ def _remember(session_id: str, name: str, dataset: DeltaDataset) -> None:
     _forget_pending()
     with _REGISTRY_LOCK:
         entries = _REGISTRY.setdefault(session_id, {})
-        for dead in [n for n, ref in entries.items() if ref() is None]:  # tables dropped since
-            del entries[dead]
+        _live(entries)  # entries of tables dropped since go
         entries[name] = weakref.ref(dataset)
 
 
@@ -103,11 +102,16 @@ def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
     """The datasets registered in the session that still exist (dropped ones are forgotten)."""
     _forget_pending()
     with _REGISTRY_LOCK:
-        entries = _REGISTRY.get(session_id, {})
-        out = {name: ref() for name, ref in entries.items()}
-        for name in [n for n, d in out.items() if d is None]:
-            del entries[name]
-        return {name: d for name, d in out.items() if d is not None}
+        return _live(_REGISTRY.get(session_id, {}))
+
+
+def _live(entries: dict[str, weakref.ref[DeltaDataset]]) -> dict[str, DeltaDataset]:
+    """The datasets of a session's entries that still exist; dead entries are removed (call
+    under _REGISTRY_LOCK)."""
+    out = {name: ref() for name, ref in entries.items()}
+    for name in [n for n, d in out.items() if d is None]:
+        del entries[name]
+    return {name: d for name, d in out.items() if d is not None}
 
 
 def _holds_registered(ctx: SessionContext, name: str) -> bool:
