@@ -60,6 +60,11 @@ if TYPE_CHECKING:
 LEAF_THREADS: int | None = None
 
 
+def _few_touched(keys: pa.Array | None, n_adds: int) -> bool:
+    """Whether the commit keys can drop at most a small share of ``n_adds`` checkpoint adds."""
+    return keys is not None and len(keys) * 8 <= n_adds
+
+
 def _leaf_threads(storage: Storage) -> int:
     if LEAF_THREADS is not None:
         return max(1, LEAF_THREADS)
@@ -389,7 +394,9 @@ class Snapshot(TableVersionView):
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
             del table
-            if not keys_ready.done():  # type every add now, drop the touched ones after
+            # type every add now and drop the touched ones after, unless the commits are known to
+            # touch many of them: filtering the raw adds first copies their stats strings
+            if not keys_ready.done() or _few_touched(keys_ready.result(), flat.num_rows):
                 try:
                     return self.to_scan_files(flat), flat.column("key"), txn, dom
                 except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
