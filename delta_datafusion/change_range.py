@@ -128,7 +128,7 @@ def resolve_range(
                 f"table_changes: the range {_bound_text(s)} .. {_bound_text(e)} selects no commit of {where} "
                 f"(start resolves to version {s_v}, end to version {e_v})"
             )
-        raise InvalidRangeError(f"table_changes: start version {s_v} is after end version {e_v}")
+        raise InvalidRangeError(f"table_changes: start version {s_v} is after end version {e_v} of {where}")
     if e_v > latest:
         raise VersionNotFoundError(
             f"table_changes: end version {e_v} is after the latest version {latest} of {where}"

@@ -168,9 +168,7 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
         of = old_fields.get(key(f, end.column_mapping_mode))
         end_part = name in end.partition_columns
         if of is None:
-            if end_part:
-                out[name] = "became a partition column"
-            continue  # added later: NULL for older changes
+            continue  # added later (a partition column too): NULL for older changes
         old_part = of["name"] in old.partition_columns
         if old_part != end_part:
             out[name] = "partitioning changed" + (" (was a partition column)" if old_part else "")
@@ -715,9 +713,12 @@ class ChangeFeed:
                         which = f"files removed at version {known[0][0]} (written at version {known[0][1]})"
                     else:
                         which = f"files removed at version {removed[0]} (possibly written before version {last + 1})"
+                    # the ranges are the schemas it differs in from the end's: the change the reason
+                    # names is the last one, where the newest of them ends
+                    changed_at = max(upto for _, upto, _ in self.incompatible[c]) + 1
                     raise ChangeDataFeedError(
                         f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: column {c!r} cannot be "
-                        f"read for {which}: its schema {why} at version {last + 1} (the output uses the schema of "
+                        f"read for {which}: its schema {why} at version {changed_at} (the output uses the schema of "
                         f"version {self.end}). Read a range that starts after the change, filter on "
                         f"_commit_version, or leave the column out"
                     )

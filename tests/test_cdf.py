@@ -686,6 +686,20 @@ def test_range_errors(flat_table):
     ]:
         with pytest.raises(Exception, match=cls):
             sql(ctx, q)
+    # one statement may read several feeds: each range error names its table
+    dd.register_table(ctx, "flat", str(flat_table))
+    for bad, what in [
+        ("4, 2", f"start version 4 is after end version 2 of {t.storage.root_uri}"),
+        ("NULL", "table_changes on flat: start must not be NULL"),
+        ("1.5", "table_changes on flat: start must be a version"),
+        ("id", "table_changes on flat: start must be a literal version"),
+    ]:
+        q = f"SELECT * FROM table_changes('flat', 0) a JOIN table_changes('flat', {bad}) b ON a.id = b.id"
+        with pytest.raises(DeltaError, match=what):
+            try:
+                sql(ctx, q)
+            except Exception as e:
+                raise dd.from_datafusion(e) from e
     # NULL end = latest
     assert sql(ctx, f"SELECT count(*) FROM table_changes('{flat_table}', 5, NULL)").column(0).to_pylist() == [
         10
@@ -783,6 +797,70 @@ def test_filter_on_a_column_that_became_a_partition_column(tmp_path):
         assert got == [{"id": 3, "p": "c"}]
     with pytest.raises(ChangeDataFeedError, match="column 'p' cannot be read"):
         DeltaTable(p).changes(0, 1, predicate="p = 'a'").to_table()
+
+
+def test_partition_column_added_by_an_overwrite_is_null_for_older_changes(tmp_path):
+    """A partition column that did not exist before the commit adding it is NULL for the rows
+    of files written earlier (removed by that commit, or changed before it), like any column
+    added later; it was refused as if the column had been repartitioned."""
+    p = str(tmp_path / "newpart")
+    write_deltalake(p, pa.table({"id": [1, 2]}), configuration=CDF)  # v0
+    write_deltalake(p, pa.table({"id": [3]}), mode="append")  # v1
+    write_deltalake(
+        p,
+        pa.table({"id": [4], "k": pa.array([1], pa.int8())}),
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=["k"],
+    )  # v2: adds partition column k, removes the files of ids 1..3
+    ctx = new_ctx()
+    got = sql(ctx, f"SELECT id, k, _change_type FROM table_changes('{p}', 2, 2) ORDER BY id").to_pylist()
+    assert got == [
+        {"id": 1, "k": None, "_change_type": "delete"},
+        {"id": 2, "k": None, "_change_type": "delete"},
+        {"id": 3, "k": None, "_change_type": "delete"},
+        {"id": 4, "k": 1, "_change_type": "insert"},
+    ]
+    src = f"table_changes('{p}', 0)"
+    assert sorted(sql(ctx, f"SELECT id FROM {src} WHERE k IS NULL").column(0).to_pylist()) == [
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+    ]
+    assert sql(ctx, f"SELECT id FROM {src} WHERE k = 1").column(0).to_pylist() == [4]
+    assert sql(ctx, f"SELECT count(*) FROM {src} WHERE k IS NOT NULL").column(0).to_pylist() == [1]
+    assert sorted(DeltaTable(p).changes(0, 2, predicate="k IS NULL").to_table().column("id").to_pylist()) == [
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+    ]
+
+
+def test_schema_change_error_names_the_version_of_the_change(tmp_path):
+    """With another metadata change between (v1 adds a column), the refusal for a column that
+    became a partition column at v2 names v2, not where the first schema ended."""
+    p = str(tmp_path / "msg")
+    write_deltalake(p, pa.table({"id": [1, 2], "p": ["a", "b"]}), configuration=CDF)  # v0
+    write_deltalake(p, pa.table({"id": [3], "p": ["c"], "e": ["x"]}), mode="append", schema_mode="merge")
+    write_deltalake(
+        p,
+        pa.table({"id": [4], "p": ["d"], "e": ["y"]}),
+        mode="overwrite",
+        schema_mode="overwrite",
+        partition_by=["p"],
+    )  # v2
+    with pytest.raises(
+        ChangeDataFeedError, match="versions 0..0: its schema partitioning changed at version 2"
+    ):
+        DeltaTable(p).changes(0, 2).to_table()
+    with pytest.raises(Exception, match="partitioning changed at version 2"):
+        sql(new_ctx(), f"SELECT p FROM table_changes('{p}', 1, 2)")
 
 
 def test_column_mapping_table(copy_corpus_table):
@@ -1205,7 +1283,8 @@ def test_statement_tracking_keeps_sessions_as_they_were(tmp_path, monkeypatch):
     ctx = new_ctx()
     dd.register_catalog(ctx, "lake", str(tmp_path))
     with pytest.raises(
-        Exception, match=r"start version 1 is after end version 0: this statement already read"
+        Exception,
+        match=r"start version 1 is after end version 0 of \S+: this statement already read the table at version 0",
     ):
         sql(
             ctx,

@@ -224,16 +224,19 @@ def _table_argument(arg: Any) -> tuple[str, bool]:
     return text, False
 
 
-def _bound_argument(arg: Any, which: str) -> int | Instant | None:
+def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
+    """``start`` or ``end`` of ``table_changes`` on ``table`` (the name or location as given,
+    for errors: one statement may read several feeds)."""
     value = _literal(arg)
     if value is None:
         raise DeltaError(
-            f"table_changes: {which} must be a literal version or timestamp, got the expression {arg.canonical_name()}"
+            f"table_changes on {table}: {which} must be a literal version or timestamp, "
+            f"got the expression {arg.canonical_name()}"
         )
     t = value.type
     if not value.is_valid:
         if which == "start":
-            raise InvalidRangeError("table_changes: start must not be NULL")
+            raise InvalidRangeError(f"table_changes on {table}: start must not be NULL")
         return None
     if pa.types.is_integer(t):
         return as_bound(value.as_py(), which)
@@ -244,7 +247,8 @@ def _bound_argument(arg: Any, which: str) -> int | Instant | None:
     if pa.types.is_date(t) or _is_text(t):
         return as_bound(value.as_py(), which)
     raise DeltaError(
-        f"table_changes: {which} must be a version (integer) or a timestamp, got {arg.canonical_name()} ({t})"
+        f"table_changes on {table}: {which} must be a version (integer) or a timestamp, "
+        f"got {arg.canonical_name()} ({t})"
     )
 
 
@@ -418,8 +422,8 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     if len(args) not in (2, 3):
         raise DeltaError(f"table_changes(table, start [, end]) takes 2 or 3 arguments, got {len(args)}")
     name, identifier = _table_argument(args[0])
-    start = _bound_argument(args[1], "start")
-    end = _bound_argument(args[2], "end") if len(args) == 3 else None
+    start = _bound_argument(args[1], "start", name)
+    end = _bound_argument(args[2], "end", name) if len(args) == 3 else None
     table, is_path = _resolve_table(session, name, identifier)
     # without an end, "latest" is the version this statement already saw of the table, if any
     pins = statement_pins() if end is None else None
@@ -435,7 +439,7 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
         if pinned is None:
             raise
         raise VersionNotFoundError(
-            f"{e}: this statement already read {table.storage.root_uri} at version {pinned}, which ends "
+            f"{e}: this statement already read the table at version {pinned}, which ends "
             "every range of it without an end in the statement (newer commits landed while it was "
             "planned; run it again, or give the end)"
         ) from e
