@@ -110,6 +110,29 @@ SOURCE_COLUMNS = [
 ]
 
 
+def _with_add_stats(removes: pa.Table, adds: pa.Table) -> pa.Table:
+    """Removes without statistics (deltalake writes them so) take those of an add in the range
+    of the same file with the same deletion vector: the rows the remove deletes are the rows
+    live in that add, which its statistics describe (tight bounds with a deletion vector are
+    tight to exactly those rows). ``count(*)`` then needs no open of the removed file, which may
+    be vacuumed, and filters can prune it."""
+    if removes.num_rows == 0 or adds.num_rows == 0:
+        return removes
+    stats = removes.column("stats").combine_chunks()
+    if stats.null_count == 0:
+        return removes
+    known = adds.filter(adds.column("stats").is_valid())
+    if known.num_rows == 0:
+        return removes
+
+    def keys(t: pa.Table) -> pa.Array:
+        return file_keys(t.column("location").combine_chunks(), t.column("deletionVector").combine_chunks())
+
+    at = pc.index_in(keys(removes), value_set=keys(known))
+    inherited = pc.coalesce(stats, known.column("stats").combine_chunks().take(at))
+    return removes.set_column(removes.schema.get_field_index("stats"), "stats", inherited)
+
+
 # --------------------------------------------------------------------------------------------
 # Schema compatibility across the range
 # --------------------------------------------------------------------------------------------
@@ -394,7 +417,8 @@ class ChangeFeed:
                 keep = pc.and_(keep, pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
             return t.filter(keep)
 
-        return cdc, data_change(flat("add")), data_change(flat("remove"))
+        adds = flat("add")
+        return cdc, data_change(adds), data_change(_with_add_stats(flat("remove"), adds))
 
     def _typed_sources(self, raw: pa.Table) -> pa.Table:
         md = self.metadata

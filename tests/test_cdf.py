@@ -842,6 +842,31 @@ def test_partition_column_added_by_an_overwrite_is_null_for_older_changes(tmp_pa
     ]
 
 
+def test_removes_without_stats_take_those_of_the_files_add(tmp_path):
+    """deltalake writes removes without statistics: the add of the same file in the range gives
+    them, so counts need no open of the removed file (vacuumed here) and filters prune it."""
+    p = str(tmp_path / "vac")
+    write_deltalake(p, pa.table({"id": list(range(10))}), configuration=CDF)  # v0
+    write_deltalake(p, pa.table({"id": list(range(10, 20))}), mode="overwrite")  # v1: removes v0's file
+    removed = [
+        a["remove"] for a in map(json.loads, commit_path(p, 1).read_text().splitlines()) if "remove" in a
+    ]
+    assert len(removed) == 1 and "stats" not in removed[0]
+    DLTable(p).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    assert not (Path(p) / removed[0]["path"]).exists()
+    ctx = new_ctx()
+    src = f"table_changes('{p}', 0, 1)"
+    got = sql(ctx, f"SELECT _change_type, count(*) AS n FROM {src} GROUP BY 1 ORDER BY 1").to_pylist()
+    assert got == [{"_change_type": "delete", "n": 10}, {"_change_type": "insert", "n": 20}]
+    # the removed file's bounds (0..9) prune it: only v1's file is read
+    assert sorted(sql(ctx, f"SELECT id FROM {src} WHERE id >= 15").column(0).to_pylist()) == list(
+        range(15, 20)
+    )
+    # a query that needs the removed file's rows still names it
+    with pytest.raises(Exception, match="DataFileNotFoundError"):
+        sql(ctx, f"SELECT id FROM {src} WHERE _change_type = 'delete'")
+
+
 def test_schema_change_error_names_the_version_of_the_change(tmp_path):
     """With another metadata change between (v1 adds a column), the refusal for a column that
     became a partition column at v2 names v2, not where the first schema ended."""
