@@ -29,15 +29,20 @@ def _show(ctx, sql: str, out) -> None:
 def _format(table, max_rows: int = 20) -> str:
     cols = table.column_names
     if not cols:  # DDL; slicing a table without columns reports rows it does not have
-        return f"({table.num_rows} rows)"
+        return f"({_rows(table.num_rows)})"
     rows = table.slice(0, max_rows).to_pylist()
     cells = [["NULL" if r[c] is None else str(r[c]) for c in cols] for r in rows]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
     line = " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
     sep = "-+-".join("-" * w for w in widths)
     body = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    more = [f"... {table.num_rows - max_rows} more rows"] if table.num_rows > max_rows else []
-    return "\n".join([line, sep, *body, *more, f"({table.num_rows} rows)"])
+    hidden = table.num_rows - max_rows
+    more = [f"... {hidden} more {_rows(hidden).split()[1]}"] if hidden > 0 else []
+    return "\n".join([line, sep, *body, *more, f"({_rows(table.num_rows)})"])
+
+
+def _rows(n: int) -> str:
+    return "1 row" if n == 1 else f"{n} rows"
 
 
 def demo(out: TextIO | None = None) -> int:
@@ -139,7 +144,9 @@ def _non_negative(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="delta-datafusion", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="delta-datafusion", description=__doc__.splitlines()[0].replace("``", "")
+    )
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("demo", help="run SQL over the bundled example Delta table")
     p_sql = sub.add_parser("sql", help="run one SQL query over Delta tables")

@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arguments import integer
 from .arrow_threads import arrow_threads
 from .errors import DeltaError, LogCorruptError, ParallelStateError, StorageError
 from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
@@ -952,6 +953,7 @@ def split_leaves(
     footers only for the files it splits. Every row of every file lands in exactly one group.
     """
     files = [_as_leaf(f) for f in files]
+    parts = integer(parts, "parts")
     if parts < 1:
         raise DeltaError(f"parts must be at least 1, got {parts}")
     if not files:

@@ -59,6 +59,8 @@ from .storage import Storage
 
 #: Batch size for pyarrow decoding: DataFusion's 8192 costs 1.5-2x more CPU (measured).
 MIN_BATCH_SIZE = 131072
+#: The largest batch pyarrow's readers take (a C int); a larger ``batch_size`` decodes in these.
+MAX_BATCH_SIZE = 2**31 - 1
 
 
 def batches_of_at_most(batches: Iterator[pa.RecordBatch], batch_size: int | None) -> Iterator[pa.RecordBatch]:
@@ -175,7 +177,7 @@ class UnitReader:
         from .predicate import referenced_columns, to_pyarrow
 
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
-        bs = max(batch_size or 0, MIN_BATCH_SIZE)
+        bs = min(max(batch_size or 0, MIN_BATCH_SIZE), MAX_BATCH_SIZE)
         self.storage.note_sizes((u.location, u.size) for u in units)
         variants = self.rs.variant_columns
         if variants:

@@ -9,7 +9,7 @@ scans and change scans.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,9 +31,12 @@ def requested_columns(columns: Sequence[str] | None, names: Sequence[str], of: s
     table in the errors."""
     if columns is None:
         return None
-    if isinstance(columns, str):
-        raise DeltaError("columns must be a list of column names, not a string")
+    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
+        raise DeltaError(f"columns must be a list of column names, got {columns!r}")
     columns = list(columns)
+    odd = [c for c in columns if not isinstance(c, str)]
+    if odd:
+        raise DeltaError(f"columns must be column names (strings), got {odd[0]!r} among them")
     repeated = sorted(c for c, n in Counter(columns).items() if n > 1)
     if repeated:
         raise DeltaError(f"columns {repeated} are listed more than once")

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arguments import integer
 from .errors import LogCorruptError, MissingProtocolError, VersionNotFoundError
 from .log.actions import (
     CommitData,
@@ -286,7 +287,7 @@ class Snapshot(TableVersionView):
         the file modification time made strictly increasing (which needs the whole log listed)."""
         from .table import DeltaTable
 
-        version = self.version if version is None else version
+        version = self.version if version is None else integer(version, "version")
         if version > self.version:
             raise VersionNotFoundError(f"version {version} is after this snapshot's version {self.version}")
         return DeltaTable.from_storage(self.storage).timeline().timestamp(version)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from .arguments import integer
 from .errors import DeltaError, MissingLogFileError
 from .log.segment import LogListing, build_segment, list_log
 from .snapshot import Snapshot
@@ -64,9 +64,11 @@ class DeltaTable:
         if version is not None and timestamp is not None:
             raise DeltaError("pass either version or timestamp, not both")
         if version is not None:
-            if isinstance(version, bool) or not isinstance(version, numbers.Integral):
-                raise DeltaError(f"version must be an integer, got {version!r}")
-            version = int(version)  # numpy integers too, as table_changes takes them
+            version = integer(version, "version")  # numpy integers too, as table_changes takes them
+        if listing is not None and not isinstance(listing, LogListing):
+            raise DeltaError(
+                f"listing must be a LogListing from DeltaTable.listing(), got {type(listing).__name__}"
+            )
         if listing is None:
             return relisting(lambda: self._snapshot(version, timestamp, self.listing()))
         return self._snapshot(version, timestamp, listing)

@@ -9,7 +9,10 @@ to one version.
 from __future__ import annotations
 
 import datetime as dt
+import numbers
 from bisect import bisect_left, bisect_right
+
+import numpy as np
 
 from .errors import DeltaError, LogCorruptError, VersionNotFoundError
 from .log.actions import parse_action
@@ -35,9 +38,10 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
 
 
 def to_millis(value: object, argument: str = "timestamp") -> int:
-    """Accept datetime/date, ISO strings, or integers (ms since epoch); naive values are UTC."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    """Accept datetime/date, ISO strings, numpy datetime64, or integers (ms since epoch, numpy
+    integers too); naive values are UTC."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
     return to_micros(value, argument) // 1000
 
 
@@ -45,10 +49,21 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     """Like :func:`to_millis` but keeps microseconds."""
     if isinstance(value, bool):
         raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
-    if isinstance(value, int):
-        return value * 1000
+    if isinstance(value, numbers.Integral):
+        return int(value) * 1000
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
+        # floor to microseconds (datetime64 of ns would truncate towards zero before 1970)
+        unit, _ = np.datetime_data(value.dtype)
+        if unit in ("ns", "ps", "fs", "as"):
+            per_us = {"ns": 10**3, "ps": 10**6, "fs": 10**9, "as": 10**12}[unit]
+            return int(value.astype(np.int64)) // per_us
+        return int(value.astype("datetime64[us]").astype(np.int64))
     if isinstance(value, str):
-        text = value.strip().replace("Z", "+00:00")
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):
+            text = text[:-1] + "+00:00"
         try:
             value = dt.datetime.fromisoformat(text)
         except ValueError as e:

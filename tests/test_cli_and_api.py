@@ -153,6 +153,18 @@ def test_python_api_batch_size_and_argument_errors(tmp_path):
     for bad in (0, -1, "3", True, 2.5):
         with pytest.raises(DeltaError, match="batch_size must be a positive integer"):
             next(table.snapshot().scan().to_batches(batch_size=bad))
+    # beyond what pyarrow's readers take (a C int): decoded in the largest batches they take
+    # (it was a StorageError blaming a data file for an OverflowError)
+    two = tmp_path / "two"  # two files: read together by a dataset scanner
+    for mode in ("error", "append"):
+        write_deltalake(
+            str(two), pa.table({"x": [1, 2]}), mode=mode, configuration={"delta.enableChangeDataFeed": "true"}
+        )
+    for huge in (2**31, 2**63, 10**20):
+        assert (
+            sum(b.num_rows for b in DeltaTable(str(two)).snapshot().scan().to_batches(batch_size=huge)) == 4
+        )
+        assert sum(b.num_rows for b in DeltaTable(str(two)).changes(0).to_batches(batch_size=huge)) == 4
     for call in (
         lambda: dd.register(None),
         lambda: dd.register_catalog(None, "c", str(tmp_path)),
@@ -160,6 +172,70 @@ def test_python_api_batch_size_and_argument_errors(tmp_path):
     ):
         with pytest.raises(DeltaError, match="expected a datafusion SessionContext, got NoneType"):
             call()
+
+
+def test_python_api_argument_types(tmp_path):
+    """Arguments of the wrong type are DeltaErrors naming the argument (they were TypeErrors or
+    AttributeErrors from deep inside); numpy integers and datetime64 are timestamps."""
+    import datetime as dt
+
+    import numpy as np
+    from deltalake import write_deltalake
+
+    from delta_datafusion.parallel import split_leaves
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"x": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(path, pa.table({"x": [3]}), mode="append")
+    table = DeltaTable(path)
+    snap = table.snapshot()
+    for call, message in [
+        (lambda: snap.scan(columns=5), "columns must be a list of column names, got 5"),
+        (lambda: snap.scan(columns=b"x"), "columns must be a list of column names"),
+        (lambda: snap.scan(columns=[["x"]]), r"columns must be column names \(strings\), got \['x'\]"),
+        (lambda: table.changes(0, columns=5).to_table(), "columns must be a list of column names"),
+        (lambda: snap.commit_timestamp("1"), "version must be an integer, got '1'"),
+        (lambda: table.snapshot(listing=5), "listing must be a LogListing"),
+        (lambda: split_leaves([], "2"), "parts must be an integer, got '2'"),
+        (lambda: split_leaves([], 1.5), "parts must be an integer, got 1.5"),
+        (lambda: table.snapshot(timestamp=np.datetime64("NaT")), "timestamp must be a timestamp"),
+    ]:
+        with pytest.raises(DeltaError, match=message):
+            call()
+    assert snap.commit_timestamp(np.int64(1)) == snap.commit_timestamp(1)
+    t1 = snap.commit_timestamp(1)
+    for form in (
+        np.int64(t1),
+        np.datetime64(t1, "ms"),
+        np.datetime64(t1 * 1_000_000 + 999_999, "ns"),
+        dt.datetime.fromtimestamp(t1 / 1000, dt.timezone.utc).isoformat().replace("+00:00", "z"),
+    ):
+        assert table.snapshot(timestamp=form).version == 1, form
+    assert table.snapshot(timestamp=np.datetime64(t1 - 1, "ms")).version == 0
+
+
+def test_sql_predicate_with_a_newline_in_a_literal(tmp_path):
+    """The predicate's plan is read from its structure: a string literal holding a newline made
+    its printed form look like another plan node, and the predicate was refused."""
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2, 3], "s": ["a\nb", "a b", "x\ny"]}))
+    scan = DeltaTable(path).snapshot().scan
+    assert scan(predicate="s = 'a\nb'").to_table().column("id").to_pylist() == [1]
+    assert sorted(scan(predicate="s <> 'a\nb' OR s IS NULL").to_table().column("id").to_pylist()) == [2, 3]
+    with pytest.raises(DeltaError, match="not a single boolean expression"):
+        scan(predicate="s = 'a\nb' UNION ALL SELECT * FROM t")
+    with pytest.raises(DeltaError, match="cannot be applied by a scan"):
+        scan(predicate="s LIKE '%\ny'")
+
+
+def test_cli_counts_rows_in_words(tmp_path, capsys):
+    assert cli.main(["sql", "--max-rows", "0", "SELECT 1 AS x"]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == ["... 1 more row", "(1 row)"]
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    assert "``" not in capsys.readouterr().out
 
 
 def test_scan_api_prunes_and_reads():

@@ -57,10 +57,9 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
 
     try:
         df = ctx.sql(f"SELECT * FROM t WHERE {text}")
-        written = df.logical_plan().display_indent()
+        nodes = [kind for kind, _ in _plan_nodes(df.logical_plan())]
     except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
         raise planning_error(e) from e
-    nodes = [line.strip().split(":", 1)[0] for line in written.splitlines() if line.strip()]
     extra = [n for n in nodes if n not in ("Projection", "Filter", "TableScan")]
     if extra or nodes.count("TableScan") != 1:
         # "i > 5 UNION ALL SELECT ...", "i > 5 LIMIT 0", "i > 5 ORDER BY i": more than a WHERE clause
@@ -80,13 +79,14 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
             "(...) is)"
         )
     try:
-        plan = df.optimized_logical_plan().display_indent()
+        optimized = df.optimized_logical_plan()
+        plan = _plan_nodes(optimized)
         df.execution_plan()
     except Exception as e:  # noqa: BLE001
         raise planning_error(e) from e
-    kept = [line.strip() for line in plan.splitlines() if line.strip().startswith("Filter:")]
+    kept = [node for kind, node in plan if kind == "Filter"]
     if kept:
-        part = _inline_extracted(kept[0][len("Filter:") :].strip(), plan)
+        part = _inline_extracted(kept[0].predicate().canonical_name(), optimized.display_indent())
         raise PredicateError(
             f"predicate {text!r}: the part `{part}` cannot be applied by a scan: DataFusion 55 hands a scan "
             "only comparisons, IN lists and IS [NOT] NULL of columns and literals, joined by AND/OR/NOT "
@@ -95,13 +95,25 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
         )
     pushed = capture.filters[-1] if capture.filters else None
     if pushed is None:
-        if "TableScan" not in plan:
+        if not any(kind == "TableScan" for kind, _ in plan):
             # folded to FALSE or NULL ("1 = 0", "i = NULL"): DataFusion plans no scan at all
             return BoolLiteral(False)
         return None
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
         return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
     return from_pyarrow(pushed, schema)
+
+
+def _plan_nodes(plan: Any) -> list[tuple[str, Any]]:
+    """(kind, node) of every node of a logical plan, from its structure: the printed plan cannot
+    be split into nodes by lines, as a string literal may hold a newline."""
+    out, stack = [], [plan]
+    while stack:
+        node = stack.pop()
+        variant = node.to_variant()
+        out.append((type(variant).__name__, variant))
+        stack.extend(node.inputs())
+    return out
 
 
 def _null_in_lists(plan: Any) -> str | None:

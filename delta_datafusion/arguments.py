@@ -1,0 +1,15 @@
+"""Checks of the Python API's arguments: a wrong type is a :class:`DeltaError` naming the
+argument, not a ``TypeError`` from deep inside."""
+
+from __future__ import annotations
+
+import numbers
+
+from .errors import DeltaError
+
+
+def integer(value: object, argument: str) -> int:
+    """``value`` as an int (numpy integers too); bools and other types are refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise DeltaError(f"{argument} must be an integer, got {value!r}")
+    return int(value)
