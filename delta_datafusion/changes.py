@@ -185,12 +185,22 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
         return f.get("metadata", {}).get(FIELD_ID_KEY) if by_id else physical_name(f, mode)
 
     old_fields = {key(f, old.column_mapping_mode): f for f in old.schema_json["fields"]}
+    old_by_name = {f["name"]: f for f in old.schema_json["fields"]}
+    mode_changed = old.column_mapping_mode != end.column_mapping_mode
     for f in end.schema_json["fields"]:
         name = f["name"]
         phys = physical_name(f, end.column_mapping_mode)
         of = old_fields.get(key(f, end.column_mapping_mode))
         end_part = name in end.partition_columns
         if of is None:
+            if mode_changed and name in old_by_name:
+                # the same column under another physical name (column mapping removed, or ids
+                # given): its older files and partition values hold it under that name
+                was = physical_name(old_by_name[name], old.column_mapping_mode)
+                out[name] = (
+                    f"column mapping changed from {old.column_mapping_mode!r} to "
+                    f"{end.column_mapping_mode!r} (it was stored as {was!r})"
+                )
             continue  # added later (a partition column too): NULL for older changes
         old_part = of["name"] in old.partition_columns
         if old_part != end_part:
@@ -738,8 +748,11 @@ class ChangeFeed:
                     else:
                         which = f"files removed at version {removed[0]} (possibly written before version {last + 1})"
                     # the ranges are the schemas it differs in from the end's: the change the reason
-                    # names is the last one, where the newest of them ends
-                    changed_at = max(upto for _, upto, _ in self.incompatible[c]) + 1
+                    # names is where the run of ranges with that reason, from this one on, ends
+                    changed_at = last + 1
+                    for f2, l2, why2 in sorted(self.incompatible[c]):
+                        if f2 == changed_at and why2 == why:
+                            changed_at = l2 + 1
                     raise ChangeDataFeedError(
                         f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: column {c!r} cannot be "
                         f"read for {which}: its schema {why} at version {changed_at} (the output uses the schema of "

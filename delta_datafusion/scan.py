@@ -31,7 +31,9 @@ def requested_columns(columns: Sequence[str] | None, names: Sequence[str], of: s
     table in the errors."""
     if columns is None:
         return None
-    if isinstance(columns, (str, bytes)) or not isinstance(columns, Iterable):
+    if isinstance(columns, (str, bytes)):
+        raise DeltaError(f"columns must be a list of column names, not a string ({columns!r})")
+    if not isinstance(columns, Iterable):
         raise DeltaError(f"columns must be a list of column names, got {columns!r}")
     columns = list(columns)
     odd = [c for c in columns if not isinstance(c, str)]

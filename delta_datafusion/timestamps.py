@@ -54,12 +54,7 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     if isinstance(value, np.datetime64):
         if np.isnat(value):
             raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
-        # floor to microseconds (datetime64 of ns would truncate towards zero before 1970)
-        unit, _ = np.datetime_data(value.dtype)
-        if unit in ("ns", "ps", "fs", "as"):
-            per_us = {"ns": 10**3, "ps": 10**6, "fs": 10**9, "as": 10**12}[unit]
-            return int(value.astype(np.int64)) // per_us
-        return int(value.astype("datetime64[us]").astype(np.int64))
+        return _datetime64_micros(value, argument)
     if isinstance(value, str):
         text = value.strip()
         if text[-1:] in ("Z", "z"):
@@ -76,6 +71,32 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     if isinstance(value, dt.date):
         return (value - dt.date(1970, 1, 1)).days * 86_400_000_000
     raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
+
+
+#: Microseconds per numpy datetime64 unit (calendar units Y and M go through days).
+_MICROS_PER = {"W": 7 * 86_400_000_000, "D": 86_400_000_000, "h": 3_600_000_000, "m": 60_000_000}
+_MICROS_PER |= {"s": 1_000_000, "ms": 1_000, "us": 1}
+_SUB_MICRO = {"ns": 10**3, "ps": 10**6, "fs": 10**9, "as": 10**12}
+#: Years 1..9999, as datetime takes them.
+_MICROS_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def _datetime64_micros(value: np.datetime64, argument: str) -> int:
+    """Microseconds since the epoch, floored, in Python integers (numpy's own unit casts wrap
+    around silently beyond their range)."""
+    unit, count = np.datetime_data(value.dtype)
+    n = int(value.astype(np.int64)) * count
+    if unit in _SUB_MICRO:
+        micros = n // _SUB_MICRO[unit]
+    elif unit in _MICROS_PER:
+        micros = n * _MICROS_PER[unit]
+    elif abs(n) <= 120_000:  # Y or M: within years 1..9999 give or take; days are exact
+        micros = int(np.datetime64(n, unit).astype("datetime64[D]").astype(np.int64)) * _MICROS_PER["D"]
+    else:
+        micros = None
+    if micros is None or not _MICROS_RANGE[0] <= micros <= _MICROS_RANGE[1]:
+        raise DeltaError(f"{argument} {value!r} is outside the years 1..9999")
+    return micros
 
 
 class CommitTimeline:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from conftest import add_action, commit_path, copy_table, corpus_table, write_commit
 from corpus_compare import assert_same_rows
@@ -886,6 +887,94 @@ def test_schema_change_error_names_the_version_of_the_change(tmp_path):
         DeltaTable(p).changes(0, 2).to_table()
     with pytest.raises(Exception, match="partitioning changed at version 2"):
         sql(new_ctx(), f"SELECT p FROM table_changes('{p}', 1, 2)")
+
+
+def test_schema_change_error_names_the_change_of_its_own_reason(tmp_path):
+    """A column retyped at v1 and then no longer partitioned at v2: the refusal for v0's changes
+    gives the type change at v1, not the end of every range the column differs in."""
+    p = str(tmp_path / "two_changes")
+    write_deltalake(p, pa.table({"id": [1], "c": pa.array([5], pa.int64())}), configuration=CDF)  # v0
+    write_deltalake(
+        p, pa.table({"id": [2], "c": ["x"]}), mode="overwrite", schema_mode="overwrite", partition_by=["c"]
+    )  # v1: c a string partition column
+    write_deltalake(
+        p, pa.table({"id": [3], "c": ["y"]}), mode="overwrite", schema_mode="overwrite", partition_by=["id"]
+    )  # v2: c a string data column
+    with pytest.raises(ChangeDataFeedError, match="type changed from int64 to string at version 1"):
+        DeltaTable(p).changes(0, 2, columns=["c"]).to_table()
+
+
+def test_column_mapping_removed_in_the_range(tmp_path):
+    """Column mapping removed at v1 (name -> none, files rewritten, as Spark's REMOVE COLUMN
+    MAPPING does): v0's file and partition values hold the columns under their physical names.
+    Reading them under v1's names gave NULL for the partition column and the data column; the
+    columns are refused for v0's changes, and read from v1 on."""
+    root = tmp_path / "cm"
+    (root / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"col-a": pa.array([10, 20], pa.int64())}), root / "x.parquet")
+    pq.write_table(pa.table({"a": pa.array([10, 20], pa.int64())}), root / "y.parquet")
+
+    def field(name: str, mapped: int | None) -> dict:
+        meta = (
+            {}
+            if mapped is None
+            else {"delta.columnMapping.id": mapped, "delta.columnMapping.physicalName": f"col-{name}"}
+        )
+        return {"name": name, "type": "long", "nullable": True, "metadata": meta}
+
+    def metadata(mode: str) -> dict:
+        mapped = mode != "none"
+        fields = [field("a", 1 if mapped else None), field("p", 2 if mapped else None)]
+        conf = {**CDF, "delta.columnMapping.mode": mode}
+        if mapped:
+            conf["delta.columnMapping.maxColumnId"] = "2"
+        return {
+            "metaData": {
+                "id": "t1",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps({"type": "struct", "fields": fields}),
+                "partitionColumns": ["p"],
+                "configuration": conf,
+                "createdTime": 0,
+            }
+        }
+
+    def file(path: str, key: str, col: str, change: bool) -> dict:
+        stats = {"numRecords": 2, "minValues": {col: 10}, "maxValues": {col: 20}, "nullCount": {col: 0}}
+        return {
+            "path": path,
+            "partitionValues": {key: "1"},
+            "size": (root / path).stat().st_size,
+            "modificationTime": 0,
+            "dataChange": change,
+            "stats": json.dumps(stats),
+        }
+
+    commits = [
+        [
+            {"commitInfo": {"timestamp": 1000}},
+            {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+            metadata("name"),
+            {"add": file("x.parquet", "col-p", "col-a", True)},
+        ],
+        [
+            {"commitInfo": {"timestamp": 2000}},
+            metadata("none"),
+            {"remove": {**file("x.parquet", "col-p", "col-a", False), "deletionTimestamp": 2000}},
+            {"add": file("y.parquet", "p", "a", False)},
+        ],
+    ]
+    for v, actions in enumerate(commits):
+        commit_path(root, v).write_text("".join(json.dumps(a) + "\n" for a in actions))
+    table = DeltaTable(str(root))
+    assert table.snapshot(version=0).scan().to_table().to_pylist() == [{"a": 10, "p": 1}, {"a": 20, "p": 1}]
+    for column in ("p", "a"):
+        with pytest.raises(
+            ChangeDataFeedError, match=f"column '{column}' cannot be read.*column mapping changed"
+        ):
+            table.changes(0, 1, columns=[column]).to_table()
+    assert table.changes(0, 1, columns=["_change_type", "_commit_version"]).to_table().num_rows == 2
+    assert table.changes(1, 1, columns=["a", "p"]).to_table().num_rows == 0  # dataChange=false only
 
 
 def test_column_mapping_table(copy_corpus_table):

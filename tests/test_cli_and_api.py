@@ -199,6 +199,8 @@ def test_python_api_argument_types(tmp_path):
         (lambda: split_leaves([], "2"), "parts must be an integer, got '2'"),
         (lambda: split_leaves([], 1.5), "parts must be an integer, got 1.5"),
         (lambda: table.snapshot(timestamp=np.datetime64("NaT")), "timestamp must be a timestamp"),
+        (lambda: table.snapshot(timestamp=np.datetime64(10**18, "s")), "outside the years 1..9999"),
+        (lambda: table.snapshot(timestamp=np.datetime64(-(10**6), "Y")), "outside the years 1..9999"),
     ]:
         with pytest.raises(DeltaError, match=message):
             call()
@@ -228,6 +230,30 @@ def test_sql_predicate_with_a_newline_in_a_literal(tmp_path):
         scan(predicate="s = 'a\nb' UNION ALL SELECT * FROM t")
     with pytest.raises(DeltaError, match="cannot be applied by a scan"):
         scan(predicate="s LIKE '%\ny'")
+
+
+def test_sql_predicate_with_a_subquery_is_refused(tmp_path):
+    """Subqueries live inside expressions, below no plan input: the optimizer makes joins of
+    them, which must be refused (a structural check of the written plan alone let
+    `x IN (SELECT ...)` through as no filter at all: every row)."""
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"x": [1, 2, 3, 4]}), configuration={"delta.enableChangeDataFeed": "true"})
+    table = DeltaTable(path)
+    for text in (
+        "x IN (SELECT x FROM t WHERE x > 2)",
+        "x IN (SELECT 3)",
+        "x NOT IN (SELECT 1)",
+        "EXISTS (SELECT 1 FROM t WHERE x > 100)",
+        "x > 2 OR x IN (SELECT 3)",
+    ):
+        with pytest.raises(DeltaError, match="not a single boolean expression"):
+            table.snapshot().scan(predicate=text)
+        with pytest.raises(DeltaError, match="not a single boolean expression"):
+            table.changes(0, predicate=text + " AND x < 4").to_table()
+    with pytest.raises(DeltaError, match="cannot be applied by a scan"):
+        table.snapshot().scan(predicate="x = (SELECT 2)")
 
 
 def test_cli_counts_rows_in_words(tmp_path, capsys):

@@ -1508,7 +1508,7 @@ def _checkpoint_then_changes(path: Path) -> None:
     deltalake.write_deltalake(str(path), rows, partition_by=["p"], mode="append", commit_properties=props)
 
 
-@pytest.mark.parametrize("slow", ["leaf", "commits", "sequential"])
+@pytest.mark.parametrize("slow", ["leaf", "leaf, few touched", "commits", "sequential"])
 def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     """Whether the commit keys are known before the checkpoint's adds are typed (a slow commit
     replay: typed first, dropped after) or not (a slow leaf read: dropped first), or the leaf is
@@ -1523,7 +1523,9 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
         monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 1)
     else:
         monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)  # the thread, whatever the CPU count
-        name = "read_leaf" if slow == "leaf" else "newest_per_key"
+        name = "read_leaf" if slow.startswith("leaf") else "newest_per_key"
+        if slow == "leaf, few touched":  # keys known first, yet typed first and dropped after
+            monkeypatch.setattr(snapshot_module, "_few_touched", lambda keys, n: keys is not None)
         real = getattr(snapshot_module, name)
 
         def delayed(*args, **kwargs):
@@ -1542,7 +1544,7 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     assert snap.domain_metadata == {}
 
 
-@pytest.mark.parametrize("slow", ["commits", "sequential"])
+@pytest.mark.parametrize("slow", ["commits", "sequential", "leaf, few touched"])
 def test_checkpoint_files_an_overwrite_removed_are_not_typed(tmp_path, monkeypatch, slow):
     """An overwrite that changed a partition column's type removed every checkpointed file: their
     old values ('abc') do not parse as the new type. When the checkpoint's thread finished before
@@ -1566,6 +1568,15 @@ def test_checkpoint_files_an_overwrite_removed_are_not_typed(tmp_path, monkeypat
             return real(*args, **kwargs)
 
         monkeypatch.setattr(snapshot_module, "newest_per_key", delayed)
+    if slow == "leaf, few touched":  # keys known first, typing every add fails: typed again after
+        real_leaf = snapshot_module.read_leaf
+
+        def delayed_leaf(*args, **kwargs):
+            time.sleep(0.2)
+            return real_leaf(*args, **kwargs)
+
+        monkeypatch.setattr(snapshot_module, "read_leaf", delayed_leaf)
+        monkeypatch.setattr(snapshot_module, "_few_touched", lambda keys, n: keys is not None)
     files = DeltaTable(str(tmp_path)).snapshot().files()
     assert files.column("partition_values").to_pylist() == [{"p": 1}]
 

@@ -60,13 +60,8 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
         nodes = [kind for kind, _ in _plan_nodes(df.logical_plan())]
     except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
         raise planning_error(e) from e
-    extra = [n for n in nodes if n not in ("Projection", "Filter", "TableScan")]
-    if extra or nodes.count("TableScan") != 1:
-        # "i > 5 UNION ALL SELECT ...", "i > 5 LIMIT 0", "i > 5 ORDER BY i": more than a WHERE clause
-        raise PredicateError(
-            f"predicate {text!r}: not a single boolean expression (the text adds {extra or ['another scan']} "
-            "to the query)"
-        )
+    # "i > 5 UNION ALL SELECT ...", "i > 5 LIMIT 0", "i > 5 ORDER BY i": more than a WHERE clause
+    _single_scan(nodes, text, empty_ok=False)
     null_lists = _null_in_lists(df.logical_plan())
     if null_lists == "false":
         return BoolLiteral(False)
@@ -81,6 +76,12 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     try:
         optimized = df.optimized_logical_plan()
         plan = _plan_nodes(optimized)
+    except Exception as e:  # noqa: BLE001
+        raise planning_error(e) from e
+    # subqueries sit inside expressions, below no plan input: the optimizer turns them into joins
+    # (x IN (SELECT ...), EXISTS) or leaves them in a kept Filter
+    _single_scan([kind for kind, _ in plan], text, empty_ok=True)
+    try:
         df.execution_plan()
     except Exception as e:  # noqa: BLE001
         raise planning_error(e) from e
@@ -102,6 +103,19 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
         return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
     return from_pyarrow(pushed, schema)
+
+
+def _single_scan(kinds: list[str], text: str, empty_ok: bool) -> None:
+    """Refuse a plan that is more than a filtered scan of the stand-in table (``empty_ok``: an
+    optimized plan may fold a contradiction into an empty relation, with no scan)."""
+    allowed = ("Projection", "Filter", "TableScan") + (("EmptyRelation",) if empty_ok else ())
+    extra = [k for k in kinds if k not in allowed]
+    scans = kinds.count("TableScan")
+    if extra or scans > 1 or (scans == 0 and not empty_ok):
+        raise PredicateError(
+            f"predicate {text!r}: not a single boolean expression (the text adds {extra or ['another scan']} "
+            "to the query)"
+        )
 
 
 def _plan_nodes(plan: Any) -> list[tuple[str, Any]]:
