@@ -168,8 +168,9 @@ def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...
     return out
 
 
-def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
-    """End-schema columns that cannot be read from files written under ``old`` (name -> reason)."""
+def _incompatible_columns(old: Metadata, end: Metadata, mapped_between: bool = False) -> dict[str, str]:
+    """End-schema columns that cannot be read from files written under ``old`` (name -> reason).
+    ``mapped_between``: whether column mapping was on in a schema from ``old`` to ``end``."""
     if (
         old.schema_string == end.schema_string
         and old.partition_columns == end.partition_columns
@@ -186,16 +187,23 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
 
     old_fields = {key(f, old.column_mapping_mode): f for f in old.schema_json["fields"]}
     old_by_name = {f["name"]: f for f in old.schema_json["fields"]}
-    mode_changed = old.column_mapping_mode != end.column_mapping_mode
+    # Physical names identify fields only while the table maps them (name or id mode at both
+    # ends). Removing column mapping stores every field under its logical name again, and an
+    # upgrade to name mode keeps the names fields had; so across a removal a field of the same
+    # logical name is the same field stored under another name, and without mapping at both ends
+    # a nested field gone from a struct may have been renamed through a mapping that came and went
+    # (without one in between, it was dropped by an overwrite and is not read).
+    mapped = old.column_mapping_mode != "none" and end.column_mapping_mode != "none"
+    renames_possible = not mapped and (mapped_between or old.column_mapping_mode != "none")
+    removed = old.column_mapping_mode != "none" and end.column_mapping_mode == "none"
     for f in end.schema_json["fields"]:
         name = f["name"]
         phys = physical_name(f, end.column_mapping_mode)
         of = old_fields.get(key(f, end.column_mapping_mode))
         end_part = name in end.partition_columns
         if of is None:
-            if mode_changed and name in old_by_name:
-                # the same column under another physical name (column mapping removed, or ids
-                # given): its older files and partition values hold it under that name
+            if removed and name in old_by_name:
+                # its older files and partition values hold it under its physical name
                 was = physical_name(old_by_name[name], old.column_mapping_mode)
                 out[name] = (
                     f"column mapping changed from {old.column_mapping_mode!r} to "
@@ -210,7 +218,28 @@ def _incompatible_columns(old: Metadata, end: Metadata) -> dict[str, str]:
         new_t = end.physical_schema.field(phys).type
         if not is_supported_type_change(old_t, new_t):
             out[name] = f"type changed from {old_t} to {new_t}"
+        elif renames_possible and _nested_names_lost(old_t, new_t):
+            out[name] = (
+                "had nested fields renamed under column mapping, since removed (older files store them under other names)"
+            )
     return out
+
+
+def _nested_names_lost(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether a struct anywhere inside ``old`` has a field (by physical name) that the same
+    struct in ``new`` lacks."""
+    if pa.types.is_struct(old) and pa.types.is_struct(new):
+        new_fields = {f.name: f.type for f in new}
+        return any(f.name not in new_fields or _nested_names_lost(f.type, new_fields[f.name]) for f in old)
+    if pa.types.is_map(old) and pa.types.is_map(new):
+        return _nested_names_lost(old.key_type, new.key_type) or _nested_names_lost(
+            old.item_type, new.item_type
+        )
+    if (pa.types.is_list(old) or pa.types.is_large_list(old)) and (
+        pa.types.is_list(new) or pa.types.is_large_list(new)
+    ):
+        return _nested_names_lost(old.value_type, new.value_type)
+    return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -329,7 +358,8 @@ class ChangeFeed:
         end_md = segments[-1][1]
         for i, (v, md) in enumerate(segments[:-1]):
             last = segments[i + 1][0] - 1
-            for col, why in _incompatible_columns(md, end_md).items():
+            mapped_between = any(m.column_mapping_mode != "none" for _, m in segments[i:])
+            for col, why in _incompatible_columns(md, end_md, mapped_between).items():
                 out.setdefault(col, []).append((v, last, why))
         return out
 

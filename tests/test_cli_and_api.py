@@ -254,6 +254,11 @@ def test_sql_predicate_with_a_subquery_is_refused(tmp_path):
             table.changes(0, predicate=text + " AND x < 4").to_table()
     with pytest.raises(DeltaError, match="cannot be applied by a scan"):
         table.snapshot().scan(predicate="x = (SELECT 2)")
+    # a repeated expression is named as written, not as DataFusion's __common_expr_N
+    with pytest.raises(
+        DeltaError, match=r"the part `t\.x \+ Int64\(1\) > Int64\(1\) AND t\.x \+ Int64\(1\) <"
+    ):
+        table.snapshot().scan(predicate="x + 1 > 1 AND x + 1 < 4")
 
 
 def test_cli_counts_rows_in_words(tmp_path, capsys):

@@ -205,12 +205,13 @@ def _item_kind(expr: Any) -> str:
     return "unknown"
 
 
-_EXTRACTED = re.compile(r" AS (__datafusion_extracted_\d+)")
+_EXTRACTED = re.compile(r" AS (__datafusion_extracted_\d+|__common_expr_\d+)")
 
 
 def _inline_extracted(part: str, plan: str) -> str:
-    """DataFusion moves nested-field accesses into a projection (``get_field(t.st, Utf8("a")) AS
-    __datafusion_extracted_1``); put the expressions back so the message shows what was written."""
+    """DataFusion moves nested-field accesses and repeated expressions into a projection
+    (``get_field(t.st, Utf8("a")) AS __datafusion_extracted_1``, ``t.id + Int64(1) AS
+    __common_expr_3``); put the expressions back so the message shows what was written."""
     for m in _EXTRACTED.finditer(plan):
         depth, i = 0, m.start()
         while i > 0:
