@@ -1106,13 +1106,14 @@ class ChangeScan:
     """
 
     def __init__(self, feed: ChangeFeed, columns: Sequence[str] | None = None, predicate: Any = None):
-        from .scan import as_predicate, requested_columns
+        from .scan import requested_columns, sql_predicate
 
         self.feed = feed
         schema = feed.schema
         columns = requested_columns(columns, schema.names, f"the change feed of {feed.storage.root_uri}")
         self.columns = list(columns) if columns is not None else list(schema.names)
-        self.predicate = as_predicate(predicate, schema)
+        #: see Scan.sql_filter: SQL text DataFusion applies a part of above the scan
+        self.predicate, self.sql_filter = sql_predicate(predicate, schema)
         self._plan: PlanResult | None = None
 
     @property
@@ -1150,9 +1151,19 @@ class ChangeScan:
         return cols
 
     def to_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
-        """The change rows in commit order, in batches of at most ``batch_size`` rows."""
+        """The change rows in commit order, in batches of at most ``batch_size`` rows (in no
+        particular order when DataFusion applies a part of a SQL predicate)."""
         from .read import batches_of_at_most
 
+        if self.sql_filter is not None:
+            from .datafusion.table_function import ChangesDataset
+            from .scan import rows_through_datafusion
+
+            where = f"the change feed of {self.feed.storage.root_uri} {self.feed.start}..{self.feed.end}"
+            dataset = ChangesDataset(self.feed, f"table_changes({self.feed.storage.root_uri})", None)
+            rows = rows_through_datafusion(dataset, self.schema, self.sql_filter, where)
+            yield from _with_metadata(batches_of_at_most(rows, batch_size), self.schema)
+            return
         units = self.plan.units
         self.feed.check_columns(self._needed_columns(), units)
         reader = self.feed.reader()

@@ -104,6 +104,48 @@ def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
     return pred
 
 
+def sql_predicate(predicate: Any, schema: pa.Schema) -> tuple[Predicate | None, str | None]:
+    """(the predicate a scan prunes and filters by, the SQL text to run through DataFusion when
+    DataFusion applies a part of it above the scan, else None)."""
+    if not isinstance(predicate, str):
+        return as_predicate(predicate, schema), None
+    from .datafusion.sql_predicate import plan_sql_predicate
+
+    pred, rest = plan_sql_predicate(predicate, schema)
+    if pred is not None:
+        check_evaluable(pred, schema)
+    return pred, predicate if rest else None
+
+
+def rows_through_datafusion(
+    dataset: Any, schema: pa.Schema, sql_filter: str, where: str
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``SELECT <schema's columns> FROM t WHERE <sql_filter>`` over ``dataset`` (this
+    package's DataFusion dataset of a snapshot or a change feed), run by DataFusion: it hands the
+    package's scan the part it can (pruning and filtering files as in any query) and applies the
+    rest itself, exactly as in SQL."""
+    from datafusion import SessionContext, Table
+
+    from .errors import from_datafusion
+
+    ctx = SessionContext()
+    ctx.register_table("t", Table(dataset))
+    select = ", ".join('"' + f.name.replace('"', '""') + '"' for f in schema) or "1"
+    try:
+        for batch in ctx.sql(f"SELECT {select} FROM t WHERE {sql_filter}").execute_stream():
+            b = batch.to_pyarrow()
+            if not len(schema):
+                yield b.select([])  # no columns, the row count kept
+                continue
+            cols = [c if c.type == f.type else c.cast(f.type) for c, f in zip(b.columns, schema, strict=True)]
+            yield pa.RecordBatch.from_arrays(cols, schema=schema)
+    except Exception as e:  # noqa: BLE001 - DataFusion's errors, as the package's
+        err = from_datafusion(e)
+        if err is not None:
+            raise err from e
+        raise DeltaError(f"predicate {sql_filter!r} on {where}: {str(e).splitlines()[0]}") from e
+
+
 def check_evaluable(pred: Any, schema: pa.Schema) -> None:
     """Refuse a predicate whose comparisons pyarrow cannot evaluate on the table's types (a
     boolean column against 1, a string against 1.5) now, naming it, instead of when (and only
@@ -128,7 +170,9 @@ class Scan:
             columns, schema.names, f"table {snapshot.table_root} at version {snapshot.version}"
         )
         self.columns = list(columns) if columns is not None else list(schema.names)
-        self.predicate = as_predicate(predicate, schema)
+        #: SQL text of which DataFusion applies a part above the scan (a function, LIKE, a cast
+        #: of a column): the rows are read through DataFusion, ``predicate`` prunes
+        self.predicate, self.sql_filter = sql_predicate(predicate, schema)
 
     @property
     def schema(self) -> pa.Schema:
@@ -172,8 +216,17 @@ class Scan:
         at most ``batch_size`` rows."""
         from .read import batches_of_at_most
 
-        batches = self.reader().read(self.scan_units(), self.columns, self.predicate, batch_size)
+        if self.sql_filter is not None:
+            batches = self._filtered_by_datafusion()
+        else:
+            batches = self.reader().read(self.scan_units(), self.columns, self.predicate, batch_size)
         yield from batches_of_at_most(batches, batch_size)
+
+    def _filtered_by_datafusion(self) -> Iterator[pa.RecordBatch]:
+        from .datafusion.provider import table_dataset
+
+        where = f"table {self.snapshot.table_root} at version {self.snapshot.version}"
+        return rows_through_datafusion(table_dataset(self.snapshot), self.schema, self.sql_filter, where)
 
     def to_table(self) -> pa.Table:
         return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)

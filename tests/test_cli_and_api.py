@@ -228,8 +228,7 @@ def test_sql_predicate_with_a_newline_in_a_literal(tmp_path):
     assert sorted(scan(predicate="s <> 'a\nb' OR s IS NULL").to_table().column("id").to_pylist()) == [2, 3]
     with pytest.raises(DeltaError, match="not a single boolean expression"):
         scan(predicate="s = 'a\nb' UNION ALL SELECT * FROM t")
-    with pytest.raises(DeltaError, match="cannot be applied by a scan"):
-        scan(predicate="s LIKE '%\ny'")
+    assert scan(predicate="s LIKE '%\ny'").to_table().column("id").to_pylist() == [3]
 
 
 def test_sql_predicate_with_a_subquery_is_refused(tmp_path):
@@ -252,13 +251,15 @@ def test_sql_predicate_with_a_subquery_is_refused(tmp_path):
             table.snapshot().scan(predicate=text)
         with pytest.raises(DeltaError, match="not a single boolean expression"):
             table.changes(0, predicate=text + " AND x < 4").to_table()
-    with pytest.raises(DeltaError, match="cannot be applied by a scan"):
-        table.snapshot().scan(predicate="x = (SELECT 2)")
+    # a scalar subquery stays in a Filter above the scan: DataFusion runs it, as in SQL
+    assert table.snapshot().scan(predicate="x = (SELECT 2)").to_table().column("x").to_pylist() == [2]
     # a repeated expression is named as written, not as DataFusion's __common_expr_N
+    from delta_datafusion.datafusion.sql_predicate import predicate_from_sql
+
     with pytest.raises(
         DeltaError, match=r"the part `t\.x \+ Int64\(1\) > Int64\(1\) AND t\.x \+ Int64\(1\) <"
     ):
-        table.snapshot().scan(predicate="x + 1 > 1 AND x + 1 < 4")
+        predicate_from_sql("x + 1 > 1 AND x + 1 < 4", table.snapshot().schema)
 
 
 def test_cli_counts_rows_in_words(tmp_path, capsys):
@@ -363,6 +364,32 @@ def test_sql_text_predicates_in_the_python_api(text):
     assert rows(got) == rows(want.drop_columns(["_commit_timestamp"])), feed_text
 
 
+def sql_rows(path, text: str, columns: list[str]) -> list:
+    """The rows SQL gives for ``WHERE text`` over the table (DataFusion applies what a scan
+    cannot), sorted: what a Python scan with the same text must return."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(path))
+    select = ", ".join(f'"{c}"' for c in columns)
+    return _comparable(ctx.sql(f"SELECT {select} FROM t WHERE {text}").to_arrow_table())
+
+
+def scan_rows(snap, text: str, columns: list[str]) -> list:
+    return _comparable(snap.scan(columns=columns, predicate=text).to_table())
+
+
+def _comparable(table: pa.Table) -> list:
+    """Rows sorted, NaN spelled out (NaN != NaN would fail equal results)."""
+
+    def cell(v):
+        return "NaN" if isinstance(v, float) and v != v else v
+
+    return sorted(({k: cell(v) for k, v in r.items()} for r in table.to_pylist()), key=str)
+
+
 def test_sql_text_predicate_errors():
     from delta_datafusion.errors import PredicateError
 
@@ -371,9 +398,9 @@ def test_sql_text_predicate_errors():
         snap.scan(predicate="id >")
     with pytest.raises(PredicateError, match=r"predicate 'nope = 1'.*nope"):
         snap.scan(predicate="nope = 1")
-    # a function stays above the scan in DataFusion: refused by name, never dropped silently
-    with pytest.raises(PredicateError, match=r"character_length\(t.name\).*cannot be applied by a scan"):
-        snap.scan(predicate="length(name) > 3")
+    # a function stays above the scan in DataFusion: DataFusion applies it, as in SQL
+    got = scan_rows(snap, "length(name) > 3", ["id", "name"])
+    assert got and got == sql_rows(corpus_table("cdf-table"), "length(name) > 3", ["id", "name"])
     with pytest.raises(PredicateError, match="empty"):
         snap.scan(predicate="  ")
     # a contradiction DataFusion folds away reads nothing
@@ -388,12 +415,16 @@ def test_sql_text_predicate_on_a_nested_field_is_named_as_written(tmp_path):
 
     struct = pa.array([{"a": 1}], pa.struct([("a", pa.int32())]))
     deltalake.write_deltalake(str(tmp_path / "t"), pa.table({"id": [1], "st": struct}))
+    from delta_datafusion.datafusion.sql_predicate import predicate_from_sql
+
     snap = DeltaTable(str(tmp_path / "t")).snapshot()
     for text in ("st['a'] > 0", "get_field(st, 'a') > 0 AND id = 1"):
+        # where a caller cannot run the text through DataFusion, the part is refused, named
         with pytest.raises(PredicateError, match="cannot be applied by a scan") as info:
-            snap.scan(predicate=text)
+            predicate_from_sql(text, snap.schema)
         assert 'get_field(t.st, Utf8("a")) > Int32(0)' in str(info.value)
         assert "__datafusion_extracted" not in str(info.value)
+        assert snap.scan(predicate=text).to_table().to_pylist() == [{"id": 1, "st": {"a": 1}}]
 
 
 @pytest.mark.parametrize("value", ["-5", "x", "\u0661", "1_000"])
@@ -594,8 +625,8 @@ def test_walkthrough_papercuts(tmp_path, capsys):
     with pytest.raises(dd.PredicateError) as info:
         snap.scan(predicate=pc.field("nope") == 1)
     assert str(info.value) == "cannot interpret filter (nope == 1): column 'nope' is not in the schema"
-    with pytest.raises(dd.PredicateError, match="LIKE patterns"):
-        snap.scan(predicate="rider LIKE 'rider-1%'")
+    text = "rider LIKE 'rider-1%'"
+    assert scan_rows(snap, text, ["trip_id", "rider"]) == sql_rows(example, text, ["trip_id", "rider"])
     ctx = SessionContext()
     with pytest.raises(dd.DeltaError, match="non-empty SQL string"):
         dd.explain(ctx, None)
@@ -604,31 +635,77 @@ def test_walkthrough_papercuts(tmp_path, capsys):
     assert cli._format(pa.table({"x": pa.array([None, 1], pa.int64())})).splitlines()[2].strip() == "NULL"
 
 
-def test_refusal_of_shapes_datafusion_keeps_names_them():
-    """IS DISTINCT FROM and IS TRUE are neither functions nor nested fields: the refusal says what
-    DataFusion hands a scan instead of naming the wrong reason."""
+def test_shapes_datafusion_keeps_above_the_scan(tmp_path):
+    """IS DISTINCT FROM and IS TRUE, functions, LIKE, casts of a column: DataFusion applies what
+    it does not hand a scan, so a Python scan (and the change feed) gives SQL's rows; the scan
+    still prunes by the part it is handed. Where a caller cannot run the text through DataFusion
+    the part is refused, saying what DataFusion hands a scan."""
+    from deltalake import write_deltalake
+
+    from delta_datafusion.datafusion.sql_predicate import predicate_from_sql
     from delta_datafusion.errors import PredicateError
 
     snap = DeltaTable(cli.example_table()).snapshot()
     for text in ("fare IS DISTINCT FROM 3", "(fare > 3) IS TRUE"):
         with pytest.raises(PredicateError, match="hands a scan only comparisons, IN lists and IS .NOT. NULL"):
-            snap.scan(predicate=text)
+            predicate_from_sql(text, snap.schema)
+        cols = ["trip_id", "fare"]
+        assert scan_rows(snap, text, cols) == sql_rows(cli.example_table(), text, cols)
+    path = tmp_path / "casts"
+    rows = pa.table(
+        {
+            "x": pa.array([1.0, 2.0, float("nan"), None], pa.float32()),
+            "i": pa.array([1, 2, 3, None], pa.int32()),
+            "s": ["ab", "cd", "ax", None],
+            "part": ["a", "a", "b", "b"],
+        }
+    )
+    write_deltalake(
+        str(path), rows, partition_by=["part"], configuration={"delta.enableChangeDataFeed": "true"}
+    )
+    table = DeltaTable(str(path))
+    cols = ["x", "i", "s", "part"]
+    for text in (
+        "x > 1.0",
+        "i = 2.0",
+        "i < 3000000000",
+        "i > 3000000000",
+        "NOT (x > 1.5)",
+        "s LIKE 'a%'",
+        "upper(s) = 'CD' OR x > 2.5",
+        "x > 1.0 AND part = 'a'",
+        "i + 1 > 1 AND i + 1 < 4",
+    ):
+        assert scan_rows(table.snapshot(), text, cols) == sql_rows(path, text, cols), text
+        got = _comparable(table.changes(0, columns=cols, predicate=text).to_table())
+        assert got == scan_rows(table.snapshot(), text, cols), text
+    scan = table.snapshot().scan(predicate="x > 1.0 AND part = 'a'")
+    assert scan.files().num_rows == 1  # pruned by the part handed to the scan
+    assert (
+        sum(b.num_rows for b in table.snapshot().scan(columns=[], predicate="s LIKE 'a%'").to_batches()) == 2
+    )
 
 
 def test_decimal_against_a_fractional_literal_in_predicate_text(tmp_path):
-    """README: `price > 69.49` is a float comparison through a cast, which a scan cannot apply:
-    refused naming the part; the literal written as a decimal gives the right rows."""
+    """README: `price > 69.49` is a float comparison through a cast of the column, which a scan
+    is not handed: DataFusion applies it, as in SQL; the literal written as a decimal gives
+    the decimal comparison."""
     from decimal import Decimal
 
     from deltalake import write_deltalake
 
+    from delta_datafusion.datafusion.sql_predicate import predicate_from_sql
     from delta_datafusion.errors import PredicateError
 
     prices = [Decimal("69.48"), Decimal("69.49"), Decimal("69.50"), None]
     write_deltalake(str(tmp_path), pa.table({"price": pa.array(prices, pa.decimal128(10, 2))}))
     table = DeltaTable(str(tmp_path))
     with pytest.raises(PredicateError, match=r"price > 69\.49.*CAST"):
-        table.snapshot().scan(predicate="price > 69.49").to_table()
+        predicate_from_sql("price > 69.49", table.snapshot().schema)
+    # run through DataFusion, as in SQL: the float 69.49 is 69.4899999..., so 69.49 is above it
+    got = table.snapshot().scan(predicate="price > 69.49").to_table().column("price").to_pylist()
+    assert got == [r["price"] for r in sql_rows(tmp_path, "price > 69.49", ["price"])]
+    assert got == [Decimal("69.49"), Decimal("69.50")]
     got = table.snapshot().scan(predicate="price > CAST(69.49 AS DECIMAL(10, 2))").to_table()
     assert got.column("price").to_pylist() == [Decimal("69.50")]
 

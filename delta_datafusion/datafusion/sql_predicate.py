@@ -39,7 +39,15 @@ class _CaptureFilter(ds.Dataset):
 
 
 def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
-    """The package predicate for the SQL boolean expression ``text`` over ``schema`` (None: TRUE)."""
+    """The package predicate for the SQL boolean expression ``text`` over ``schema`` (None: TRUE);
+    a part DataFusion would apply above the scan is refused, naming it."""
+    return plan_sql_predicate(text, schema, allow_rest=False)[0]
+
+
+def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) -> tuple[Any, bool]:
+    """(the part of ``text`` DataFusion hands a scan, as a package predicate (None: TRUE); whether
+    DataFusion keeps another part above the scan). With ``allow_rest`` False that other part is
+    refused instead: a caller that cannot run the text through DataFusion must not drop it."""
     from datafusion import SessionContext, Table
 
     from ..predicate import BoolLiteral
@@ -64,7 +72,7 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     _single_scan(nodes, text, empty_ok=False)
     null_lists = _null_in_lists(df.logical_plan())
     if null_lists == "false":
-        return BoolLiteral(False)
+        return BoolLiteral(False), False
     if null_lists == "refuse":
         raise PredicateError(
             f"predicate {text!r}: an IN list holding NULL (or an item that may be NULL, such as "
@@ -86,7 +94,7 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
     except Exception as e:  # noqa: BLE001
         raise planning_error(e) from e
     kept = [node for kind, node in plan if kind == "Filter"]
-    if kept:
+    if kept and not allow_rest:
         part = _inline_extracted(kept[0].predicate().canonical_name(), optimized.display_indent())
         raise PredicateError(
             f"predicate {text!r}: the part `{part}` cannot be applied by a scan: DataFusion 55 hands a scan "
@@ -94,15 +102,16 @@ def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
             "(functions, LIKE patterns, nested fields, IS DISTINCT FROM, IS TRUE/FALSE and some IN lists "
             "stay in DataFusion); filter those in SQL instead"
         )
+    rest = bool(kept)
     pushed = capture.filters[-1] if capture.filters else None
     if pushed is None:
         if not any(kind == "TableScan" for kind, _ in plan):
             # folded to FALSE or NULL ("1 = 0", "i = NULL"): DataFusion plans no scan at all
-            return BoolLiteral(False)
-        return None
+            return BoolLiteral(False), False
+        return None, rest
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
-        return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None)
-    return from_pyarrow(pushed, schema)
+        return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None), rest
+    return from_pyarrow(pushed, schema), rest
 
 
 def _single_scan(kinds: list[str], text: str, empty_ok: bool) -> None:
