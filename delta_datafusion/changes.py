@@ -168,78 +168,110 @@ def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...
     return out
 
 
-def _incompatible_columns(old: Metadata, end: Metadata, mapped_between: bool = False) -> dict[str, str]:
-    """End-schema columns that cannot be read from files written under ``old`` (name -> reason).
-    ``mapped_between``: whether column mapping was on in a schema from ``old`` to ``end``."""
+def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
+    """End-schema columns that cannot be read from files written under ``chain[0]`` (name ->
+    reason); ``chain`` is the metadata in force from then to the end (``chain[-1]``), in order.
+
+    A column is followed back through every metadata change: by field id (or physical name)
+    where column mapping is on at both sides of a change, by logical name where it is off at
+    either (removing the mapping stores fields under their names again; an upgrade keeps the
+    names fields have). A column with no counterpart was added later and is NULL for older
+    changes; one stored under another physical name then (at any depth), repartitioned, or
+    retyped incompatibly cannot be read from those files."""
+    old, end = chain[0], chain[-1]
     if (
         old.schema_string == end.schema_string
         and old.partition_columns == end.partition_columns
-        and (old.column_mapping_mode == end.column_mapping_mode)
+        and old.column_mapping_mode == end.column_mapping_mode
+        and all(m.column_mapping_mode == end.column_mapping_mode for m in chain)
     ):
         return {}
-    out: dict[str, str] = {}
-    # In id mode a column is its field id: one dropped and added again under the same physical
-    # name is another column (its older files read it as NULL), not a retyped one.
+    # the reader finds a column by field id when both ends are in id mode, else by physical name
     by_id = old.column_mapping_mode == "id" and end.column_mapping_mode == "id"
-
-    def key(f: dict, mode: str) -> Any:
-        return f.get("metadata", {}).get(FIELD_ID_KEY) if by_id else physical_name(f, mode)
-
-    old_fields = {key(f, old.column_mapping_mode): f for f in old.schema_json["fields"]}
-    old_by_name = {f["name"]: f for f in old.schema_json["fields"]}
-    # Physical names identify fields only while the table maps them (name or id mode at both
-    # ends). Removing column mapping stores every field under its logical name again, and an
-    # upgrade to name mode keeps the names fields had; so across a removal a field of the same
-    # logical name is the same field stored under another name, and without mapping at both ends
-    # a nested field gone from a struct may have been renamed through a mapping that came and went
-    # (without one in between, it was dropped by an overwrite and is not read).
-    mapped = old.column_mapping_mode != "none" and end.column_mapping_mode != "none"
-    renames_possible = not mapped and (mapped_between or old.column_mapping_mode != "none")
-    removed = old.column_mapping_mode != "none" and end.column_mapping_mode == "none"
+    out: dict[str, str] = {}
     for f in end.schema_json["fields"]:
         name = f["name"]
-        phys = physical_name(f, end.column_mapping_mode)
-        of = old_fields.get(key(f, end.column_mapping_mode))
-        end_part = name in end.partition_columns
-        if of is None:
-            if removed and name in old_by_name:
-                # its older files and partition values hold it under its physical name
-                was = physical_name(old_by_name[name], old.column_mapping_mode)
-                out[name] = (
-                    f"column mapping changed from {old.column_mapping_mode!r} to "
-                    f"{end.column_mapping_mode!r} (it was stored as {was!r})"
-                )
+        traced = _trace_back([f], chain)
+        if traced is None:
             continue  # added later (a partition column too): NULL for older changes
+        of = traced[-1]
+        if not by_id:
+            moved = _stored_elsewhere([f], traced, chain)
+            if moved is not None:
+                path, was = moved
+                out[name] = (
+                    f"field {'.'.join(path)} was stored as {was!r} (column mapping {old.column_mapping_mode!r} "
+                    f"then {end.column_mapping_mode!r})"
+                )
+                continue
+        end_part = name in end.partition_columns
         old_part = of["name"] in old.partition_columns
         if old_part != end_part:
             out[name] = "partitioning changed" + (" (was a partition column)" if old_part else "")
             continue
         old_t = old.physical_schema.field(physical_name(of, old.column_mapping_mode)).type
-        new_t = end.physical_schema.field(phys).type
+        new_t = end.physical_schema.field(physical_name(f, end.column_mapping_mode)).type
         if not is_supported_type_change(old_t, new_t):
             out[name] = f"type changed from {old_t} to {new_t}"
-        elif renames_possible and _nested_names_lost(old_t, new_t):
-            out[name] = (
-                "had nested fields renamed under column mapping, since removed (older files store them under other names)"
-            )
     return out
 
 
-def _nested_names_lost(old: pa.DataType, new: pa.DataType) -> bool:
-    """Whether a struct anywhere inside ``old`` has a field (by physical name) that the same
-    struct in ``new`` lacks."""
-    if pa.types.is_struct(old) and pa.types.is_struct(new):
-        new_fields = {f.name: f.type for f in new}
-        return any(f.name not in new_fields or _nested_names_lost(f.type, new_fields[f.name]) for f in old)
-    if pa.types.is_map(old) and pa.types.is_map(new):
-        return _nested_names_lost(old.key_type, new.key_type) or _nested_names_lost(
-            old.item_type, new.item_type
-        )
-    if (pa.types.is_list(old) or pa.types.is_large_list(old)) and (
-        pa.types.is_list(new) or pa.types.is_large_list(new)
-    ):
-        return _nested_names_lost(old.value_type, new.value_type)
-    return False
+def _struct_fields(t: Any) -> list[dict]:
+    """The fields of a struct type (inside arrays and map values too) of a Delta schema."""
+    if not isinstance(t, dict):
+        return []
+    if t.get("type") == "struct":
+        return t.get("fields", [])
+    if t.get("type") == "array":
+        return _struct_fields(t.get("elementType"))
+    if t.get("type") == "map":
+        return _struct_fields(t.get("valueType"))
+    return []
+
+
+def _counterpart(field: dict, siblings: list[dict], newer: str, older: str) -> dict | None:
+    """The field of ``siblings`` (under mapping mode ``older``) that ``field`` (under ``newer``)
+    was before a metadata change."""
+    if newer != "none" and older != "none":
+        fid = field.get("metadata", {}).get(FIELD_ID_KEY)
+        if fid is not None:
+            return next((s for s in siblings if s.get("metadata", {}).get(FIELD_ID_KEY) == fid), None)
+        phys = physical_name(field, newer)
+        return next((s for s in siblings if physical_name(s, older) == phys), None)
+    return next((s for s in siblings if s["name"] == field["name"]), None)
+
+
+def _trace_back(path: list[dict], chain: Sequence[Metadata]) -> list[dict] | None:
+    """A field path (top-level field, then fields inside it) of ``chain[-1]``'s schema followed
+    back to ``chain[0]``'s; None when the field did not exist then."""
+    for newer, older in zip(reversed(chain[1:]), reversed(chain[:-1]), strict=True):
+        siblings, found = older.schema_json["fields"], []
+        for f in path:
+            c = _counterpart(f, siblings, newer.column_mapping_mode, older.column_mapping_mode)
+            if c is None:
+                return None
+            found.append(c)
+            siblings = _struct_fields(c["type"])
+        path = found
+    return path
+
+
+def _stored_elsewhere(
+    end_path: list[dict], old_path: list[dict], chain: Sequence[Metadata]
+) -> tuple[list[str], str] | None:
+    """(the field's names, its old physical name) for the first field at or below ``end_path``
+    that older files store under another physical name than the end's schema reads."""
+    old_mode, end_mode = chain[0].column_mapping_mode, chain[-1].column_mapping_mode
+    was = physical_name(old_path[-1], old_mode)
+    if was != physical_name(end_path[-1], end_mode):
+        return [f["name"] for f in end_path], was
+    for child in _struct_fields(end_path[-1]["type"]):
+        traced = _trace_back([*end_path, child], chain)
+        if traced is not None:
+            found = _stored_elsewhere([*end_path, child], traced, chain)
+            if found is not None:
+                return found
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -355,11 +387,9 @@ class ChangeFeed:
     def _schema_changes(self, segments: list[tuple[int, Metadata]]) -> dict[str, list[tuple[int, int, str]]]:
         """Column -> [(first version, last version, reason)] of the ranges it cannot be read from."""
         out: dict[str, list[tuple[int, int, str]]] = {}
-        end_md = segments[-1][1]
-        for i, (v, md) in enumerate(segments[:-1]):
+        for i, (v, _) in enumerate(segments[:-1]):
             last = segments[i + 1][0] - 1
-            mapped_between = any(m.column_mapping_mode != "none" for _, m in segments[i:])
-            for col, why in _incompatible_columns(md, end_md, mapped_between).items():
+            for col, why in _incompatible_columns([m for _, m in segments[i:]]).items():
                 out.setdefault(col, []).append((v, last, why))
         return out
 

@@ -970,7 +970,8 @@ def test_column_mapping_removed_in_the_range(tmp_path):
     assert table.snapshot(version=0).scan().to_table().to_pylist() == [{"a": 10, "p": 1}, {"a": 20, "p": 1}]
     for column in ("p", "a"):
         with pytest.raises(
-            ChangeDataFeedError, match=f"column '{column}' cannot be read.*column mapping changed"
+            ChangeDataFeedError,
+            match=f"column .{column}. cannot be read.*field {column} was stored as .col-{column}.",
         ):
             table.changes(0, 1, columns=[column]).to_table()
     assert table.changes(0, 1, columns=["_change_type", "_commit_version"]).to_table().num_rows == 2
@@ -1046,9 +1047,7 @@ def test_nested_field_renamed_under_a_mapping_since_removed(tmp_path):
     table = DeltaTable(str(root))
     assert table.snapshot(version=0).scan().to_table().to_pylist() == [{"st": {"b": 20}}]
     assert table.changes(0, 0, columns=["st"]).to_table().to_pylist() == [{"st": {"b": 20}}]
-    with pytest.raises(
-        ChangeDataFeedError, match="column 'st' cannot be read.*nested fields renamed under column mapping"
-    ):
+    with pytest.raises(ChangeDataFeedError, match="column .st. cannot be read.*field st.b was stored as .a."):
         table.changes(0, 1, columns=["st"]).to_table()
     # no mapping anywhere: an overwrite dropping st.c leaves st.b readable in v0's changes
     p = str(tmp_path / "dropped")
@@ -1494,3 +1493,153 @@ def test_statement_tracking_keeps_sessions_as_they_were(tmp_path, monkeypatch):
             "SELECT (SELECT count(*) FROM lake.default.t) AS n, "
             "(SELECT count(*) FROM table_changes('lake.default.t', 1)) AS c",
         )
+
+
+def _mapping_log(root: Path, files: dict[str, pa.Table], commits: list[list[dict]]) -> DeltaTable:
+    """A hand-written table: parquet ``files`` and ``commits`` of actions, where an action
+    ``{"add": name, "change": bool}`` / ``{"remove": name}`` stands for a file action."""
+    (root / "_delta_log").mkdir(parents=True)
+    for name, rows in files.items():
+        pq.write_table(rows, root / name)
+
+    def file(name: str, change: bool) -> dict:
+        size = (root / name).stat().st_size
+        return {
+            "path": name,
+            "partitionValues": {},
+            "size": size,
+            "modificationTime": 0,
+            "dataChange": change,
+        }
+
+    for v, actions in enumerate(commits):
+        out = [{"commitInfo": {"timestamp": 1000 * (v + 1)}}]
+        for a in actions:
+            if "add" in a and isinstance(a["add"], str):
+                out.append({"add": file(a["add"], a.get("change", True))})
+            elif "remove" in a and isinstance(a["remove"], str):
+                out.append({"remove": {**file(a["remove"], False), "deletionTimestamp": 1}})
+            else:
+                out.append(a)
+        commit_path(root, v).write_text("".join(json.dumps(a) + "\n" for a in out))
+    return DeltaTable(str(root))
+
+
+def _mapped_metadata(mode: str, fields: list[tuple[str, int, str, list]]) -> dict:
+    """metaData with (name, id, physical name, nested fields of the same shape) long/struct fields."""
+
+    def field(name: str, fid: int, phys: str, nested: list) -> dict:
+        meta = (
+            {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": phys}
+            if mode != "none"
+            else {}
+        )
+        t = {"type": "struct", "fields": [field(*n) for n in nested]} if nested else "long"
+        return {"name": name, "type": t, "nullable": True, "metadata": meta}
+
+    conf = {**CDF, "delta.columnMapping.mode": mode}
+    if mode != "none":
+        conf["delta.columnMapping.maxColumnId"] = "9"
+    schema = {"type": "struct", "fields": [field(*f) for f in fields]}
+    return {
+        "metaData": {
+            "id": "t",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(schema),
+            "partitionColumns": [],
+            "configuration": conf,
+            "createdTime": 0,
+        }
+    }
+
+
+def test_column_mapping_transitions_followed_through_every_metadata_change(tmp_path):
+    """Fields are followed back through each metadata change (by id while mapping is on at both
+    sides, by name where it is off at either): (1) after renames a->c, b->a under the mapping and
+    its removal, 'a' was stored as 'b' (it read the other column's values); (2) mapping removed
+    and enabled again: v0's 'col-a' is not 'a' (read NULL); (3) a nested field dropped under the
+    mapping was not a rename (refused)."""
+    proto = {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}
+    # (1) v0 name mode: c stored as a, a stored as b; st.b stored as a, st.a as b; v1 removal
+    swapped = _mapping_log(
+        tmp_path / "swap",
+        {
+            "x.parquet": pa.table({"a": [1], "b": [2], "st": pa.array([{"a": 10, "b": 20}])}),
+            "y.parquet": pa.table({"c": [1], "a": [2], "st": pa.array([{"b": 10, "a": 20}])}),
+        },
+        [
+            [
+                proto,
+                _mapped_metadata(
+                    "name",
+                    [
+                        ("c", 1, "a", []),
+                        ("a", 2, "b", []),
+                        ("st", 3, "st", [("b", 4, "a", []), ("a", 5, "b", [])]),
+                    ],
+                ),
+                {"add": "x.parquet"},
+            ],
+            [
+                _mapped_metadata(
+                    "none",
+                    [
+                        ("c", 1, "c", []),
+                        ("a", 2, "a", []),
+                        ("st", 3, "st", [("b", 4, "b", []), ("a", 5, "a", [])]),
+                    ],
+                ),
+                {"remove": "x.parquet"},
+                {"add": "y.parquet", "change": False},
+            ],
+        ],
+    )
+    assert swapped.changes(0, 0, columns=["a", "st"]).to_table().to_pylist() == [
+        {"a": 2, "st": {"b": 10, "a": 20}}
+    ]
+    for column, stored in (("a", "b"), ("c", "a"), ("st", "a")):
+        with pytest.raises(
+            ChangeDataFeedError, match=f"column '{column}' cannot be read.*was stored as '{stored}'"
+        ):
+            swapped.changes(0, 1, columns=[column]).to_table()
+    # (2) name (col-a) -> none (rewritten) -> name again (physical = logical)
+    again = _mapping_log(
+        tmp_path / "again",
+        {"x.parquet": pa.table({"col-a": [1]}), "y.parquet": pa.table({"a": [1]})},
+        [
+            [proto, _mapped_metadata("name", [("a", 1, "col-a", [])]), {"add": "x.parquet"}],
+            [
+                _mapped_metadata("none", [("a", 1, "a", [])]),
+                {"remove": "x.parquet"},
+                {"add": "y.parquet", "change": False},
+            ],
+            [_mapped_metadata("name", [("a", 1, "a", [])])],
+        ],
+    )
+    with pytest.raises(ChangeDataFeedError, match="column 'a' cannot be read.*was stored as 'col-a'"):
+        again.changes(0, 2, columns=["a"]).to_table()
+    assert again.changes(1, 2, columns=["a"]).to_table().num_rows == 0  # only dataChange=false
+    # (3) none st{a, c} -> name (names kept) -> st.c dropped -> mapping removed
+    dropped = _mapping_log(
+        tmp_path / "dropped",
+        {
+            "x.parquet": pa.table({"st": pa.array([{"a": 1, "c": 2}])}),
+            "y.parquet": pa.table({"st": pa.array([{"a": 1}])}),
+        },
+        [
+            [
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}},
+                _mapped_metadata("none", [("st", 2, "st", [("a", 3, "a", []), ("c", 4, "c", [])])]),
+                {"add": "x.parquet"},
+            ],
+            [proto, _mapped_metadata("name", [("st", 2, "st", [("a", 3, "a", []), ("c", 4, "c", [])])])],
+            [_mapped_metadata("name", [("st", 2, "st", [("a", 3, "a", [])])])],
+            [
+                _mapped_metadata("none", [("st", 2, "st", [("a", 3, "a", [])])]),
+                {"remove": "x.parquet"},
+                {"add": "y.parquet", "change": False},
+            ],
+        ],
+    )
+    for end in (2, 3):
+        assert dropped.changes(0, end, columns=["st"]).to_table().to_pylist() == [{"st": {"a": 1}}]
