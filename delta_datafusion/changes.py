@@ -193,7 +193,14 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
         name = f["name"]
         traced = _trace_back([f], chain)
         if traced is None:
-            continue  # added later (a partition column too): NULL for older changes
+            # added later (a partition column too): NULL for older changes, unless their files
+            # hold another field under the name it is read by
+            taken = _physical_names(old.schema_json["fields"], old.column_mapping_mode)
+            if not by_id and physical_name(f, end.column_mapping_mode) in taken:
+                out[name] = (
+                    f"older files store another field as {physical_name(f, end.column_mapping_mode)!r}"
+                )
+            continue
         of = traced[-1]
         if not by_id:
             moved = _stored_elsewhere([f], traced, chain)
@@ -217,28 +224,42 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
 
 
 def _struct_fields(t: Any) -> list[dict]:
-    """The fields of a struct type (inside arrays and map values too) of a Delta schema."""
+    """The children of a Delta schema type: a struct's fields; for an array its element, for a
+    map its key and value, as unnamed (``"container": True``) children matched by position."""
     if not isinstance(t, dict):
         return []
     if t.get("type") == "struct":
         return t.get("fields", [])
     if t.get("type") == "array":
-        return _struct_fields(t.get("elementType"))
+        return [{"name": "element", "type": t.get("elementType"), "container": True}]
     if t.get("type") == "map":
-        return _struct_fields(t.get("valueType"))
+        return [
+            {"name": "key", "type": t.get("keyType"), "container": True},
+            {"name": "value", "type": t.get("valueType"), "container": True},
+        ]
     return []
+
+
+def _physical_names(fields: list[dict], mode: str) -> set[str]:
+    return {physical_name(f, mode) for f in fields if not f.get("container")}
 
 
 def _counterpart(field: dict, siblings: list[dict], newer: str, older: str) -> dict | None:
     """The field of ``siblings`` (under mapping mode ``older``) that ``field`` (under ``newer``)
     was before a metadata change."""
+    if field.get("container"):
+        return next((s for s in siblings if s.get("container") and s["name"] == field["name"]), None)
     if newer != "none" and older != "none":
         fid = field.get("metadata", {}).get(FIELD_ID_KEY)
         if fid is not None:
             return next((s for s in siblings if s.get("metadata", {}).get(FIELD_ID_KEY) == fid), None)
-        phys = physical_name(field, newer)
-        return next((s for s in siblings if physical_name(s, older) == phys), None)
-    return next((s for s in siblings if s["name"] == field["name"]), None)
+    real = [s for s in siblings if not s.get("container")]
+    if newer == "none":  # no mapping now: a removal keeps the logical names
+        return next((s for s in real if s["name"] == field["name"]), None)
+    # both mapped (no id): the same physical name; an upgrade to a mapping keeps the names the
+    # fields had as their physical names
+    name = physical_name(field, newer)
+    return next((s for s in real if physical_name(s, older) == name), None)
 
 
 def _trace_back(path: list[dict], chain: Sequence[Metadata]) -> list[dict] | None:
@@ -262,15 +283,22 @@ def _stored_elsewhere(
     """(the field's names, its old physical name) for the first field at or below ``end_path``
     that older files store under another physical name than the end's schema reads."""
     old_mode, end_mode = chain[0].column_mapping_mode, chain[-1].column_mapping_mode
-    was = physical_name(old_path[-1], old_mode)
-    if was != physical_name(end_path[-1], end_mode):
-        return [f["name"] for f in end_path], was
+    if not end_path[-1].get("container"):
+        was = physical_name(old_path[-1], old_mode)
+        if was != physical_name(end_path[-1], end_mode):
+            return [f["name"] for f in end_path], was
+    old_children = _struct_fields(old_path[-1]["type"])
     for child in _struct_fields(end_path[-1]["type"]):
         traced = _trace_back([*end_path, child], chain)
         if traced is not None:
             found = _stored_elsewhere([*end_path, child], traced, chain)
             if found is not None:
                 return found
+        elif not child.get("container") and physical_name(child, end_mode) in _physical_names(
+            old_children, old_mode
+        ):
+            # added later, but older files hold another field under the name it is read by
+            return [f["name"] for f in (*end_path, child)], "another field's name"
     return None
 
 

@@ -1643,3 +1643,87 @@ def test_column_mapping_transitions_followed_through_every_metadata_change(tmp_p
     )
     for end in (2, 3):
         assert dropped.changes(0, end, columns=["st"]).to_table().to_pylist() == [{"st": {"a": 1}}]
+    # (4) a column added after the removal, under the name another field was stored as before
+    later = _mapping_log(
+        tmp_path / "later",
+        {
+            "x.parquet": pa.table({"a": [7]}),
+            "y.parquet": pa.table({"x": [7]}),
+            "z.parquet": pa.table({"x": [8], "a": [9]}),
+        },
+        [
+            [proto, _mapped_metadata("name", [("x", 1, "a", [])]), {"add": "x.parquet"}],
+            [
+                _mapped_metadata("none", [("x", 1, "x", [])]),
+                {"remove": "x.parquet"},
+                {"add": "y.parquet", "change": False},
+            ],
+            [_mapped_metadata("none", [("x", 1, "x", []), ("a", 2, "a", [])]), {"add": "z.parquet"}],
+        ],
+    )
+    with pytest.raises(ChangeDataFeedError, match="column 'a' cannot be read.*another field as 'a'"):
+        later.changes(0, 2, columns=["a"]).to_table()  # it read x's value 7 for v0
+    assert later.changes(1, 2, columns=["a"]).to_table().to_pylist() == [{"a": 9}]
+    # (5) an upgrade that renames in the same change: z is what was stored as 'a'
+    upgraded = _mapping_log(
+        tmp_path / "upgraded",
+        {"x.parquet": pa.table({"a": [7]})},
+        [
+            [
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}},
+                _mapped_metadata("none", [("a", 1, "a", [])]),
+                {"add": "x.parquet"},
+            ],
+            [proto, _mapped_metadata("name", [("z", 1, "a", [])])],
+        ],
+    )
+    assert upgraded.changes(0, 1, columns=["z"]).to_table().to_pylist() == [{"z": 7}]
+
+
+def test_struct_map_keys_under_a_mapping_since_removed(tmp_path):
+    """A map whose keys are structs: their fields have physical names too; they were never
+    followed (keys read NULL, or swapped when the names were swapped)."""
+    proto = {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}
+    key = pa.struct([("col-k1", pa.int64()), ("col-k2", pa.int64())])
+    stored = pa.array([[({"col-k1": 1, "col-k2": 2}, 100)]], pa.map_(key, pa.int64()))
+    plain = pa.array(
+        [[({"k1": 1, "k2": 2}, 100)]],
+        pa.map_(pa.struct([("k1", pa.int64()), ("k2", pa.int64())]), pa.int64()),
+    )
+
+    def metadata(mode: str) -> dict:
+        md = _mapped_metadata(mode, [("m", 1, "m", [])])
+        schema = json.loads(md["metaData"]["schemaString"])
+
+        def kfield(name: str, fid: int) -> dict:
+            meta = {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": f"col-{name}"}
+            return {
+                "name": name,
+                "type": "long",
+                "nullable": True,
+                "metadata": meta if mode != "none" else {},
+            }
+
+        key_type = {"type": "struct", "fields": [kfield("k1", 2), kfield("k2", 3)]}
+        schema["fields"][0]["type"] = {
+            "type": "map",
+            "keyType": key_type,
+            "valueType": "long",
+            "valueContainsNull": True,
+        }
+        md["metaData"]["schemaString"] = json.dumps(schema)
+        return md
+
+    table = _mapping_log(
+        tmp_path / "mapkey",
+        {"x.parquet": pa.table({"m": stored}), "y.parquet": pa.table({"m": plain})},
+        [
+            [proto, metadata("name"), {"add": "x.parquet"}],
+            [metadata("none"), {"remove": "x.parquet"}, {"add": "y.parquet", "change": False}],
+        ],
+    )
+    assert table.changes(0, 0, columns=["m"]).to_table().column("m").to_pylist() == [
+        [({"k1": 1, "k2": 2}, 100)]
+    ]
+    with pytest.raises(ChangeDataFeedError, match="field m.key.k1 was stored as 'col-k1'"):
+        table.changes(0, 1, columns=["m"]).to_table()
