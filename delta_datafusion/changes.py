@@ -186,8 +186,11 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
         and all(m.column_mapping_mode == end.column_mapping_mode for m in chain)
     ):
         return {}
-    # the reader finds a column by field id when both ends are in id mode, else by physical name
-    by_id = old.column_mapping_mode == "id" and end.column_mapping_mode == "id"
+    # the reader finds a column by field id when both ends are in id mode, else by physical name;
+    # ids identify fields only if the mapping stayed in id mode throughout
+    by_id = all(m.column_mapping_mode == "id" for m in chain)
+    # without any mapping, a field is its name: one dropped and added again is the same field
+    unmapped = all(m.column_mapping_mode == "none" for m in chain)
     out: dict[str, str] = {}
     for f in end.schema_json["fields"]:
         name = f["name"]
@@ -196,13 +199,13 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
             # added later (a partition column too): NULL for older changes, unless their files
             # hold another field under the name it is read by
             taken = _physical_names(old.schema_json["fields"], old.column_mapping_mode)
-            if not by_id and physical_name(f, end.column_mapping_mode) in taken:
+            if not by_id and not unmapped and physical_name(f, end.column_mapping_mode) in taken:
                 out[name] = (
                     f"older files store another field as {physical_name(f, end.column_mapping_mode)!r}"
                 )
             continue
         of = traced[-1]
-        if not by_id:
+        if not by_id and not unmapped:
             moved = _stored_elsewhere([f], traced, chain)
             if moved is not None:
                 path, was = moved

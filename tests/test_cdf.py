@@ -1727,3 +1727,70 @@ def test_struct_map_keys_under_a_mapping_since_removed(tmp_path):
     ]
     with pytest.raises(ChangeDataFeedError, match="field m.key.k1 was stored as 'col-k1'"):
         table.changes(0, 1, columns=["m"]).to_table()
+
+
+def test_column_dropped_and_added_again_without_mapping_is_the_same_column(tmp_path):
+    """Without column mapping a column is its name: dropped by an overwrite and added back by a
+    merge, its older values are read (as deltalake and Spark read them), at the top level and
+    nested; the mapping checks refused it as another field stored under that name."""
+    p = str(tmp_path / "readd")
+    write_deltalake(p, pa.table({"a": [1], "b": [10], "s": pa.array([{"x": 1, "y": 2}])}), configuration=CDF)
+    write_deltalake(
+        p, pa.table({"a": [2], "s": pa.array([{"y": 3}])}), mode="overwrite", schema_mode="overwrite"
+    )
+    write_deltalake(
+        p,
+        pa.table({"a": [3], "b": [30], "s": pa.array([{"y": 4, "x": 5}])}),
+        mode="append",
+        schema_mode="merge",
+    )
+    got = DeltaTable(p).changes(0, 2, columns=["a", "b", "s", "_change_type"]).to_table().to_pylist()
+    assert sorted(got, key=str) == sorted(
+        [
+            {"a": 1, "b": 10, "s": {"y": 2, "x": 1}, "_change_type": "insert"},
+            {"a": 1, "b": 10, "s": {"y": 2, "x": 1}, "_change_type": "delete"},
+            {"a": 2, "b": None, "s": {"y": 3, "x": None}, "_change_type": "insert"},
+            {"a": 3, "b": 30, "s": {"y": 4, "x": 5}, "_change_type": "insert"},
+        ],
+        key=str,
+    )
+
+
+def test_id_mode_left_and_entered_again_is_not_matched_by_ids(tmp_path):
+    """id mode, mapping removed, id mode again with other ids: the ids of the ends do not name
+    the same fields; v0's columns are refused (they were read swapped)."""
+    proto = {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}
+
+    def ids(mode: str, a: int, b: int) -> dict:
+        md = _mapped_metadata("name" if mode == "id" else mode, [("a", a, "pa", []), ("b", b, "pb", [])])
+        md["metaData"]["configuration"]["delta.columnMapping.mode"] = mode
+        return md
+
+    def with_ids(names: list[str], fids: list[int], values: list[int]) -> pa.Table:
+        fields = [
+            pa.field(n, pa.int64(), metadata={b"PARQUET:field_id": str(i).encode()})
+            for n, i in zip(names, fids, strict=True)
+        ]
+        return pa.table([pa.array([v]) for v in values], schema=pa.schema(fields))
+
+    table = _mapping_log(
+        tmp_path / "idagain",
+        {
+            "x.parquet": with_ids(["pa", "pb"], [1, 2], [1, 2]),
+            "y.parquet": pa.table({"a": [1], "b": [2]}),
+            "z.parquet": with_ids(["pb", "pa"], [1, 2], [3, 4]),
+        },
+        [
+            [proto, ids("id", 1, 2), {"add": "x.parquet"}],
+            [
+                _mapped_metadata("none", [("a", 1, "a", []), ("b", 2, "b", [])]),
+                {"remove": "x.parquet"},
+                {"add": "y.parquet", "change": False},
+            ],
+            [ids("id", 2, 1)],
+            [{"add": "z.parquet"}],
+        ],
+    )
+    assert table.changes(3, 3, columns=["a", "b"]).to_table().to_pylist() == [{"a": 4, "b": 3}]
+    with pytest.raises(ChangeDataFeedError, match="column 'a' cannot be read"):
+        table.changes(0, 3, columns=["a", "b"]).to_table()
