@@ -195,6 +195,11 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
     for f in end.schema_json["fields"]:
         name = f["name"]
         traced = _trace_back([f], chain)
+        if traced is None and unmapped:
+            # a column dropped and added back is the same column: its partitioning and type
+            # are checked as for one never dropped
+            same = next((o for o in old.schema_json["fields"] if o["name"] == name), None)
+            traced = None if same is None else [same]
         if traced is None:
             # added later (a partition column too): NULL for older changes, unless their files
             # hold another field under the name it is read by

@@ -1794,3 +1794,24 @@ def test_id_mode_left_and_entered_again_is_not_matched_by_ids(tmp_path):
     assert table.changes(3, 3, columns=["a", "b"]).to_table().to_pylist() == [{"a": 4, "b": 3}]
     with pytest.raises(ChangeDataFeedError, match="column 'a' cannot be read"):
         table.changes(0, 3, columns=["a", "b"]).to_table()
+
+
+def test_column_dropped_and_added_back_keeps_its_checks_without_mapping(tmp_path):
+    """A partition column dropped by an overwrite and added back as a data column is refused
+    for the older changes, as one un-partitioned without a drop is (it read NULL); one added
+    back with another type is refused when planned, not when a file is read."""
+    p = str(tmp_path / "part")
+    write_deltalake(p, pa.table({"a": [1], "p": ["u"]}), partition_by=["p"], configuration=CDF)
+    write_deltalake(p, pa.table({"a": [2]}), mode="overwrite", schema_mode="overwrite", partition_by=[])
+    write_deltalake(p, pa.table({"a": [3], "p": ["w"]}), mode="append", schema_mode="merge")
+    with pytest.raises(ChangeDataFeedError, match="column 'p' cannot be read.*partitioning changed"):
+        DeltaTable(p).changes(0, 2, columns=["a", "p"]).to_table()
+    assert DeltaTable(p).changes(2, 2, columns=["a", "p"]).to_table().to_pylist() == [{"a": 3, "p": "w"}]
+    q = str(tmp_path / "type")
+    write_deltalake(q, pa.table({"a": [1], "b": [10]}), configuration=CDF)
+    write_deltalake(q, pa.table({"a": [2]}), mode="overwrite", schema_mode="overwrite")
+    write_deltalake(q, pa.table({"a": [3], "b": ["x"]}), mode="append", schema_mode="merge")
+    with pytest.raises(
+        ChangeDataFeedError, match="column 'b' cannot be read.*type changed from int64 to string"
+    ):
+        DeltaTable(q).changes(0, 2, columns=["b"]).to_table()
