@@ -212,15 +212,18 @@ def widened_columns(schema_json: dict) -> set[tuple[str, ...]]:
 
 def _forget_bounds(stats: pa.StructArray, paths: set[tuple[str, ...]]) -> pa.StructArray:
     def drop(arr: pa.StructArray, prefix: tuple[str, ...]) -> pa.StructArray:
-        kids = []
+        kids, changed = [], False
         for i, f in enumerate(arr.type):
-            child = arr.field(i)
+            child = original = arr.field(i)
             path = prefix + (f.name,)
             if path in paths:
                 child = pa.nulls(len(arr), f.type)
             elif pa.types.is_struct(f.type):
                 child = drop(child, path)
+            changed = changed or child is not original
             kids.append(child)
+        if not changed:  # also a struct without fields, which from_arrays would rebuild with no rows
+            return arr
         return pa.StructArray.from_arrays(
             kids, fields=list(arr.type), mask=pc.invert(arr.is_valid()) if arr.null_count else None
         )

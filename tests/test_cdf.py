@@ -1815,3 +1815,26 @@ def test_column_dropped_and_added_back_keeps_its_checks_without_mapping(tmp_path
         ChangeDataFeedError, match="column 'b' cannot be read.*type changed from int64 to string"
     ):
         DeltaTable(q).changes(0, 2, columns=["b"]).to_table()
+
+
+@pytest.mark.parametrize("kind", ["list", "map"])
+def test_field_added_to_a_struct_inside_a_list_or_map(tmp_path, kind):
+    """A table whose only column is a list (or map) of structs, a field added by a merge: the
+    column's bounds are forgotten for the older changes, and forgetting them rebuilt the empty
+    bounds struct with no rows (ArrowInvalid)."""
+    if kind == "list":
+        first = pa.table({"c": pa.array([[{"a": 1}]])})
+        second = pa.table({"c": pa.array([[{"a": 2, "b": "x"}]])})
+    else:
+        first = pa.table(
+            {"c": pa.array([[("k", {"a": 1})]], pa.map_(pa.string(), pa.struct([("a", pa.int64())])))}
+        )
+        value = pa.struct([("a", pa.int64()), ("b", pa.string())])
+        second = pa.table({"c": pa.array([[("k", {"a": 2, "b": "x"})]], pa.map_(pa.string(), value))})
+    p = str(tmp_path / kind)
+    write_deltalake(p, first, configuration=CDF)
+    write_deltalake(p, second, mode="append", schema_mode="merge")
+    got = DeltaTable(p).changes(0, columns=["c", "_commit_version"]).to_table().to_pylist()
+    assert len(got) == 2 and sorted(r["_commit_version"] for r in got) == [0, 1]
+    old = next(r["c"] for r in got if r["_commit_version"] == 0)
+    assert old == ([{"a": 1, "b": None}] if kind == "list" else [("k", {"a": 1, "b": None})])
