@@ -192,8 +192,10 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
     # without any mapping, a field is its name: one dropped and added again is the same field
     unmapped = all(m.column_mapping_mode == "none" for m in chain)
     out: dict[str, str] = {}
+    taken = None  # the physical names older files store, for fields added later
     for f in end.schema_json["fields"]:
         name = f["name"]
+        phys = physical_name(f, end.column_mapping_mode)
         traced = _trace_back([f], chain)
         if traced is None and unmapped:
             # a column dropped and added back is the same column: its partitioning and type
@@ -203,11 +205,11 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
         if traced is None:
             # added later (a partition column too): NULL for older changes, unless their files
             # hold another field under the name it is read by
-            taken = _physical_names(old.schema_json["fields"], old.column_mapping_mode)
-            if not by_id and not unmapped and physical_name(f, end.column_mapping_mode) in taken:
-                out[name] = (
-                    f"older files store another field as {physical_name(f, end.column_mapping_mode)!r}"
-                )
+            if not by_id and not unmapped:
+                if taken is None:
+                    taken = _physical_names(old.schema_json["fields"], old.column_mapping_mode)
+                if phys in taken:
+                    out[name] = f"older files store another field as {phys!r}"
             continue
         of = traced[-1]
         if not by_id and not unmapped:
@@ -225,7 +227,7 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
             out[name] = "partitioning changed" + (" (was a partition column)" if old_part else "")
             continue
         old_t = old.physical_schema.field(physical_name(of, old.column_mapping_mode)).type
-        new_t = end.physical_schema.field(physical_name(f, end.column_mapping_mode)).type
+        new_t = end.physical_schema.field(phys).type
         if not is_supported_type_change(old_t, new_t):
             out[name] = f"type changed from {old_t} to {new_t}"
     return out

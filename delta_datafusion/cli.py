@@ -37,12 +37,13 @@ def _format(table, max_rows: int = 20) -> str:
     sep = "-+-".join("-" * w for w in widths)
     body = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
     hidden = table.num_rows - max_rows
-    more = [f"... {hidden} more {_rows(hidden).split()[1]}"] if hidden > 0 else []
+    more = [f"... {hidden} more {_rows(hidden, count=False)}"] if hidden > 0 else []
     return "\n".join([line, sep, *body, *more, f"({_rows(table.num_rows)})"])
 
 
-def _rows(n: int) -> str:
-    return "1 row" if n == 1 else f"{n} rows"
+def _rows(n: int, count: bool = True) -> str:
+    word = "row" if n == 1 else "rows"
+    return f"{n} {word}" if count else word
 
 
 def demo(out: TextIO | None = None) -> int:

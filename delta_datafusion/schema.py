@@ -349,9 +349,8 @@ def relabel(arr: pa.Array, target: pa.DataType) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
         return pa.chunked_array([relabel(c, target) for c in arr.chunks], target)
     t = arr.type
-    if (
-        t == target
-    ):  # nothing to rename (and a struct without fields rebuilt from no children would have no rows)
+    # nothing to rename (and a struct without fields, rebuilt from no children, would have no rows)
+    if t == target:
         return arr
     if pa.types.is_struct(t) and pa.types.is_struct(target) and t.num_fields == target.num_fields:
         kids = [relabel(arr.field(i), target.field(i).type) for i in range(t.num_fields)]

@@ -983,68 +983,22 @@ def test_nested_field_renamed_under_a_mapping_since_removed(tmp_path):
     physical name 'a' (renamed under the mapping), while the top-level name 'st' is unchanged.
     Reading it under v1's names gave st.b NULL; st is refused for v0's changes. An overwrite
     that drops a nested field without any mapping still reads the field that is left."""
-    root = tmp_path / "nested"
-    (root / "_delta_log").mkdir(parents=True)
-    pq.write_table(pa.table({"st": pa.array([{"a": 20}])}), root / "x.parquet")
-    pq.write_table(pa.table({"st": pa.array([{"b": 20}])}), root / "y.parquet")
-
-    def metadata(mode: str) -> dict:
-        def cm(i: int, phys: str) -> dict:
-            return (
-                {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": phys}
-                if mode == "name"
-                else {}
-            )
-
-        inner = {
-            "type": "struct",
-            "fields": [{"name": "b", "type": "long", "nullable": True, "metadata": cm(2, "a")}],
-        }
-        schema = {
-            "type": "struct",
-            "fields": [{"name": "st", "type": inner, "nullable": True, "metadata": cm(1, "st")}],
-        }
-        conf = {**CDF, "delta.columnMapping.mode": mode}
-        if mode == "name":
-            conf["delta.columnMapping.maxColumnId"] = "2"
-        return {
-            "metaData": {
-                "id": "t",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema),
-                "partitionColumns": [],
-                "configuration": conf,
-                "createdTime": 0,
-            }
-        }
-
-    def file(path: str, change: bool) -> dict:
-        size = (root / path).stat().st_size
-        return {
-            "path": path,
-            "partitionValues": {},
-            "size": size,
-            "modificationTime": 0,
-            "dataChange": change,
-        }
-
-    commits = [
+    proto = {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}
+    table = _mapping_log(
+        tmp_path / "nested",
+        {
+            "x.parquet": pa.table({"st": pa.array([{"a": 20}])}),
+            "y.parquet": pa.table({"st": pa.array([{"b": 20}])}),
+        },
         [
-            {"commitInfo": {"timestamp": 1000}},
-            {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
-            metadata("name"),
-            {"add": file("x.parquet", True)},
+            [proto, _mapped_metadata("name", [("st", 1, "st", [("b", 2, "a", [])])]), {"add": "x.parquet"}],
+            [
+                _mapped_metadata("none", [("st", 1, "st", [("b", 2, "b", [])])]),
+                {"remove": "x.parquet"},
+                {"add": "y.parquet", "change": False},
+            ],
         ],
-        [
-            {"commitInfo": {"timestamp": 2000}},
-            metadata("none"),
-            {"remove": {**file("x.parquet", False), "deletionTimestamp": 2000}},
-            {"add": file("y.parquet", False)},
-        ],
-    ]
-    for v, actions in enumerate(commits):
-        commit_path(root, v).write_text("".join(json.dumps(a) + "\n" for a in actions))
-    table = DeltaTable(str(root))
+    )
     assert table.snapshot(version=0).scan().to_table().to_pylist() == [{"st": {"b": 20}}]
     assert table.changes(0, 0, columns=["st"]).to_table().to_pylist() == [{"st": {"b": 20}}]
     with pytest.raises(ChangeDataFeedError, match="column .st. cannot be read.*field st.b was stored as .a."):
