@@ -40,18 +40,20 @@ def _fmt_us(us: int) -> str:
         return f"{us} us from 1970-01-01T00:00:00+00:00"
 
 
-def as_bound(value: Any, argument: str) -> int | Instant | None:
-    """A version (int) or an :class:`Instant` from what a user passes (int, datetime, date, str)."""
+def as_bound(value: Any, argument: str, table: str | None = None) -> int | Instant | None:
+    """A version (int) or an :class:`Instant` from what a user passes (int, datetime, date, str);
+    ``table`` (its name or location) is named in errors."""
+    what = f"table_changes on {table}" if table else "table_changes"
     if value is None:
         return None
     if isinstance(value, Instant):
         return value
     if isinstance(value, bool):
-        raise DeltaError(f"table_changes: {argument} must be a version or a timestamp, got {value!r}")
+        raise DeltaError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
     if isinstance(value, (int, np.integer)):
         v = int(value)
         if v < 0:
-            raise InvalidRangeError(f"table_changes: {argument} version must not be negative, got {v}")
+            raise InvalidRangeError(f"{what}: {argument} version must not be negative, got {v}")
         return v
     if isinstance(value, str):
         text = value.strip()
@@ -67,7 +69,7 @@ def as_bound(value: Any, argument: str) -> int | Instant | None:
                 parsed = dt.datetime.combine(dt.date.fromisoformat(norm), dt.time())
             except ValueError as e:
                 raise DeltaError(
-                    f"table_changes: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
+                    f"{what}: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
                 ) from e
         value = parsed
     if isinstance(value, dt.datetime) and hasattr(value, "value") and hasattr(value, "to_pydatetime"):
@@ -80,9 +82,9 @@ def as_bound(value: Any, argument: str) -> int | Instant | None:
         delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
         return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
     if isinstance(value, dt.date):
-        return as_bound(dt.datetime(value.year, value.month, value.day), argument)
+        return as_bound(dt.datetime(value.year, value.month, value.day), argument, table)
     raise DeltaError(
-        f"table_changes: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
+        f"{what}: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
         f"string), got {value!r}"
     )
 
@@ -92,10 +94,11 @@ def resolve_range(
 ) -> tuple[int, int]:
     """(start version, end version) of a change range; ``end`` None means the latest version."""
     listing = listing if listing is not None else table.listing()
-    s = as_bound(start, "start")
-    e = as_bound(end, "end")
+    where = table.storage.root_uri
+    s = as_bound(start, "start", where)
+    e = as_bound(end, "end", where)
     if s is None:
-        raise InvalidRangeError("table_changes: a start version or timestamp is required")
+        raise InvalidRangeError(f"table_changes on {where}: a start version or timestamp is required")
     latest = listing.latest_version()
     timeline = None
     if isinstance(s, Instant) or isinstance(e, Instant):
@@ -105,7 +108,7 @@ def resolve_range(
         try:
             s_v = timeline.version_at_or_after(ms)
         except VersionNotFoundError as err:
-            raise VersionNotFoundError(f"table_changes start: {err}") from err
+            raise VersionNotFoundError(f"table_changes on {where}: start {err}") from err
     else:
         s_v = s
     if e is None:
@@ -114,10 +117,9 @@ def resolve_range(
         try:
             e_v = timeline.version_at_or_before(e.micros // 1000)
         except VersionNotFoundError as err:
-            raise VersionNotFoundError(f"table_changes end: {err}") from err
+            raise VersionNotFoundError(f"table_changes on {where}: end {err}") from err
     else:
         e_v = e
-    where = table.storage.root_uri
     if s_v > latest:
         raise VersionNotFoundError(
             f"table_changes: start version {s_v} is after the latest version {latest} of {where}"

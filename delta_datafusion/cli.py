@@ -100,10 +100,15 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     ctx = SessionContext()
     register(ctx)
+    given: dict[str, str] = {}
     for spec in args.table or []:
         name, _, uri = spec.partition("=")
         if not uri:
             raise DeltaError(f"--table expects NAME=URI, got {spec!r}")
+        # SQL lower-cases unquoted names: T and t are one table
+        if name.lower() in given:
+            raise DeltaError(f"--table names {name!r} twice (also as {given[name.lower()]!r})")
+        given[name.lower()] = spec
         register_table(ctx, name, uri)
     print(_format(ctx.sql(args.query).to_arrow_table(), max_rows=args.max_rows), file=out)
     return 0
@@ -152,7 +157,11 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("demo", help="run SQL over the bundled example Delta table")
     p_sql = sub.add_parser("sql", help="run one SQL query over Delta tables")
     p_sql.add_argument("query")
-    p_sql.add_argument("--table", action="append", help="NAME=URI of a Delta table (repeatable)")
+    p_sql.add_argument(
+        "--table",
+        action="append",
+        help="NAME=URI of a Delta table (repeatable); SQL reads unquoted names in lower case",
+    )
     p_sql.add_argument("--max-rows", type=_non_negative, default=50)
     p_info = sub.add_parser("info", help="describe a Delta table")
     p_info.add_argument("uri")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numbers
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from .errors import (
 from .read_schema import (
     ConversionError,
     ReadSchema,
+    case_insensitive_columns,
     cast_column,
     cast_may_fail,
     conform,
@@ -225,13 +226,15 @@ class UnitReader:
                 u.all_rows_match and on <= (u.partition_values.keys() | u.constants.keys()) for u in plain
             ]
             if any(decided):
-                yield from self._read_plain(
-                    [u for u, d in zip(plain, decided, strict=True) if d],
-                    columns,
-                    None,
-                    out_schema,
-                    bs,
-                    first_rows_early=False,
+                selected = selected + (
+                    yield from self._read_plain(
+                        [u for u, d in zip(plain, decided, strict=True) if d],
+                        columns,
+                        None,
+                        out_schema,
+                        bs,
+                        first_rows_early=False,
+                    )
                 )
                 plain = [u for u, d in zip(plain, decided, strict=True) if not d]
                 first_rows_early = False
@@ -241,8 +244,10 @@ class UnitReader:
             pfilter = None if scan_pred is None else to_pyarrow(scan_pred, rename=renamed or None)
             post = None if post_pred is None else to_pyarrow(post_pred, rename=renamed or None)
             post_cols = [] if post_pred is None else sorted(referenced_columns(post_pred))
-            yield from self._read_plain(
-                plain, columns, pfilter, out_schema, bs, post, post_cols, first_rows_early
+            selected = selected + (
+                yield from self._read_plain(
+                    plain, columns, pfilter, out_schema, bs, post, post_cols, first_rows_early
+                )
             )
         if selected:
             lfilter = None if predicate is None else to_pyarrow(predicate)
@@ -435,7 +440,10 @@ class UnitReader:
     # -- fast path ---------------------------------------------------------------------------
     def _read_plain(
         self, units, columns, pfilter, out_schema, bs, post=None, post_columns=(), first_rows_early=True
-    ) -> Iterator[pa.RecordBatch]:
+    ) -> Generator[pa.RecordBatch, None, list[ScanUnit]]:
+        """Read ``units`` with pyarrow's dataset scanner. Returns the units left unread because
+        their files name a column in another case (see :meth:`_named_otherwise`): the scanner
+        would read those columns as NULL, so they are read by :meth:`_read_selected`."""
         phys_names = self.rs.to_physical()
         fs = self.storage.arrow_fs
         fmt = self._format(units[0])
@@ -463,6 +471,7 @@ class UnitReader:
         # its first batch, which a LIMIT query would pay in full (TPC-H lineitem, SELECT * LIMIT
         # 10: 190 -> 40 ms); full scans measured the same either way.
         parts = [frags[:1], frags[1:]] if len(frags) > 1 and first_rows_early else [frags]
+        other_case: set[str] = set()
         try:
             if pfilter is None and post is None and first_rows_early:
                 # Unfiltered (a LIMIT's first rows): the dataset scanner decodes a whole row group
@@ -494,8 +503,13 @@ class UnitReader:
                 checked: set[str] = set()
                 for tagged in scanner.scan_batches():
                     path = tagged.fragment.path
+                    if path in other_case:
+                        continue
                     if path not in checked:
                         checked.add(path)
+                        if self._named_otherwise(path, tagged.fragment.physical_schema, stored_cols[path]):
+                            other_case.add(path)
+                            continue
                         self._check_stored_types(path, tagged.fragment.physical_schema, stored_cols[path])
                     batch = tagged.record_batch
                     if post is not None:
@@ -505,9 +519,23 @@ class UnitReader:
                     yield conform(batch, out_schema)
                 for frag in part:  # files that gave no rows were read as well (a filter on them)
                     if frag.path not in checked:
-                        self._check_stored_types(frag.path, frag.physical_schema, stored_cols[frag.path])
+                        if self._named_otherwise(frag.path, frag.physical_schema, stored_cols[frag.path]):
+                            other_case.add(frag.path)
+                        else:
+                            self._check_stored_types(frag.path, frag.physical_schema, stored_cols[frag.path])
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
             raise self._read_error(units, e) from e
+        return [u for u in units if u.location in other_case]
+
+    def _named_otherwise(self, location: str, stored: pa.Schema, columns: Sequence[str]) -> bool:
+        """Does the file name one of ``columns`` (physical names), or a field nested in one, only
+        in another case? Not in id mode, where field ids decide."""
+        if self.rs.id_mode:
+            return False
+        try:
+            return case_insensitive_columns(stored, self.rs.physical, columns) is not None
+        except ConversionError as e:
+            raise DeltaError(f"{self._where}: data file {location}: {e}") from e
 
     def _stream_first_row_group(
         self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema
@@ -522,6 +550,8 @@ class UnitReader:
         # cdc files store _change_type themselves (it is not a constant of the unit)
         stored = self.rs.file_columns | ({CHANGE_TYPE} if unit.has_change_type_column else set())
         needed = [c for c in columns if c in stored]
+        if self._named_otherwise(unit.location, file_schema, [phys_names[c] for c in needed]):
+            return list(range(groups))  # the dataset path hands it to the row-selection path
         read_cols = [phys_names[c] for c in needed if phys_names[c] in file_schema.names]
         physical = {f.name: f.type for f in self.rs.physical}
         if not all(same_storage(file_schema.field(c).type, physical[c]) for c in read_cols):
@@ -554,8 +584,13 @@ class UnitReader:
                         f"{self._where}: the {what} of data file {unit.location} names "
                         f"row {dv.max()}, but the file has {rows} rows"
                     )
-            by_id = id_mode_columns(file_schema, self.rs.physical) if self.rs.id_mode else None
-            if by_id is not None:  # file column -> physical name, nested fields renamed by id
+            if self.rs.id_mode:
+                by_id = id_mode_columns(file_schema, self.rs.physical)
+            else:  # a file naming columns in another case than the table
+                by_id = case_insensitive_columns(
+                    file_schema, self.rs.physical, [phys_names[c] for c in needed]
+                )
+            if by_id is not None:  # file column -> physical name, nested fields renamed by id or case
                 wanted = {phys_names[c] for c in needed}
                 sources = {by_id[p][0]: (p, by_id[p][1]) for p in wanted if p in by_id}
                 # a stored column that is not a table column (a cdc file's _change_type) has no

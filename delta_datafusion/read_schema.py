@@ -9,7 +9,7 @@ as the declared type unchanged, and :func:`conform` casts a batch to exactly the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -42,33 +42,132 @@ def field_id(f: pa.Field) -> bytes | None:
     return (f.metadata or {}).get(_FIELD_ID)
 
 
+_UNMATCHED = "\x00unmatched:"
+
+#: For the fields of a file struct, the table struct's field each one is (None: no table field).
+FieldPairing = Callable[[pa.StructType, pa.StructType], list["pa.Field | None"]]
+
+
+def _renamed_nested(
+    file_type: pa.DataType, phys_type: pa.DataType, pair: FieldPairing, unmatched: str = _UNMATCHED
+) -> pa.DataType:
+    """``file_type`` with every nested struct field renamed to the physical field ``pair`` says
+    it is; fields without one get ``unmatched`` before their names."""
+    if pa.types.is_struct(file_type) and pa.types.is_struct(phys_type):
+        fields = []
+        for f, target in zip(file_type, pair(file_type, phys_type), strict=True):
+            if target is None:
+                fields.append(f.with_name(unmatched + f.name))
+            else:
+                typ = _renamed_nested(f.type, target.type, pair, unmatched)
+                fields.append(f.with_name(target.name).with_type(typ))
+        return pa.struct(fields)
+    if pa.types.is_list(file_type) and pa.types.is_list(phys_type):
+        value = _renamed_nested(file_type.value_type, phys_type.value_type, pair, unmatched)
+        return pa.list_(file_type.value_field.with_type(value))
+    if pa.types.is_large_list(file_type) and pa.types.is_large_list(phys_type):
+        value = _renamed_nested(file_type.value_type, phys_type.value_type, pair, unmatched)
+        return pa.large_list(file_type.value_field.with_type(value))
+    if pa.types.is_map(file_type) and pa.types.is_map(phys_type):
+        return pa.map_(
+            _renamed_nested(file_type.key_type, phys_type.key_type, pair, unmatched),
+            file_type.item_field.with_type(
+                _renamed_nested(file_type.item_type, phys_type.item_type, pair, unmatched)
+            ),
+        )
+    return file_type
+
+
+def _pair_by_id(file_type: pa.StructType, phys_type: pa.StructType) -> list[pa.Field | None]:
+    targets = {field_id(f): f for f in phys_type if field_id(f) is not None}
+    return [targets.get(field_id(f)) if field_id(f) is not None else None for f in file_type]
+
+
 def named_by_id(file_type: pa.DataType, phys_type: pa.DataType) -> pa.DataType:
     """``file_type`` with every nested field renamed to the physical field of the same parquet
     field id (column mapping id mode); fields without a match get a name no target has."""
-    if pa.types.is_struct(file_type) and pa.types.is_struct(phys_type):
-        targets = {field_id(f): f for f in phys_type if field_id(f) is not None}
-        fields = []
-        for f in file_type:
-            target = targets.get(field_id(f)) if field_id(f) is not None else None
-            if target is None:
-                fields.append(f.with_name("\x00unmatched:" + f.name))
-            else:
-                fields.append(f.with_name(target.name).with_type(named_by_id(f.type, target.type)))
-        return pa.struct(fields)
-    if pa.types.is_list(file_type) and pa.types.is_list(phys_type):
-        return pa.list_(
-            file_type.value_field.with_type(named_by_id(file_type.value_type, phys_type.value_type))
-        )
-    if pa.types.is_large_list(file_type) and pa.types.is_large_list(phys_type):
-        return pa.large_list(
-            file_type.value_field.with_type(named_by_id(file_type.value_type, phys_type.value_type))
-        )
-    if pa.types.is_map(file_type) and pa.types.is_map(phys_type):
-        return pa.map_(
-            named_by_id(file_type.key_type, phys_type.key_type),
-            file_type.item_field.with_type(named_by_id(file_type.item_type, phys_type.item_type)),
-        )
-    return file_type
+    return _renamed_nested(file_type, phys_type, _pair_by_id)
+
+
+def match_ignoring_case(file_names: Sequence[str], table_names: Sequence[str]) -> dict[str, str]:
+    """File column -> table column: the same name, else the one name that differs only in case
+    (Delta names are case-insensitive, and Spark resolves parquet columns so: a file written with
+    ``ID`` holds the table's ``id``). A name taken exactly on either side is not matched again.
+    Several candidates either way are ambiguous: :class:`ConversionError`."""
+    on_table = set(table_names)
+    in_file = set(file_names)
+    out = {n: n for n in file_names if n in on_table}
+    loose_files: dict[str, list[str]] = {}
+    for n in file_names:
+        if n not in on_table:
+            loose_files.setdefault(n.lower(), []).append(n)
+    if not loose_files:
+        return out
+    loose_tables: dict[str, list[str]] = {}
+    for n in table_names:
+        if n not in in_file:
+            loose_tables.setdefault(n.lower(), []).append(n)
+    for key, tables in loose_tables.items():
+        files = loose_files.get(key)
+        if not files:
+            continue
+        if len(files) > 1 or len(tables) > 1:
+            raise ConversionError(
+                f"the file's {', '.join(map(repr, files))} and the table's {', '.join(map(repr, tables))} "
+                "differ only in case: which is which is ambiguous"
+            )
+        out[files[0]] = tables[0]
+    return out
+
+
+def _pair_ignoring_case(file_type: pa.StructType, phys_type: pa.StructType) -> list[pa.Field | None]:
+    by_name = {f.name: f for f in phys_type}
+    pairs = match_ignoring_case([f.name for f in file_type], list(by_name))
+    return [by_name[pairs[f.name]] if f.name in pairs else None for f in file_type]
+
+
+def named_ignoring_case(file_type: pa.DataType, phys_type: pa.DataType) -> pa.DataType:
+    """``file_type`` with every nested field renamed to the physical field it matches ignoring
+    case (:func:`match_ignoring_case`); fields of no table field keep their names (no table
+    field has them), so the type is unchanged when every name agrees."""
+    return _renamed_nested(file_type, phys_type, _pair_ignoring_case, unmatched="")
+
+
+def _has_struct(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _has_struct(t.value_type)
+    if pa.types.is_map(t):
+        return _has_struct(t.key_type) or _has_struct(t.item_type)
+    return False
+
+
+def case_insensitive_columns(
+    file_schema: pa.Schema, physical: pa.Schema, wanted: Sequence[str]
+) -> dict[str, tuple[str, pa.DataType]] | None:
+    """For a file naming some of the ``wanted`` physical columns (or their nested fields) in
+    another case: physical column -> (the file's column, the file's type renamed to the physical
+    names). None when every wanted name is found as it is (the common case, decided without
+    building anything)."""
+    present = set(file_schema.names)
+    missing = [w for w in wanted if w not in present]
+    nested = [w for w in wanted if w in present and _has_struct(file_schema.field(w).type)]
+    if not missing and not nested:
+        return None
+    pairs = match_ignoring_case(file_schema.names, physical.names) if missing else {}
+    source = {table: file for file, table in pairs.items()}
+    out: dict[str, tuple[str, pa.DataType]] = {}
+    differs = False
+    for w in wanted:
+        name = w if w in present else source.get(w)
+        if name is None:
+            continue
+        stored = file_schema.field(name).type
+        typ = named_ignoring_case(stored, physical.field(w).type) if _has_struct(stored) else stored
+        differs = differs or name != w or typ != stored
+        out[w] = (name, typ)
+    return out if differs else None
 
 
 def id_mode_columns(file_schema: pa.Schema, physical: pa.Schema) -> dict[str, tuple[str, pa.DataType]] | None:

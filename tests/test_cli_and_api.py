@@ -752,3 +752,12 @@ def test_table_whose_columns_have_no_bounds(tmp_path, values):
     assert table.snapshot().files().num_rows == 1
     assert table.snapshot().scan().to_table().column("c").to_pylist() == values.to_pylist()
     assert table.changes(0).to_table().column("c").to_pylist() == values.to_pylist()
+
+
+def test_cli_refuses_a_table_name_given_twice(capsys, tmp_path):
+    """--table t=A --table T=B: SQL reads both as t; the last one silently won before."""
+    path = str(cli.example_table())
+    assert cli.main(["sql", "SELECT 1", "--table", f"trips={path}", "--table", f"Trips={tmp_path}"]) == 2
+    assert (
+        f"error: DeltaError: --table names 'Trips' twice (also as 'trips={path}')" in capsys.readouterr().err
+    )

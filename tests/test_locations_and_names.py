@@ -377,8 +377,63 @@ def test_table_changes_on_a_quoted_name_with_a_dot(tmp_path: Path):
     ctx.sql(f"CREATE EXTERNAL TABLE \"My.T\" STORED AS DELTA LOCATION '{t}'")
     ctx.sql(f"CREATE EXTERNAL TABLE \"Upper\" STORED AS DELTA LOCATION '{t}'")
     assert _sql_xs(ctx, 'SELECT x FROM table_changes("My.T", 0)') == [1, 2, 3]
-    with pytest.raises(Exception, match="registered in this session: My.T, Upper\\)"):
+    # listed as SQL spells them
+    with pytest.raises(Exception, match='registered in this session: "My.T", "Upper"\\)'):
         ctx.sql("SELECT * FROM table_changes(nope, 0)").collect()
+
+
+def test_table_changes_identifier_parts_holding_dots(tmp_path: Path):
+    """An identifier's parts come from DataFusion's parse, not from its flattened text:
+    lake."default.x" (schema lake, table "default.x") read catalog lake's default.x before, and
+    lake.default."t.v2" (a catalog folder named t.v2) was not found."""
+    _table(tmp_path / "lake" / "x", [1, 2])
+    _table(tmp_path / "lake" / "t.v2", [3])
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    ctx.sql("CREATE SCHEMA lake")  # datafusion.lake
+    dd.register_table(ctx, 'lake."default.x"', _table(tmp_path / "other", [7, 8, 9]))
+    assert _sql_xs(ctx, 'SELECT x FROM lake."default.x"') == [7, 8, 9]
+    assert _sql_xs(ctx, 'SELECT x FROM table_changes(lake."default.x", 0)') == [7, 8, 9]
+    assert _sql_xs(ctx, "SELECT x FROM table_changes('lake.\"default.x\"', 0)") == [7, 8, 9]
+    assert _sql_xs(ctx, "SELECT x FROM table_changes(lake.default.x, 0)") == [1, 2]
+    assert _sql_xs(ctx, 'SELECT x FROM table_changes(lake.default."t.v2", 0)') == [3]
+
+
+def test_register_table_refreshes_its_table_under_any_spelling_of_the_name(tmp_path: Path):
+    """register_table("Trips") registers trips (SQL lower-cases unquoted names): refreshing it as
+    "trips" or "public.trips" was refused as someone else's table, and messages listed "Trips",
+    which SQL cannot name."""
+    t = _table(tmp_path / "t", [1])
+    ctx = _session()
+    dd.register_table(ctx, "Trips", t)
+    write_deltalake(t, pa.table({"x": pa.array([2], pa.int64())}), mode="append")
+    dd.register_table(ctx, "trips", t)
+    assert _sql_xs(ctx, "SELECT x FROM trips") == [1, 2]
+    write_deltalake(t, pa.table({"x": pa.array([3], pa.int64())}), mode="append")
+    dd.register_table(ctx, "public.trips", t)
+    assert _sql_xs(ctx, "SELECT x FROM Trips") == [1, 2, 3]
+    with pytest.raises(Exception, match="registered in this session: public.trips\\)"):  # once
+        ctx.sql("SELECT * FROM table_changes(nope, 0)").collect()
+    # a table the package did not register is still not replaced, whatever the spelling
+    ctx.register_record_batches("mem", [[pa.record_batch({"x": [5]})]])
+    with pytest.raises(DeltaError, match="'MEM' names a table this session already has"):
+        dd.register_table(ctx, "MEM", t)
+
+
+def test_change_range_errors_name_the_table(tmp_path: Path):
+    t = _table(tmp_path / "t", [1])
+    ctx = _session()
+    dd.register_table(ctx, "tt", t)
+    for args, why in (
+        ("-1", "start version must not be negative"),
+        ("'abc'", "start 'abc' is neither a version"),
+        ("0, 'abc'", "end 'abc' is neither a version"),
+        ("TIMESTAMP '2200-01-01 00:00:00'", "start timestamp .* is after the latest commit"),
+    ):
+        with pytest.raises(Exception, match=r"table_changes on (tt|file://\S+/t): " + why):
+            ctx.sql(f"SELECT * FROM table_changes(tt, {args})").collect()
+    with pytest.raises(DeltaError, match=f"table_changes on .*{tmp_path.name}/t: start version must not be"):
+        dd.DeltaTable(t).changes(-1)
 
 
 def test_table_changes_raises_the_catalog_tables_own_error(tmp_path: Path):

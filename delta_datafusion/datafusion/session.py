@@ -114,16 +114,24 @@ def _live(entries: dict[str, weakref.ref[DeltaDataset]]) -> dict[str, DeltaDatas
     return {name: d for name, d in out.items() if d is not None}
 
 
-def _holds_registered(ctx: SessionContext, name: str) -> bool:
-    """Is the session's table ``name`` the dataset register_table put there (not one a user put
-    there after dropping it)?"""
-    ours = registered_tables(ctx.session_id()).get(name)
-    if ours is None:
-        return False
+def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
+    """The dataset the session's table ``name`` serves, if the package registered it there (under
+    this spelling of the name or another: ``Trips``, ``trips`` and ``public.trips`` are one table);
+    None for a table a user put there after dropping it, or any other table."""
     try:
-        return lookup_dataset(lambda: ctx.table_provider(name)) is ours
+        held = lookup_dataset(lambda: ctx.table_provider(name))
     except Exception:  # noqa: BLE001 - not a table this package can look behind
-        return False
+        return None
+    ours = registered_tables(ctx.session_id()).values()
+    return held if any(d is held for d in ours) else None
+
+
+def _forget_dataset(session_id: str, dataset: DeltaDataset) -> None:
+    """Drop the registry entries of a dataset a registration replaced (whatever name they use)."""
+    with _REGISTRY_LOCK:
+        entries = _REGISTRY.get(session_id, {})
+        for name in [n for n, ref in entries.items() if ref() is dataset]:
+            del entries[name]
 
 
 def open_dataset(
@@ -184,12 +192,14 @@ def register_table(
     with _REGISTER_LOCK:
         try:
             if ctx.table_exist(name):
-                if not _holds_registered(ctx, name):
+                replaced = _registered_dataset(ctx, name)
+                if replaced is None:
                     raise DeltaError(
                         f"register_table: {name!r} names a table this session already has, which "
-                        f"register_table({name!r}, ...) did not register; deregister it first"
+                        "register_table did not register; deregister it first"
                     )
                 ctx.deregister_table(name)
+                _forget_dataset(ctx.session_id(), replaced)
             ctx.register_table(name, Table(dataset))
         except DeltaError:
             raise

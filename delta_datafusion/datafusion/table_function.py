@@ -28,6 +28,7 @@ name and message in the text.
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -208,11 +209,18 @@ def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
-def _table_argument(arg: Any) -> tuple[str, bool]:
-    """(name or location, was it a bare identifier)."""
+def _table_argument(arg: Any) -> tuple[str, tuple[str, ...] | None]:
+    """(name or location as written, for messages; an identifier's parts, None for a string).
+
+    An identifier arrives as a column reference whose relation (catalog and schema) and name
+    DataFusion has already parsed and normalized; the parts are taken from there, not from the
+    flattened text, where ``lake."default.x"`` and ``lake.default.x`` look the same."""
     kind = arg.variant_name()
     if kind == "Column":
-        return arg.canonical_name(), True
+        column = arg.to_variant()
+        relation = column.relation()
+        parts = (*relation.split("."), column.name()) if relation else (column.name(),)
+        return _sql_name(parts), parts
     value = _literal(arg)
     if value is None or not _is_text(value.type):
         raise DeltaError(
@@ -221,7 +229,11 @@ def _table_argument(arg: Any) -> tuple[str, bool]:
     text = value.as_py()
     if not text:
         raise DeltaError("table_changes: the table name or location must not be empty")
-    return text, False
+    return text, None
+
+
+#: A table reference part SQL reads as it is written, without quotes.
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
 
 
 def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
@@ -239,13 +251,13 @@ def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
             raise InvalidRangeError(f"table_changes on {table}: start must not be NULL")
         return None
     if pa.types.is_integer(t):
-        return as_bound(value.as_py(), which)
+        return as_bound(value.as_py(), which, table)
     if pa.types.is_timestamp(t):
         # from the stored integer: a cast to nanoseconds overflows outside years 1677..2262
         ns = value.cast(pa.int64()).as_py() * _NANOS_PER[t.unit]
         return Instant.from_nanos(ns, round_up=which == "start")
     if pa.types.is_date(t) or _is_text(t):
-        return as_bound(value.as_py(), which)
+        return as_bound(value.as_py(), which, table)
     raise DeltaError(
         f"table_changes on {table}: {which} must be a version (integer) or a timestamp, "
         f"got {arg.canonical_name()} ({t})"
@@ -285,22 +297,20 @@ def _split_reference(name: str) -> list[tuple[str, bool]] | None:
         i += 1
 
 
-def _references(name: str, identifier: bool) -> list[tuple[str, ...]]:
+def _references(name: str, identifier: tuple[str, ...] | None) -> list[tuple[str, ...]]:
     """Spellings of ``name`` as ([catalog, [schema,]] table) parts, most likely first.
 
-    A bare identifier arrives already normalized by DataFusion. A string is read as SQL reads a
-    table reference (unquoted parts lower-cased), then with its parts as written (folder-catalog
-    tables may have upper-case names)."""
-    if identifier:
-        spellings = [name.split(".")]
+    An identifier's parts are DataFusion's own. A string is read as SQL reads a table reference
+    (unquoted parts lower-cased), then with its parts as written (folder-catalog tables may have
+    upper-case names)."""
+    if identifier is not None:
+        spellings = [list(identifier)]
     else:
         parts = _split_reference(name)
         if parts is None:
             return []
         normalized = [p if quoted else p.lower() for p, quoted in parts]
         spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
-    if identifier and "." in name:  # a quoted identifier holding a dot ("My.T") arrives unquoted
-        spellings.append([name])
     return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
 
 
@@ -368,19 +378,30 @@ def _registered_names(session: SessionContext) -> str:
     """The Delta tables registered through the package that the session still holds, for messages."""
     from .session import registered_tables
 
-    out = []
+    out = set()
     for name in registered_tables(session.session_id()):
-        for spelling in (name, _quoted((name,))):  # as registered, or a quoted name ("Upper")
+        # as registered (SQL lower-cases its unquoted parts: "Trips" is trips), or a quoted name
+        # (CREATE EXTERNAL TABLE "Upper" is remembered as Upper)
+        parts = _split_reference(name)
+        as_sql = [p if quoted else p.lower() for p, quoted in parts] if parts else [name]
+        for spelling, shown in ((name, as_sql), (_quoted((name,)), [name])):
             try:
                 if session.table_exist(spelling):
-                    out.append(name)
+                    out.add(_sql_name(shown))
                     break
             except Exception:  # noqa: BLE001, S112 - a spelling the session cannot parse
                 continue
     return ", ".join(sorted(out)) or "none"
 
 
-def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tuple[DeltaTable, bool]:
+def _sql_name(parts: Sequence[str]) -> str:
+    """A table reference as SQL has to spell it: parts quoted where they need it."""
+    return ".".join(p if _PLAIN.fullmatch(p) else _quoted((p,)) for p in parts)
+
+
+def _resolve_table(
+    session: SessionContext, name: str, identifier: tuple[str, ...] | None
+) -> tuple[DeltaTable, bool]:
     """The table ``name`` means in the session (as SELECT resolves it), else a path or URI;
     and whether it is a path (its existence is checked only if reading its log fails: on an
     object store that check is a request)."""
@@ -401,8 +422,10 @@ def _resolve_table(session: SessionContext, name: str, identifier: bool) -> tupl
         raise _no_such_table(session, name, identifier) from None
 
 
-def _no_such_table(session: SessionContext, name: str, identifier: bool) -> TableNotFoundError:
-    what = "table name" if identifier else "table name or location"
+def _no_such_table(
+    session: SessionContext, name: str, identifier: tuple[str, ...] | None
+) -> TableNotFoundError:
+    what = "table name" if identifier is not None else "table name or location"
     return TableNotFoundError(
         f"table_changes: {name!r} is not a table of this session and no such path exists "
         f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
