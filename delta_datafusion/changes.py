@@ -479,6 +479,8 @@ class ChangeFeed:
             dv = plain_adds.column("deletionVector").combine_chunks()
             pieces.append(_piece(plain_adds, KIND_ADD, "insert", None, dv))
         if plain_removes.num_rows:
+            if self.physical_partitions:
+                self._refuse_removes_without_partition_values(plain_removes)
             dv = plain_removes.column("deletionVector").combine_chunks()
             pieces.append(_piece(plain_removes, KIND_REMOVE, "delete", None, dv))
         if pc.any(paired_add).as_py():
@@ -489,6 +491,21 @@ class ChangeFeed:
             raw = pa.concat_tables(pieces, promote_options="permissive")
             raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
         return self._typed_sources(raw)
+
+    def _refuse_removes_without_partition_values(self, removes: pa.Table) -> None:
+        """A remove written without extended file metadata may leave out its partition values
+        (PROTOCOL.md): its deleted rows' partition columns are unknown, and reading them as NULL
+        would be wrong. Refused, as Spark (DELTA_REMOVE_FILE_CDC_MISSING_EXTENDED_METADATA) and
+        deltalake do."""
+        missing = removes.column("partitionValues").is_null()
+        if not pc.any(missing).as_py():
+            return
+        first = removes.filter(missing).slice(0, 1).to_pylist()[0]
+        raise ChangeDataFeedError(
+            f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the remove of data file "
+            f"{first['path']} at version {first['version']} has no partitionValues (written without "
+            "extendedFileMetadata), so the partition values of its deleted rows are unknown"
+        )
 
     def _file_actions(self, commits: list[CommitData]) -> tuple[pa.Table, pa.Table, pa.Table]:
         """(cdc, adds, removes) of the commits, flat, with decoded paths and locations; adds and

@@ -55,9 +55,11 @@ def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:
         return _parse(raw, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         bad = _first_unparseable(raw, target)
-        raise LogCorruptError(
+        error = LogCorruptError(
             f"partition column {column!r}: value {bad!r} cannot be read as {target}: {str(e).splitlines()[0]}"
-        ) from e
+        )
+        error.unparseable = bad  # for the caller to find the file that holds it
+        raise error from e
 
 
 _OFFSET = r"[+-]\d{2}:?\d{2}$"
@@ -116,7 +118,12 @@ def typed_partition_values(
         )
         if isinstance(col, pa.ChunkedArray):
             col = col.combine_chunks()
-        children.append(parse_column(col, f.type, f.name))
+        try:
+            children.append(parse_column(col, f.type, f.name))
+        except LogCorruptError as e:
+            bad = getattr(e, "unparseable", None)
+            e.row = None if bad is None else pc.index(col, pa.scalar(bad, col.type)).as_py()
+            raise
     return pa.StructArray.from_arrays(children, fields=[pa.field(f.name, f.type) for f in logical_fields])
 
 
@@ -131,4 +138,11 @@ def typed_partition_column(
             raw.column("partitionValues").combine_chunks() if n else None, physical, logical_fields, n
         )
     except LogCorruptError as e:
-        raise LogCorruptError(f"{where}: {e}") from e
+        row = getattr(e, "row", None)
+        if row is None or row < 0 or "path" not in raw.column_names:
+            raise LogCorruptError(f"{where}: {e}") from e
+        action = (
+            raw.slice(row, 1).select([c for c in ("path", "version") if c in raw.column_names]).to_pylist()[0]
+        )
+        at = f" of version {action['version']}" if "version" in action else ""
+        raise LogCorruptError(f"{where}: {e} (data file {action['path']}{at})") from e

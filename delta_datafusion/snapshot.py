@@ -208,7 +208,10 @@ class TableVersionView:
             f"{self.storage.root_uri} at version {self.version}",
         )
         if "partitionValues_parsed" in raw.column_names and raw.num_rows:
-            pv = _prefer_parsed_partitions(raw.column("partitionValues_parsed").combine_chunks(), pv, md)
+            strings = raw.column("partitionValues")
+            if strings.null_count:
+                parsed = raw.column("partitionValues_parsed").combine_chunks()
+                pv = _parsed_where_no_strings(parsed, pv, strings.is_null().combine_chunks(), md)
         return pv
 
 
@@ -571,8 +574,13 @@ def _empty_raw() -> pa.Table:
     return pa.table({"path": pa.array([], pa.string()), "key": pa.array([], pa.string())})
 
 
-def _prefer_parsed_partitions(parsed: pa.Array, from_strings: pa.StructArray, md: Metadata) -> pa.StructArray:
-    """Checkpoint ``partitionValues_parsed`` (typed, physical names) where present, else the strings."""
+def _parsed_where_no_strings(
+    parsed: pa.Array, from_strings: pa.StructArray, no_strings: pa.BooleanArray, md: Metadata
+) -> pa.StructArray:
+    """Checkpoint ``partitionValues_parsed`` (typed, physical names) for the files whose
+    ``partitionValues`` map is missing. Where a file has both, the strings win: they are the
+    protocol's required field and the typed column a writer's optional copy, and Spark and
+    delta-kernel-rs read the strings (a checkpoint whose two disagree gave other rows here)."""
     if not md.partition_columns or not pa.types.is_struct(parsed.type):
         return from_strings
     kids = []
@@ -592,7 +600,7 @@ def _prefer_parsed_partitions(parsed: pa.Array, from_strings: pa.StructArray, md
             # writes "" in both; read from the typed column it came back as '' after a checkpoint)
             usable = pc.and_kleene(usable, pc.not_equal(pc.binary_length(typed), 0))
         # a row without a parsed value (a commit's add typed with the checkpoint's) keeps its string
-        usable = pc.fill_null(usable, False)
+        usable = pc.and_(pc.fill_null(usable, False), no_strings)
         kids.append(pc.if_else(usable, typed, fallback))
     return pa.StructArray.from_arrays(kids, fields=list(from_strings.type))
 

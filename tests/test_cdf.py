@@ -1792,3 +1792,34 @@ def test_field_added_to_a_struct_inside_a_list_or_map(tmp_path, kind):
     assert len(got) == 2 and sorted(r["_commit_version"] for r in got) == [0, 1]
     old = next(r["c"] for r in got if r["_commit_version"] == 0)
     assert old == ([{"a": 1, "b": None}] if kind == "list" else [("k", {"a": 1, "b": None})])
+
+
+def test_a_remove_without_partition_values_is_refused(tmp_path: Path):
+    """PROTOCOL.md lets a remove written without extendedFileMetadata leave out its partition
+    values; its deleted rows read the partition column as NULL before (a filter on it lost them).
+    Spark and deltalake refuse such a range; so does this package, naming the file and version.
+    A remove that has them is read."""
+    t = tmp_path / "t"
+    (t / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), t / "f.parquet")
+    pq.write_table(pa.table({"id": pa.array([2], pa.int64())}), t / "g.parquet")
+    fields = [{"name": c, "type": "long", "nullable": True, "metadata": {}} for c in ("id", "p")]
+    metadata = {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": ["p"]}
+    metadata |= {"schemaString": json.dumps({"type": "struct", "fields": fields})}
+    metadata |= {"configuration": {"delta.enableChangeDataFeed": "true"}}
+    f, g = (add_action(t, n, partitionValues={"p": "1"}) for n in ("f.parquet", "g.parquet"))
+    write_commit(t, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}}, {"metaData": metadata}])
+    write_commit(t, 1, [{"add": f}, {"add": g}])
+    write_commit(t, 2, [{"remove": {**g, "deletionTimestamp": 1, "extendedFileMetadata": True}}])
+    write_commit(t, 3, [{"remove": {"path": "f.parquet", "deletionTimestamp": 1, "dataChange": True}}])
+    from datafusion import SessionContext
+
+    ctx = SessionContext()
+    dd.register(ctx)
+    rows = ctx.sql(f"SELECT id, p, _change_type FROM table_changes('{t}', 1, 2) WHERE p = 1").to_pylist()
+    assert sorted((r["id"], r["_change_type"]) for r in rows) == [(1, "insert"), (2, "delete"), (2, "insert")]
+    why = r"f\.parquet at version 3 has no partitionValues \(written without extendedFileMetadata\)"
+    with pytest.raises(ChangeDataFeedError, match=why):
+        DeltaTable(str(t)).changes(0).to_table()
+    with pytest.raises(Exception, match="ChangeDataFeedError.*" + why):
+        ctx.sql(f"SELECT count(*) FROM table_changes('{t}', 3)").collect()

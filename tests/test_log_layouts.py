@@ -1739,3 +1739,43 @@ def test_queries_see_partition_values_of_adds_after_a_checkpoint(tmp_path: Path,
     assert ctx.sql("SELECT x FROM t WHERE p = 'f'").to_pydict() == {"x": [700]}
     pruned = DeltaTable(str(t)).snapshot().scan(predicate="x >= 500").to_table().sort_by("x")
     assert pruned.to_pydict() == {"x": [500, 700], "p": ["c", "f"]}
+
+
+def test_checkpoint_partition_strings_win_over_a_disagreeing_typed_copy(tmp_path: Path):
+    """A checkpoint whose ``partitionValues_parsed`` disagrees with the ``partitionValues`` strings
+    (an edited or badly written checkpoint): the strings, the protocol's required field, decide,
+    as in Spark, delta-kernel-rs (DuckDB) and deltalake. The typed copy decided before (99 for
+    "10"; 20 for a NULL)."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    t = tmp_path / "t"
+    rows = pa.table({"id": pa.array([1, 2], pa.int64()), "p": pa.array([10, 20], pa.int64())})
+    conf = {"delta.checkpoint.writeStatsAsStruct": "true"}
+    deltalake.write_deltalake(str(t), rows, partition_by=["p"], configuration=conf)
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    (log_dir(t) / f"{0:020d}.json").unlink()
+    path = next(log_dir(t).glob("*.checkpoint.parquet"))
+    checkpoint = pq.read_table(path)
+    adds = checkpoint.column("add").combine_chunks()
+    edited = []
+    for add in adds.to_pylist():
+        if add and add["partitionValues_parsed"]["p"] == 10:
+            add["partitionValues_parsed"]["p"] = 99  # the strings still say "10"
+        elif add and add["partitionValues_parsed"]["p"] == 20:
+            add["partitionValues"] = [("p", None)]  # the strings say NULL
+        edited.append(add)
+    i = checkpoint.column_names.index("add")
+    pq.write_table(checkpoint.set_column(i, "add", pa.array(edited, adds.type)), path)
+    expected = [{"id": 1, "p": 10}, {"id": 2, "p": None}]
+    assert (
+        sorted(deltalake.DeltaTable(str(t)).to_pyarrow_table().to_pylist(), key=lambda r: r["id"]) == expected
+    )
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    assert ctx.sql("SELECT id, p FROM t ORDER BY id").to_pylist() == expected
+    assert ctx.sql("SELECT id FROM t WHERE p = 10").to_pylist() == [{"id": 1}]
+    assert ctx.sql("SELECT count(*) AS n FROM t WHERE p IS NULL").to_pylist() == [{"n": 1}]
+    parts = DeltaTable(str(t)).snapshot().files().column("partition_values").to_pylist()
+    assert sorted(parts, key=str) == sorted([{"p": 10}, {"p": None}], key=str)
