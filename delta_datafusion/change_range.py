@@ -13,7 +13,7 @@ import numpy as np
 from .errors import DeltaError, InvalidRangeError, VersionNotFoundError
 from .log.segment import LogListing
 from .lru import LruCache
-from .timestamps import CommitTimeline
+from .timestamps import CommitTimeline, below_micros, parse_iso, to_micros
 
 if TYPE_CHECKING:
     from .table import DeltaTable
@@ -59,19 +59,17 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
         text = value.strip()
         if text.isascii() and text.isdigit():  # str.isdigit() is also true for '²' or '٣'
             return int(text)
-        norm = text.replace("Z", "+00:00")
-        if len(norm) > 10 and norm[10] == " ":
-            norm = norm[:10] + "T" + norm[11:]
-        try:
-            parsed = dt.datetime.fromisoformat(norm)
-        except ValueError:
-            try:
-                parsed = dt.datetime.combine(dt.date.fromisoformat(norm), dt.time())
-            except ValueError as e:
-                raise DeltaError(
-                    f"{what}: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
-                ) from e
-        value = parsed
+        parsed = parse_iso(text)
+        if parsed is None:
+            raise DeltaError(f"{what}: {argument} {value!r} is neither a version nor an ISO-8601 timestamp")
+        value, finer = parsed
+        if finer and argument == "start":  # the first commit at or after it: round up
+            return Instant(to_micros(value) + 1)
+    if isinstance(value, np.datetime64):
+        if np.isnat(value):
+            raise DeltaError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
+        micros = to_micros(value, f"{what}: {argument}")  # floored
+        return Instant(micros + 1 if argument == "start" and below_micros(value) else micros)
     if isinstance(value, dt.datetime) and hasattr(value, "value") and hasattr(value, "to_pydatetime"):
         # a pandas.Timestamp (a datetime subclass; ``value``: UTC nanoseconds, naive or not)
         # keeps its nanoseconds: a start rounds up to the next microsecond

@@ -52,6 +52,7 @@ from .errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
     DeltaError,
+    LogCorruptError,
     VersionNotFoundError,
 )
 from .footers import FooterStats, clear_footer_cache, footer_stats, footer_type_ok, typed_values
@@ -374,7 +375,9 @@ class ChangeFeed:
         protocol = start_snap.protocol
         # in-commit timestamps as configured at each commit (they may be switched off mid-range)
         current = start_snap.metadata
-        self._ict: dict[int, tuple[int, int] | None] = {start: current.ict_enablement}
+        self._ict: dict[int, tuple[int, int] | None] = {
+            start: _ict_of(current, f"{where} at version {start}")
+        }
         for c in commits:
             if c.version == start:
                 continue
@@ -387,7 +390,7 @@ class ChangeFeed:
                 current = md
             elif p is not None:
                 current = dataclasses.replace(current, ict_feature=protocol.supports_in_commit_timestamps)
-            self._ict[c.version] = current.ict_enablement
+            self._ict[c.version] = _ict_of(current, c.info.path)
             if p is not None:
                 in_force = md if md is not None else segments[-1][1]
                 protocol.check_readable(c.info.path, in_force.schema_json)
@@ -1057,6 +1060,14 @@ def _stats_of_newly_deleted(readds: pa.Table, removes: pa.Table, idx: pa.Array) 
     old = removes.column("stats").combine_chunks().cast(pa.string()).take(idx)
     wide = pc.fill_null(pc.match_substring_regex(new, r'"tightBounds"\s*:\s*false'), False)
     return pc.if_else(old.is_valid(), old, pc.if_else(wide, new, pa.scalar(None, pa.string())))
+
+
+def _ict_of(md: Metadata, where: str) -> tuple[int, int] | None:
+    """:attr:`Metadata.ict_enablement`, its error naming where the metadata is in force."""
+    try:
+        return md.ict_enablement
+    except LogCorruptError as e:
+        raise LogCorruptError(f"{where}: {e}") from e
 
 
 def _piece(

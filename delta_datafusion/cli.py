@@ -97,18 +97,20 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from datafusion import SessionContext
 
     from . import register, register_table
+    from .datafusion.names import same_table
 
     ctx = SessionContext()
     register(ctx)
-    given: dict[str, str] = {}
+    given: list[tuple[str, str]] = []
     for spec in args.table or []:
         name, _, uri = spec.partition("=")
         if not uri:
             raise DeltaError(f"--table expects NAME=URI, got {spec!r}")
-        # SQL lower-cases unquoted names: T and t are one table
-        if name.lower() in given:
-            raise DeltaError(f"--table names {name!r} twice (also as {given[name.lower()]!r})")
-        given[name.lower()] = spec
+        # as SQL reads names: T, t and public.t are one table, "T" another
+        earlier = next((s for n, s in given if same_table(n, name)), None)
+        if earlier is not None:
+            raise DeltaError(f"--table names {name!r} twice (also as {earlier!r})")
+        given.append((name, spec))
         register_table(ctx, name, uri)
     print(_format(ctx.sql(args.query).to_arrow_table(), max_rows=args.max_rows), file=out)
     return 0

@@ -232,8 +232,18 @@ class Metadata:
             return None
         v = self.configuration.get("delta.inCommitTimestampEnablementVersion")
         t = self.configuration.get("delta.inCommitTimestampEnablementTimestamp")
-        if v is None or t is None:
+        if v is None and t is None:
             return (0, 0)  # enabled at table creation
+        if v is None or t is None:
+            given, missing = (
+                ("EnablementVersion", "EnablementTimestamp")
+                if t is None
+                else ("EnablementTimestamp", "EnablementVersion")
+            )
+            raise LogCorruptError(
+                f"table property delta.inCommitTimestamp{given} is set without "
+                f"delta.inCommitTimestamp{missing}: in-commit timestamps enabled after creation need both"
+            )
         try:
             return (int(str(v).strip()), int(str(t).strip()))
         except ValueError as e:

@@ -244,9 +244,10 @@ class UnitReader:
             pfilter = None if scan_pred is None else to_pyarrow(scan_pred, rename=renamed or None)
             post = None if post_pred is None else to_pyarrow(post_pred, rename=renamed or None)
             post_cols = [] if post_pred is None else sorted(referenced_columns(post_pred))
+            filter_cols = [] if scan_pred is None else sorted(referenced_columns(scan_pred))
             selected = selected + (
                 yield from self._read_plain(
-                    plain, columns, pfilter, out_schema, bs, post, post_cols, first_rows_early
+                    plain, columns, pfilter, out_schema, bs, post, post_cols, first_rows_early, filter_cols
                 )
             )
         if selected:
@@ -439,7 +440,16 @@ class UnitReader:
 
     # -- fast path ---------------------------------------------------------------------------
     def _read_plain(
-        self, units, columns, pfilter, out_schema, bs, post=None, post_columns=(), first_rows_early=True
+        self,
+        units,
+        columns,
+        pfilter,
+        out_schema,
+        bs,
+        post=None,
+        post_columns=(),
+        first_rows_early=True,
+        filter_columns=(),
     ) -> Generator[pa.RecordBatch, None, list[ScanUnit]]:
         """Read ``units`` with pyarrow's dataset scanner. Returns the units left unread because
         their files name a column in another case (see :meth:`_named_otherwise`): the scanner
@@ -456,9 +466,9 @@ class UnitReader:
         phys_cols = [phys_names[c] for c in columns]
         # columns the post filter reads are scanned too, then dropped
         scan_cols = list(dict.fromkeys(phys_cols + [phys_names[c] for c in post_columns]))
-        # per file, the scanned columns read from it (partition values and constants come from
-        # the log even where a file holds a copy)
-        logical = list(dict.fromkeys(list(columns) + list(post_columns)))
+        # per file, the columns the scan reads from it, the pushed filter's included (partition
+        # values and constants come from the log even where a file holds a copy)
+        logical = list(dict.fromkeys(list(columns) + list(post_columns) + list(filter_columns)))
         stored_cols = {
             u.location: [
                 phys_names[c]

@@ -89,11 +89,14 @@ def named_by_id(file_type: pa.DataType, phys_type: pa.DataType) -> pa.DataType:
     return _renamed_nested(file_type, phys_type, _pair_by_id)
 
 
-def match_ignoring_case(file_names: Sequence[str], table_names: Sequence[str]) -> dict[str, str]:
+def match_ignoring_case(
+    file_names: Sequence[str], table_names: Sequence[str], wanted: Sequence[str] | None = None
+) -> dict[str, str]:
     """File column -> table column: the same name, else the one name that differs only in case
     (Delta names are case-insensitive, and Spark resolves parquet columns so: a file written with
     ``ID`` holds the table's ``id``). A name taken exactly on either side is not matched again.
-    Several candidates either way are ambiguous: :class:`ConversionError`."""
+    Several candidates either way are ambiguous: :class:`ConversionError`, raised only for the
+    ``wanted`` table names when given (the columns a read needs)."""
     on_table = set(table_names)
     in_file = set(file_names)
     out = {n: n for n in file_names if n in on_table}
@@ -107,9 +110,10 @@ def match_ignoring_case(file_names: Sequence[str], table_names: Sequence[str]) -
     for n in table_names:
         if n not in in_file:
             loose_tables.setdefault(n.lower(), []).append(n)
-    for key, tables in loose_tables.items():
-        files = loose_files.get(key)
-        if not files:
+    keys = loose_tables.keys() if wanted is None else {w.lower() for w in wanted if w not in in_file}
+    for key in keys:
+        tables, files = loose_tables.get(key), loose_files.get(key)
+        if not tables or not files:
             continue
         if len(files) > 1 or len(tables) > 1:
             raise ConversionError(
@@ -133,13 +137,28 @@ def named_ignoring_case(file_type: pa.DataType, phys_type: pa.DataType) -> pa.Da
     return _renamed_nested(file_type, phys_type, _pair_ignoring_case, unmatched="")
 
 
-def _has_struct(t: pa.DataType) -> bool:
-    if pa.types.is_struct(t):
-        return True
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _has_struct(t.value_type)
-    if pa.types.is_map(t):
-        return _has_struct(t.key_type) or _has_struct(t.item_type)
+def _renamed_by_case(file_type: pa.DataType, phys_type: pa.DataType) -> bool:
+    """Would :func:`named_ignoring_case` rename a nested field? One walk, nothing built."""
+    if pa.types.is_struct(file_type) and pa.types.is_struct(phys_type):
+        targets = {f.name: f for f in phys_type}
+        names = {f.name for f in file_type}
+        loose = {n.lower() for n in targets if n not in names}
+        for f in file_type:
+            target = targets.get(f.name)
+            if target is None:
+                if f.name.lower() in loose:
+                    return True
+            elif _renamed_by_case(f.type, target.type):
+                return True
+        return False
+    if (pa.types.is_list(file_type) and pa.types.is_list(phys_type)) or (
+        pa.types.is_large_list(file_type) and pa.types.is_large_list(phys_type)
+    ):
+        return _renamed_by_case(file_type.value_type, phys_type.value_type)
+    if pa.types.is_map(file_type) and pa.types.is_map(phys_type):
+        return _renamed_by_case(file_type.key_type, phys_type.key_type) or _renamed_by_case(
+            file_type.item_type, phys_type.item_type
+        )
     return False
 
 
@@ -152,22 +171,24 @@ def case_insensitive_columns(
     building anything)."""
     present = set(file_schema.names)
     missing = [w for w in wanted if w not in present]
-    nested = [w for w in wanted if w in present and _has_struct(file_schema.field(w).type)]
-    if not missing and not nested:
+    pairs = match_ignoring_case(file_schema.names, physical.names, missing) if missing else {}
+    source = {table: file for file, table in pairs.items() if file != table}
+    renamed = {
+        w
+        for w in wanted
+        if w in present and _renamed_by_case(file_schema.field(w).type, physical.field(w).type)
+    }
+    if not source and not renamed:
         return None
-    pairs = match_ignoring_case(file_schema.names, physical.names) if missing else {}
-    source = {table: file for file, table in pairs.items()}
     out: dict[str, tuple[str, pa.DataType]] = {}
-    differs = False
     for w in wanted:
         name = w if w in present else source.get(w)
         if name is None:
             continue
         stored = file_schema.field(name).type
-        typ = named_ignoring_case(stored, physical.field(w).type) if _has_struct(stored) else stored
-        differs = differs or name != w or typ != stored
+        typ = named_ignoring_case(stored, physical.field(w).type) if w in renamed or name != w else stored
         out[w] = (name, typ)
-    return out if differs else None
+    return out
 
 
 def id_mode_columns(file_schema: pa.Schema, physical: pa.Schema) -> dict[str, tuple[str, pa.DataType]] | None:

@@ -285,9 +285,12 @@ class Snapshot(TableVersionView):
         return CommitLog(self._commit_data, actions, per_row)
 
     def commit_timestamp(self, version: int | None = None) -> int:
-        """Commit timestamp (ms) of ``version`` (this snapshot's by default), as ``history()``,
-        time travel and ``_commit_timestamp`` have it: the in-commit timestamp when enabled, else
-        the file modification time made strictly increasing (which needs the whole log listed)."""
+        """Commit timestamp (ms) of ``version`` (this snapshot's by default), as ``history()`` and
+        time travel have it: the in-commit timestamp when the latest metadata has them enabled
+        from that version on, else the file modification time made strictly increasing (which
+        needs the whole log listed). The change feed's ``_commit_timestamp`` follows each commit's
+        own configuration instead (as delta-kernel-rs does), so the two differ for commits made
+        while in-commit timestamps were on, once they are switched off."""
         from .table import DeltaTable
 
         version = self.version if version is None else integer(version, "version")

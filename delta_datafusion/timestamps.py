@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 import numbers
+import re
 from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from .errors import DeltaError, LogCorruptError, VersionNotFoundError
+from .errors import DeltaError, LogCorruptError, MissingLogFileError, VersionNotFoundError
 from .log.actions import parse_action
 from .log.segment import LogListing
 from .protocol import Metadata
@@ -29,8 +30,9 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
             continue
         action = parse_action(line, where)
         info = action.get("commitInfo") if isinstance(action, dict) else None
-        if isinstance(info, dict) and isinstance(info.get("inCommitTimestamp"), int):
-            return info["inCommitTimestamp"]
+        ict = info.get("inCommitTimestamp") if isinstance(info, dict) else None
+        if isinstance(ict, int) and not isinstance(ict, bool):  # a JSON true is no timestamp
+            return ict
         break
     raise LogCorruptError(
         f"{where}: in-commit timestamps are enabled but the first action has no commitInfo.inCommitTimestamp"
@@ -56,13 +58,10 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
             raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
         return _datetime64_micros(value, argument)
     if isinstance(value, str):
-        text = value.strip()
-        if text[-1:] in ("Z", "z"):
-            text = text[:-1] + "+00:00"
-        try:
-            value = dt.datetime.fromisoformat(text)
-        except ValueError as e:
-            raise DeltaError(f"{argument} {value!r} is not an ISO-8601 timestamp") from e
+        parsed = parse_iso(value)
+        if parsed is None:
+            raise DeltaError(f"{argument} {value!r} is not an ISO-8601 timestamp")
+        value = parsed[0]
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
@@ -73,12 +72,43 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
 
 
+_FRACTION = re.compile(r"(?<=\d{2}:\d{2}:\d{2})[.,](\d+)")
+
+
+def parse_iso(text: str) -> tuple[dt.datetime, bool] | None:
+    """An ISO-8601 timestamp or date (``Z``/``z`` or an offset; naive is left naive), and whether
+    it had digits below the microsecond (dropped here: a caller rounding up adds one); None
+    when it is not one. Any number of fraction digits, on every supported Python."""
+    text = text.strip()
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
+    finer = False
+    m = _FRACTION.search(text)
+    if m is not None:
+        digits = m.group(1)
+        finer = any(d != "0" for d in digits[6:])
+        text = text[: m.start()] + "." + digits[:6].ljust(6, "0") + text[m.end() :]
+    try:
+        return dt.datetime.fromisoformat(text), finer
+    except ValueError:
+        try:
+            return dt.datetime.combine(dt.date.fromisoformat(text), dt.time()), False
+        except ValueError:
+            return None
+
+
 #: Microseconds per numpy datetime64 unit (calendar units Y and M go through days).
 _MICROS_PER = {"W": 7 * 86_400_000_000, "D": 86_400_000_000, "h": 3_600_000_000, "m": 60_000_000}
 _MICROS_PER |= {"s": 1_000_000, "ms": 1_000, "us": 1}
 _SUB_MICRO = {"ns": 10**3, "ps": 10**6, "fs": 10**9, "as": 10**12}
 #: Years 1..9999, as datetime takes them.
 _MICROS_RANGE = (-62_135_596_800_000_000, 253_402_300_799_999_999)
+
+
+def below_micros(value: np.datetime64) -> bool:
+    """Does a numpy datetime64 hold a part below the microsecond (floored away by to_micros)?"""
+    unit, count = np.datetime_data(value.dtype)
+    return unit in _SUB_MICRO and int(value.astype(np.int64)) * count % _SUB_MICRO[unit] != 0
 
 
 def _datetime64_micros(value: np.datetime64, argument: str) -> int:
@@ -106,23 +136,42 @@ class CommitTimeline:
         self.storage = storage
         self.listing = listing
         self.versions = listing.commit_versions
-        self.ict = metadata.ict_enablement
+        try:
+            self.ict = metadata.ict_enablement
+        except LogCorruptError as e:
+            raise LogCorruptError(f"{storage.root_uri}: {e}") from e
         self._cache: dict[int, int] = {}
-        self._mono: dict[int, int] = {}
+        self._mono: dict[int, int] | None = None  # see _by_file_time
         self._file_times: dict[int, int] = {}
-        last = None
-        for v in self.versions:
-            if self.ict is not None and v >= self.ict[0]:
-                break
-            t = self._file_times[v] = listing.commits[v].mtime_ms
-            if last is not None and t <= last:
-                t = last + 1
-            self._mono[v] = last = t
+
+    def _by_file_time(self) -> dict[int, int]:
+        """Timestamps of the commits before in-commit timestamps were enabled (all, without
+        them): file modification times, each made greater than the one before. Read on first
+        need: a store that gives no modification times (zip) still answers for ICT commits."""
+        mono = self._mono
+        if mono is None:
+            files: dict[int, int] = {}
+            mono, last = {}, None
+            for v in self.versions:
+                if self.ict is not None and v >= self.ict[0]:
+                    break
+                t = files[v] = self.listing.commits[v].mtime_ms
+                if last is not None and t <= last:
+                    t = last + 1
+                mono[v] = last = t
+            self._file_times, self._mono = files, mono
+        return mono
 
     def same_file_times(self, listing: LogListing, upto: int | None = None) -> bool:
-        """Whether ``listing`` gives the commits this timeline took from file times the same
+        """Whether ``listing`` gives the commits this timeline takes from file times the same
         times (every one counts: each timestamp is made greater than all before it); ``upto``:
         only the timestamps of versions up to it are used."""
+        try:
+            self._by_file_time()
+        except MissingLogFileError:
+            return False
+        except DeltaError:  # no modification times on this store: none are used, none can change
+            return True
         commits = listing.commits
         return all(
             v in commits and commits[v].mtime_ms == t
@@ -131,8 +180,10 @@ class CommitTimeline:
         )
 
     def timestamp(self, version: int) -> int:
-        if version in self._mono:
-            return self._mono[version]
+        if self.ict is None or version < self.ict[0]:
+            mono = self._by_file_time()
+            if version in mono:
+                return mono[version]
         if version not in self.listing.commits:
             raise VersionNotFoundError(f"no commit file for version {version} in {self.listing.log_dir}")
         if version not in self._cache:

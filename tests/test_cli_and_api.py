@@ -761,3 +761,14 @@ def test_cli_refuses_a_table_name_given_twice(capsys, tmp_path):
     assert (
         f"error: DeltaError: --table names 'Trips' twice (also as 'trips={path}')" in capsys.readouterr().err
     )
+
+
+def test_cli_table_names_compare_as_sql_reads_them(capsys, tmp_path):
+    path = str(cli.example_table())
+    # quoted names keep their case: two tables
+    args = ["sql", 'SELECT count(*) AS n FROM "A" JOIN "a" USING (trip_id)']
+    assert cli.main([*args, "--table", f'"A"={path}', "--table", f'"a"={path}']) == 0
+    capsys.readouterr()
+    for first, second in (("public.t", "t"), ('"t"', "T")):
+        assert cli.main(["sql", "SELECT 1", "--table", f"{first}={path}", "--table", f"{second}={path}"]) == 2
+        assert f"--table names {second!r} twice (also as '{first}={path}')" in capsys.readouterr().err

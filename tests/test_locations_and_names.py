@@ -6,6 +6,7 @@ table, or failed obscurely before it was fixed.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import shutil
@@ -507,3 +508,83 @@ def test_a_folder_name_that_is_not_utf8_is_refused_clearly(tmp_path: Path) -> No
         dd.register_table(ctx, "t", root)
         ctx.sql("SELECT * FROM t").collect()
     assert isinstance(dd.from_datafusion(info.value) or info.value, DeltaError)
+
+
+def test_table_changes_identifier_whose_relation_holds_a_dot(tmp_path: Path):
+    """DataFusion flattens an identifier's relation: "x.default".t (schema "x.default") and
+    x.default.t (catalog x) arrive alike. One existing reading is read; two are refused, not
+    guessed (the folder catalog's table was read before)."""
+    from datafusion.catalog import Schema
+
+    ctx = _session()
+    ctx.catalog("datafusion").register_schema("x.default", Schema.memory_schema())
+    dd.register_table(ctx, '"x.default".t', _table(tmp_path / "dotted", [7, 8, 9]))
+    assert _sql_xs(ctx, 'SELECT x FROM table_changes("x.default".t, 0)') == [7, 8, 9]
+    _table(tmp_path / "lake" / "t", [1, 2])
+    dd.register_catalog(ctx, "x", str(tmp_path / "lake"))
+    assert _sql_xs(ctx, 'SELECT x FROM "x.default".t') == [7, 8, 9]
+    with pytest.raises(Exception, match=r'may name x\.default\.t and "x\.default"\.t, both tables'):
+        ctx.sql('SELECT x FROM table_changes("x.default".t, 0)').collect()
+    assert _sql_xs(ctx, "SELECT x FROM table_changes('\"x.default\".t', 0)") == [7, 8, 9]
+    assert _sql_xs(ctx, "SELECT x FROM table_changes('x.default.t', 0)") == [1, 2]
+
+
+def test_register_table_does_not_replace_a_copy_under_another_name(tmp_path: Path):
+    """A table the user registered under another name from one of ours (a copy of the provider)
+    is not ours to replace, and replacing it must not forget the original's registration."""
+    a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
+    ctx = _session()
+    dd.register_table(ctx, "t", a)
+    ctx.register_table("copy", ctx.table_provider("t"))
+    with pytest.raises(DeltaError, match="'copy' names a table this session already has"):
+        dd.register_table(ctx, "copy", b)
+    dd.register_table(ctx, "t", a)  # still refreshes
+    assert _sql_xs(ctx, "SELECT x FROM t") == [1]
+
+
+def test_table_changes_identifier_falls_back_to_a_relative_path(tmp_path: Path, monkeypatch):
+    """A bare or quoted identifier naming no table is tried as a folder, as written."""
+    _table(tmp_path / "UpT", [5])
+    monkeypatch.chdir(tmp_path)
+    ctx = _session()
+    assert _sql_xs(ctx, 'SELECT x FROM table_changes("UpT", 0)') == [5]
+
+
+def test_zip_table_with_in_commit_timestamps_enabled_after_creation(tmp_path: Path):
+    """A store without modification times (zip): the commits since in-commit timestamps were
+    enabled have timestamps of their own, so time travel to them and their commit timestamps
+    need no file time (PROTOCOL.md). Every such lookup was refused for the older commits' lack of
+    modification times; one that needs them still is."""
+    t = Path(_table(tmp_path / "t", [0]))
+    for k in (1, 2):
+        write_deltalake(str(t), pa.table({"x": pa.array([k], pa.int64())}), mode="append")
+    md = next(
+        json.loads(line)["metaData"]
+        for line in (t / "_delta_log" / f"{0:020d}.json").open()
+        if "metaData" in line
+    )
+    ict = 1_700_000_010_000
+    md["configuration"] |= {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "3",
+        "delta.inCommitTimestampEnablementTimestamp": str(ict),
+    }
+    protocol = {
+        "minReaderVersion": 1,
+        "minWriterVersion": 7,
+        "writerFeatures": ["inCommitTimestamp", "changeDataFeed"],
+    }
+    log = t / "_delta_log"
+    (log / f"{3:020d}.json").write_text(
+        "\n".join(
+            json.dumps(a)
+            for a in ({"commitInfo": {"inCommitTimestamp": ict}}, {"protocol": protocol}, {"metaData": md})
+        )
+        + "\n"
+    )
+    table = dd.DeltaTable(f"zip://t::file://{_zip(t, tmp_path / 't.zip')}")
+    assert table.snapshot(timestamp=ict + 5).version == 3
+    assert table.snapshot().commit_timestamp(3) == ict
+    assert table.changes(dt.datetime.fromtimestamp(ict / 1000, dt.timezone.utc)).to_table().num_rows == 0
+    with pytest.raises(DeltaError, match="gives no modification time"):
+        table.snapshot(timestamp=ict - 5)

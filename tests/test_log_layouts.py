@@ -39,6 +39,7 @@ from conftest import (
 
 from delta_datafusion.errors import (
     DeltaError,
+    LogCorruptError,
     NonContiguousVersionsError,
     VersionNotFoundError,
 )
@@ -1779,3 +1780,62 @@ def test_checkpoint_partition_strings_win_over_a_disagreeing_typed_copy(tmp_path
     assert ctx.sql("SELECT count(*) AS n FROM t WHERE p IS NULL").to_pylist() == [{"n": 1}]
     parts = DeltaTable(str(t)).snapshot().files().column("partition_values").to_pylist()
     assert sorted(parts, key=str) == sorted([{"p": 10}, {"p": None}], key=str)
+
+
+def test_in_commit_timestamp_given_as_a_boolean_is_refused(tmp_path: Path):
+    """JSON true is no timestamp: it was read as 1 (bool is an int in Python): commit_timestamp
+    returned True and history() failed with pyarrow's ArrowTypeError."""
+    t, _ = _ict_table(tmp_path)
+    lines = commit_path(t, 4).read_text().splitlines()
+    first = json.loads(lines[0])
+    first["commitInfo"]["inCommitTimestamp"] = True
+    commit_path(t, 4).write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    why = r"00000000000000000004\.json: in-commit timestamps are enabled but the first action has no"
+    with pytest.raises(LogCorruptError, match=why):
+        DeltaTable(str(t)).snapshot().commit_timestamp(4)
+    with pytest.raises(LogCorruptError, match=why):
+        DeltaTable(str(t)).history()
+
+
+@pytest.mark.parametrize("dropped", ["Version", "Timestamp"])
+def test_in_commit_timestamp_enablement_with_one_property_missing(tmp_path: Path, dropped: str):
+    """One enablement property without the other was read as "enabled at creation", and the error
+    then blamed version 0 for having no in-commit timestamp (delta-kernel-rs refuses the table
+    configuration, naming the missing property)."""
+    t, _ = _ict_table(tmp_path)
+    actions = [json.loads(line) for line in commit_path(t, 3).read_text().splitlines()]
+    for a in actions:
+        if "metaData" in a:
+            del a["metaData"]["configuration"][f"delta.inCommitTimestampEnablement{dropped}"]
+    write_commit(t, 3, actions)
+    other = "Timestamp" if dropped == "Version" else "Version"
+    why = f"{t.name}: table property delta.inCommitTimestampEnablement{other} is set without "
+    why += f"delta.inCommitTimestampEnablement{dropped}"
+    with pytest.raises(LogCorruptError, match=why):
+        DeltaTable(str(t)).history()
+    with pytest.raises(LogCorruptError, match=why):
+        DeltaTable(str(t)).snapshot(timestamp=BASE * 1000)
+
+
+def test_change_range_timestamps_below_the_microsecond():
+    """A start between two microseconds means the first commit at or after it: rounded up, from
+    strings and numpy alike (strings were truncated); an end is rounded down. Strings take any
+    number of fraction digits and a lower-case z, as snapshot(timestamp=) does."""
+    import numpy as np
+
+    from delta_datafusion.change_range import Instant, as_bound
+
+    base = 1_700_000_001_000_000  # 2023-11-14T22:13:21Z in microseconds
+    for text in (
+        "2023-11-14T22:13:21.000000001Z",
+        "2023-11-14 22:13:21.0000001+00:00",
+        "2023-11-14T22:13:21.0000009z",
+    ):
+        assert as_bound(text, "start") == Instant(base + 1), text
+        assert as_bound(text, "end") == Instant(base), text
+    assert as_bound("2023-11-14T22:13:21.000000000Z", "start") == Instant(base)
+    assert as_bound("2023-11-14T22:13:21.5z", "start") == Instant(base + 500_000)
+    ns = np.datetime64(base * 1000 + 1, "ns")
+    assert as_bound(ns, "start") == Instant(base + 1)
+    assert as_bound(ns, "end") == Instant(base)
+    assert as_bound(np.datetime64(base, "us"), "start") == Instant(base)

@@ -24,6 +24,7 @@ from ..errors import DeltaError, TableNotFoundError
 from ..storage import Storage, _store_errors, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import DeltaDataset, lookup_dataset, note_provider_error
+from .names import same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
 
@@ -115,23 +116,23 @@ def _live(entries: dict[str, weakref.ref[DeltaDataset]]) -> dict[str, DeltaDatas
 
 
 def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
-    """The dataset the session's table ``name`` serves, if the package registered it there (under
-    this spelling of the name or another: ``Trips``, ``trips`` and ``public.trips`` are one table);
-    None for a table a user put there after dropping it, or any other table."""
+    """The dataset the session's table ``name`` serves, if the package registered it there under
+    this name, however spelled (``Trips``, ``trips`` and ``public.trips`` are one table); None
+    for a table a user put there after dropping it, or under another name (a copy of one)."""
     try:
         held = lookup_dataset(lambda: ctx.table_provider(name))
     except Exception:  # noqa: BLE001 - not a table this package can look behind
         return None
-    ours = registered_tables(ctx.session_id()).values()
-    return held if any(d is held for d in ours) else None
+    ours = registered_tables(ctx.session_id())
+    return held if any(d is held and same_table(n, name) for n, d in ours.items()) else None
 
 
-def _forget_dataset(session_id: str, dataset: DeltaDataset) -> None:
-    """Drop the registry entries of a dataset a registration replaced (whatever name they use)."""
+def _forget_dataset(session_id: str, dataset: DeltaDataset, name: str) -> None:
+    """Drop the registry entries a registration of ``name`` replaced."""
     with _REGISTRY_LOCK:
         entries = _REGISTRY.get(session_id, {})
-        for name in [n for n, ref in entries.items() if ref() is dataset]:
-            del entries[name]
+        for n in [n for n, ref in entries.items() if ref() is dataset and same_table(n, name)]:
+            del entries[n]
 
 
 def open_dataset(
@@ -199,7 +200,7 @@ def register_table(
                         "register_table did not register; deregister it first"
                     )
                 ctx.deregister_table(name)
-                _forget_dataset(ctx.session_id(), replaced)
+                _forget_dataset(ctx.session_id(), replaced, name)
             ctx.register_table(name, Table(dataset))
         except DeltaError:
             raise

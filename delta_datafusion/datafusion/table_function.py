@@ -28,10 +28,10 @@ name and message in the text.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +42,7 @@ from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, StorageError, TableNotFoundError, VersionNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
+from .names import quoted, relation_readings, split_reference, sql_name
 from .statement import planning_for, statement_pins, table_key
 
 FUNCTION_NAME = "table_changes"
@@ -209,18 +210,27 @@ def _is_text(t: pa.DataType) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)
 
 
-def _table_argument(arg: Any) -> tuple[str, tuple[str, ...] | None]:
-    """(name or location as written, for messages; an identifier's parts, None for a string).
+@dataclass(frozen=True)
+class _TableArgument:
+    """table_changes' first argument."""
 
-    An identifier arrives as a column reference whose relation (catalog and schema) and name
-    DataFusion has already parsed and normalized; the parts are taken from there, not from the
-    flattened text, where ``lake."default.x"`` and ``lake.default.x`` look the same."""
+    shown: str  #: for messages
+    readings: list[tuple[str, ...]] | None  #: an identifier's possible parts; None for a string
+    path: str  #: the text tried as a path or URI when no table of the session has the name
+
+
+def _table_argument(arg: Any) -> _TableArgument:
+    """An identifier arrives as a column reference whose relation (catalog and schema) and name
+    DataFusion has parsed: the name keeps its dots (``lake."default.x"`` is not
+    ``lake.default.x``), the relation is flattened (``"x.y".t`` and ``x.y.t`` both give ``x.y``),
+    so each way of reading the relation is a candidate (see :func:`relation_readings`)."""
     kind = arg.variant_name()
     if kind == "Column":
         column = arg.to_variant()
-        relation = column.relation()
-        parts = (*relation.split("."), column.name()) if relation else (column.name(),)
-        return _sql_name(parts), parts
+        relation, name = column.relation(), column.name()
+        readings = [(*r, name) for r in relation_readings(relation)] if relation else [(name,)]
+        shown = sql_name(readings[0]) if len(readings) == 1 else arg.canonical_name()
+        return _TableArgument(shown, readings, ".".join(readings[0]))
     value = _literal(arg)
     if value is None or not _is_text(value.type):
         raise DeltaError(
@@ -229,11 +239,7 @@ def _table_argument(arg: Any) -> tuple[str, tuple[str, ...] | None]:
     text = value.as_py()
     if not text:
         raise DeltaError("table_changes: the table name or location must not be empty")
-    return text, None
-
-
-#: A table reference part SQL reads as it is written, without quotes.
-_PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
+    return _TableArgument(text, None, text)
 
 
 def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
@@ -264,52 +270,19 @@ def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
     )
 
 
-def _split_reference(name: str) -> list[tuple[str, bool]] | None:
-    """A dotted table reference as (part, was it double-quoted) pairs; None if malformed."""
-    parts: list[tuple[str, bool]] = []
-    i, n = 0, len(name)
-    while True:
-        if i < n and name[i] == '"':
-            j, text = i + 1, []
-            while True:
-                k = name.find('"', j)
-                if k < 0:
-                    return None
-                text.append(name[j:k])
-                if name[k + 1 : k + 2] == '"':  # "" inside quotes is one quote
-                    text.append('"')
-                    j = k + 2
-                    continue
-                break
-            parts.append(("".join(text), True))
-            i = k + 1
-        else:
-            k = name.find(".", i)
-            k = n if k < 0 else k
-            if k == i:
-                return None
-            parts.append((name[i:k], False))
-            i = k
-        if i == n:
-            return parts
-        if name[i] != ".":
-            return None
-        i += 1
+def _references(arg: _TableArgument) -> list[tuple[str, ...]]:
+    """Spellings of the argument as ([catalog, [schema,]] table) parts, most likely first.
 
-
-def _references(name: str, identifier: tuple[str, ...] | None) -> list[tuple[str, ...]]:
-    """Spellings of ``name`` as ([catalog, [schema,]] table) parts, most likely first.
-
-    An identifier's parts are DataFusion's own. A string is read as SQL reads a table reference
+    An identifier's are DataFusion's own. A string is read as SQL reads a table reference
     (unquoted parts lower-cased), then with its parts as written (folder-catalog tables may have
     upper-case names)."""
-    if identifier is not None:
-        spellings = [list(identifier)]
+    if arg.readings is not None:
+        spellings = [list(r) for r in arg.readings]
     else:
-        parts = _split_reference(name)
+        parts = split_reference(arg.shown)
         if parts is None:
             return []
-        normalized = [p if quoted else p.lower() for p, quoted in parts]
+        normalized = [p if was_quoted else p.lower() for p, was_quoted in parts]
         spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
     return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
 
@@ -341,37 +314,31 @@ def _on_lookup_thread(fn: Callable[[], Any], what: str) -> Any:
     return box["value"]
 
 
-def _quoted(ref: tuple[str, ...]) -> str:
-    """The reference with every part quoted: DataFusion then takes the parts as they are and
-    fills in the session's default catalog and schema."""
-    return ".".join('"' + p.replace('"', '""') + '"' for p in ref)
-
-
 def _delta_table_named(session: SessionContext, ref: tuple[str, ...]) -> DeltaDataset | None | bool:
     """The Delta dataset the session's table ``ref`` serves; False when the session has no such
     table, None when it is some other kind of table (in memory, a view, another provider).
 
     The catalog lookup is async in datafusion-python and panics on the planning thread a table
     function runs on; on another thread it works (integration notes, section 5)."""
-    quoted = _quoted(ref)
+    spelled = quoted(ref)
     try:
-        if not session.table_exist(quoted):
+        if not session.table_exist(spelled):
             return False
     except Exception:  # noqa: BLE001 - a reference the session cannot parse names no table
         return False
 
     try:
-        return _on_lookup_thread(lambda: lookup_dataset(lambda: session.table_provider(quoted)), quoted)
+        return _on_lookup_thread(lambda: lookup_dataset(lambda: session.table_provider(spelled)), spelled)
     except DeltaError:
         raise  # the table's own error (a catalog table whose log is broken), or the timeout
     except Exception as e:  # noqa: BLE001 - dropped between the two calls, or another failure
         try:
-            still = session.table_exist(quoted)
+            still = session.table_exist(spelled)
         except Exception:  # noqa: BLE001
             still = False
         if not still:
             return False
-        raise DeltaError(f"table_changes: the session's table {quoted} cannot be opened: {e}") from e
+        raise DeltaError(f"table_changes: the session's table {spelled} cannot be opened: {e}") from e
 
 
 def _registered_names(session: SessionContext) -> str:
@@ -382,52 +349,57 @@ def _registered_names(session: SessionContext) -> str:
     for name in registered_tables(session.session_id()):
         # as registered (SQL lower-cases its unquoted parts: "Trips" is trips), or a quoted name
         # (CREATE EXTERNAL TABLE "Upper" is remembered as Upper)
-        parts = _split_reference(name)
-        as_sql = [p if quoted else p.lower() for p, quoted in parts] if parts else [name]
-        for spelling, shown in ((name, as_sql), (_quoted((name,)), [name])):
+        parts = split_reference(name)
+        as_sql = [p if was_quoted else p.lower() for p, was_quoted in parts] if parts else [name]
+        for spelling, shown in ((name, as_sql), (quoted((name,)), [name])):
             try:
                 if session.table_exist(spelling):
-                    out.add(_sql_name(shown))
+                    out.add(sql_name(shown))
                     break
             except Exception:  # noqa: BLE001, S112 - a spelling the session cannot parse
                 continue
     return ", ".join(sorted(out)) or "none"
 
 
-def _sql_name(parts: Sequence[str]) -> str:
-    """A table reference as SQL has to spell it: parts quoted where they need it."""
-    return ".".join(p if _PLAIN.fullmatch(p) else _quoted((p,)) for p in parts)
-
-
-def _resolve_table(
-    session: SessionContext, name: str, identifier: tuple[str, ...] | None
-) -> tuple[DeltaTable, bool]:
-    """The table ``name`` means in the session (as SELECT resolves it), else a path or URI;
+def _resolve_table(session: SessionContext, arg: _TableArgument) -> tuple[DeltaTable, bool]:
+    """The table the argument means in the session (as SELECT resolves it), else a path or URI;
     and whether it is a path (its existence is checked only if reading its log fails: on an
-    object store that check is a request)."""
-    for ref in _references(name, identifier):
+    object store that check is a request). An identifier whose relation holds a dot may name
+    tables in two ways (``"x.y".t``: schema ``x.y``, or catalog ``x`` schema ``y``): when both
+    exist, it is refused rather than guessed."""
+    found_refs = []
+    for ref in _references(arg):
         found = _delta_table_named(session, ref)
         if found is False:
             continue
+        found_refs.append((ref, found))
+        if arg.readings is None or len(arg.readings) == 1:
+            break  # a string's spellings are tried in order; the first table found is it
+    if len(found_refs) > 1:
+        which = " and ".join(sql_name(ref) for ref, _ in found_refs)
+        raise TableNotFoundError(
+            f"table_changes: {arg.shown} may name {which}, both tables of this session; give the name "
+            "as a string with the dotted parts quoted, e.g. table_changes('\"x.y\".t', 0)"
+        )
+    if found_refs:
+        ref, found = found_refs[0]
         if found is None or found.storage is None:
             raise TableNotFoundError(
-                f"table_changes: {name!r} is a table of this session ({'.'.join(ref)}) but not a Delta table "
-                "registered through delta_datafusion (register_table, CREATE EXTERNAL TABLE ... STORED AS "
-                "DELTA or register_catalog)"
+                f"table_changes: {arg.shown!r} is a table of this session ({sql_name(ref)}) but not a Delta "
+                "table registered through delta_datafusion (register_table, CREATE EXTERNAL TABLE ... STORED "
+                "AS DELTA or register_catalog)"
             )
         return DeltaTable.from_storage(found.storage), False
     try:
-        return DeltaTable(name), True
+        return DeltaTable(arg.path), True
     except DeltaError:
-        raise _no_such_table(session, name, identifier) from None
+        raise _no_such_table(session, arg) from None
 
 
-def _no_such_table(
-    session: SessionContext, name: str, identifier: tuple[str, ...] | None
-) -> TableNotFoundError:
-    what = "table name" if identifier is not None else "table name or location"
+def _no_such_table(session: SessionContext, arg: _TableArgument) -> TableNotFoundError:
+    what = "table name" if arg.readings is not None else "table name or location"
     return TableNotFoundError(
-        f"table_changes: {name!r} is not a table of this session and no such path exists "
+        f"table_changes: {arg.shown!r} is not a table of this session and no such path exists "
         f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
     )
 
@@ -444,10 +416,11 @@ def _exists(table: DeltaTable) -> bool:
 def _table_changes(*args: Any, session: SessionContext) -> Table:
     if len(args) not in (2, 3):
         raise DeltaError(f"table_changes(table, start [, end]) takes 2 or 3 arguments, got {len(args)}")
-    name, identifier = _table_argument(args[0])
+    arg = _table_argument(args[0])
+    name = arg.shown
     start = _bound_argument(args[1], "start", name)
     end = _bound_argument(args[2], "end", name) if len(args) == 3 else None
-    table, is_path = _resolve_table(session, name, identifier)
+    table, is_path = _resolve_table(session, arg)
     # without an end, "latest" is the version this statement already saw of the table, if any
     pins = statement_pins() if end is None else None
     key = table_key(table.storage)
@@ -456,7 +429,7 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
         feed = load_change_feed(table, start, end if pinned is None else pinned)
     except TableNotFoundError as e:
         if is_path and not _exists(table):
-            raise _no_such_table(session, name, identifier) from e
+            raise _no_such_table(session, arg) from e
         raise TableNotFoundError(f"{e} (registered Delta tables: {_registered_names(session)})") from e
     except InvalidRangeError as e:
         if pinned is None:
