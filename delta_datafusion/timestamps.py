@@ -72,22 +72,36 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
 
 
-_FRACTION = re.compile(r"(?<=\d{2}:\d{2}:\d{2})[.,](\d+)")
+_BASIC_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})(?=$|[Tt ])")
+_TIME = re.compile(r"^(\d{2})(?::?(\d{2})(?::?(\d{2})(?:[.,](\d+))?)?)?(.*)$")
+_OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})?$")
 
 
 def parse_iso(text: str) -> tuple[dt.datetime, bool] | None:
     """An ISO-8601 timestamp or date (``Z``/``z`` or an offset; naive is left naive), and whether
     it had digits below the microsecond (dropped here: a caller rounding up adds one); None
-    when it is not one. Any number of fraction digits, on every supported Python."""
-    text = text.strip()
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
+    when it is not one. Extended and basic forms, offsets with or without a colon and any
+    number of fraction digits are brought to the form every supported Python's
+    ``datetime.fromisoformat`` reads (Python 3.10 reads few of them itself)."""
+    text = _BASIC_DATE.sub(r"\1-\2-\3", text.strip())
     finer = False
-    m = _FRACTION.search(text)
-    if m is not None:
-        digits = m.group(1)
-        finer = any(d != "0" for d in digits[6:])
-        text = text[: m.start()] + "." + digits[:6].ljust(6, "0") + text[m.end() :]
+    if len(text) > 11 and text[10] in "Tt ":
+        m = _TIME.match(text[11:])
+        if m is None:
+            return None
+        hh, mm, ss, fraction, zone = m.groups()
+        clock = f"{hh}:{mm or '00'}:{ss or '00'}"
+        if fraction:
+            finer = any(d != "0" for d in fraction[6:])
+            clock += "." + fraction[:6].ljust(6, "0")
+        if zone in ("Z", "z"):
+            zone = "+00:00"
+        elif zone:
+            z = _OFFSET.match(zone)
+            if z is None:
+                return None
+            zone = f"{z.group(1)}{z.group(2)}:{z.group(3) or '00'}"
+        text = f"{text[:10]}T{clock}{zone}"
     try:
         return dt.datetime.fromisoformat(text), finer
     except ValueError:
@@ -195,7 +209,15 @@ class CommitTimeline:
 
     def _range_text(self) -> str:
         first, last = self.versions[0], self.versions[-1]
-        return f"{_fmt(self.timestamp(first))} (version {first}) .. {_fmt(self.timestamp(last))} (version {last})"
+        try:
+            start = f"{_fmt(self.timestamp(first))} (version {first})"
+        except DeltaError:
+            if self.ict is None or self.ict[0] > last:
+                raise
+            # a store without modification times: the commits before in-commit timestamps have none
+            ict = self.versions[bisect_left(self.versions, self.ict[0])]
+            start = f"{_fmt(self.timestamp(ict))} (version {ict}; the commits before it have no time on this store)"
+        return f"{start} .. {_fmt(self.timestamp(last))} (version {last})"
 
     def version_at_or_before(self, ts_ms: int) -> int:
         """Latest version whose commit timestamp is <= ts (time travel 'as of')."""

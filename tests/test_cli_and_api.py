@@ -772,3 +772,15 @@ def test_cli_table_names_compare_as_sql_reads_them(capsys, tmp_path):
     for first, second in (("public.t", "t"), ('"t"', "T")):
         assert cli.main(["sql", "SELECT 1", "--table", f"{first}={path}", "--table", f"{second}={path}"]) == 2
         assert f"--table names {second!r} twice (also as '{first}={path}')" in capsys.readouterr().err
+
+
+def test_cli_table_names_differing_in_non_ascii_case_are_two_tables(capsys, tmp_path):
+    path = str(cli.example_table())
+    assert (
+        cli.main(["sql", 'SELECT count(*) AS n FROM "Ä"', "--table", f"Ä={path}", "--table", f"ä={path}"])
+        == 0
+    )
+    capsys.readouterr()
+    # other.t is not t: the error is DataFusion's about the schema, not a duplicate name
+    assert cli.main(["sql", "SELECT 1", "--table", f"t={path}", "--table", f"other.t={path}"]) == 2
+    assert "twice" not in capsys.readouterr().err

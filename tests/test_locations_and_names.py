@@ -588,3 +588,51 @@ def test_zip_table_with_in_commit_timestamps_enabled_after_creation(tmp_path: Pa
     assert table.changes(dt.datetime.fromtimestamp(ict / 1000, dt.timezone.utc)).to_table().num_rows == 0
     with pytest.raises(DeltaError, match="gives no modification time"):
         table.snapshot(timestamp=ict - 5)
+    # a start after the latest commit: the history is given from the first commit with a time
+    with pytest.raises(
+        DeltaError, match=r"after the latest commit; available history: .* \(version 3; the commits"
+    ):
+        table.changes(dt.datetime.fromtimestamp(ict / 1000 + 60, dt.timezone.utc))
+
+
+def test_register_table_refreshes_a_quoted_external_table(tmp_path: Path):
+    """CREATE EXTERNAL TABLE "Upper" / "a.b": DataFusion hands the factory the name with its
+    quotes dropped; register_table('"Upper"', ...) refreshes that table (refused after the names
+    began to be compared as SQL reads them)."""
+    a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
+    ctx = _session()
+    for name in ('"Upper"', '"a.b"'):
+        ctx.sql(f"CREATE EXTERNAL TABLE {name} STORED AS DELTA LOCATION '{a}'")
+        dd.register_table(ctx, name, b)
+        assert _sql_xs(ctx, f"SELECT x FROM {name}") == [2]
+
+
+def test_register_table_refuses_a_copy_in_another_schema(tmp_path: Path):
+    """other.t is not t (public.t): a copy of t's provider there is not replaced, and t's own
+    refresh still works."""
+    from datafusion.catalog import Schema
+
+    a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
+    ctx = _session()
+    ctx.catalog("datafusion").register_schema("other", Schema.memory_schema())
+    dd.register_table(ctx, "t", a)
+    ctx.register_table("other.t", ctx.table_provider("t"))
+    with pytest.raises(DeltaError, match="'other.t' names a table this session already has"):
+        dd.register_table(ctx, "other.t", b)
+    dd.register_table(ctx, "datafusion.public.t", b)
+    assert _sql_xs(ctx, "SELECT x FROM t") == [2]
+
+
+def test_table_names_compare_as_datafusion_resolves_them():
+    from delta_datafusion.datafusion.names import same_as_flattened, same_table
+
+    assert (
+        same_table("Trips", "trips")
+        and same_table("t", "public.t")
+        and same_table("t", "datafusion.public.t")
+    )
+    assert not same_table('"T"', "t") and not same_table("t", "other.t") and not same_table("t", "c.public.t")
+    assert not same_table("Ä", "ä")  # DataFusion lower-cases ASCII letters only
+    assert same_table('"a.b"', '"a.b"') and not same_table('"a.b"', "a.b")
+    assert same_as_flattened("Upper", '"Upper"') and not same_as_flattened("Upper", "Upper")
+    assert same_as_flattened("a.b", '"a.b"') and same_as_flattened("trips", "public.Trips")

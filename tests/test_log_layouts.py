@@ -1833,9 +1833,35 @@ def test_change_range_timestamps_below_the_microsecond():
     ):
         assert as_bound(text, "start") == Instant(base + 1), text
         assert as_bound(text, "end") == Instant(base), text
+    assert as_bound("20231114T221321.0000001Z", "start") == Instant(base + 1)  # basic form
+    assert as_bound("20231114T221321,0000001+0000", "end") == Instant(base)
     assert as_bound("2023-11-14T22:13:21.000000000Z", "start") == Instant(base)
     assert as_bound("2023-11-14T22:13:21.5z", "start") == Instant(base + 500_000)
     ns = np.datetime64(base * 1000 + 1, "ns")
     assert as_bound(ns, "start") == Instant(base + 1)
     assert as_bound(ns, "end") == Instant(base)
     assert as_bound(np.datetime64(base, "us"), "start") == Instant(base)
+
+
+def test_iso_timestamps_read_the_same_on_every_supported_python():
+    """Python 3.10's datetime.fromisoformat reads only the extended form with 3 or 6 fraction
+    digits and a colon in the offset; parse_iso brings the other ISO-8601 spellings to it."""
+    import datetime as dt
+
+    from delta_datafusion.timestamps import parse_iso
+
+    utc, plus1 = dt.timezone.utc, dt.timezone(dt.timedelta(hours=1))
+    cases = {
+        "2024-01-02": dt.datetime(2024, 1, 2),
+        "20240102": dt.datetime(2024, 1, 2),
+        "2024-01-02T03:04:05Z": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=utc),
+        "20240102T030405z": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=utc),
+        "2024-01-02 03:04:05+0100": dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=plus1),
+        "2024-01-02T03:04+01": dt.datetime(2024, 1, 2, 3, 4, tzinfo=plus1),
+        "2024-01-02T03:04:05.5": dt.datetime(2024, 1, 2, 3, 4, 5, 500000),
+        "2024-01-02T03:04:05,123456789": dt.datetime(2024, 1, 2, 3, 4, 5, 123456),
+    }
+    assert {text: parse_iso(text)[0] for text in cases} == cases
+    assert parse_iso("2024-01-02T03:04:05,123456789")[1] and not parse_iso("2024-01-02T03:04:05.1234560")[1]
+    for bad in ("abc", "2024-13-01", "2024-01-02T03:04:05Z+00:00", "2024-01-02T03:04:05+1"):
+        assert parse_iso(bad) is None, bad

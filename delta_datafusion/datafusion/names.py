@@ -11,6 +11,15 @@ from collections.abc import Sequence
 
 #: A part SQL reads as it is written, without quotes.
 _PLAIN = re.compile(r"[a-z_][a-z0-9_]*")
+#: DataFusion lower-cases unquoted identifiers in ASCII only (``Ä`` and ``ä`` are two tables).
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+#: The catalog and schema a shorter name means in a session of the default configuration.
+DEFAULTS = ("datafusion", "public")
+
+
+def sql_lower(part: str) -> str:
+    """An unquoted identifier part as DataFusion normalizes it."""
+    return part.translate(_ASCII_LOWER)
 
 
 def split_reference(name: str) -> list[tuple[str, bool]] | None:
@@ -51,18 +60,33 @@ def normalized(name: str) -> tuple[str, ...] | None:
     parts = split_reference(name)
     if parts is None or not 1 <= len(parts) <= 3:
         return None
-    return tuple(p if quoted else p.lower() for p, quoted in parts)
+    return tuple(p if quoted else sql_lower(p) for p, quoted in parts)
+
+
+def full_name(parts: Sequence[str]) -> tuple[str, ...]:
+    """(catalog, schema, table), the default catalog and schema filling in what is left out."""
+    return (*DEFAULTS[: 3 - len(parts)], *parts)
 
 
 def same_table(a: str, b: str) -> bool:
-    """Do two names given to register_table (or the CLI) name one table? Parts are compared as
-    SQL resolves them, a shorter name matching the end of a longer one (``t`` and
-    ``public.t``: the default catalog and schema fill in the rest)."""
+    """Do two names given to register_table (or the CLI) name one table, as SQL resolves them
+    in a session of the default configuration (``t``, ``T`` and ``public.t`` do; ``"T"`` and
+    ``other.t`` do not)? A session configured with other defaults sees fewer spellings as one."""
     na, nb = normalized(a), normalized(b)
     if na is None or nb is None:
         return a == b
-    short, long = sorted((na, nb), key=len)
-    return long[len(long) - len(short) :] == short
+    return full_name(na) == full_name(nb)
+
+
+def same_as_flattened(flat: str, name: str) -> bool:
+    """Like :func:`same_table`, for ``flat`` a name DataFusion has already normalized and joined
+    with dots, quotes dropped (CREATE EXTERNAL TABLE's ``"My.T"`` arrives as ``My.T``), whose
+    parts are no longer known."""
+    parts = normalized(name)
+    if parts is None:
+        return False
+    want = ".".join(full_name(parts))
+    return want in (flat, f"{DEFAULTS[0]}.{flat}", ".".join((*DEFAULTS, flat)))
 
 
 def quoted(parts: Sequence[str]) -> str:

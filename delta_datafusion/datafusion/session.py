@@ -24,16 +24,17 @@ from ..errors import DeltaError, TableNotFoundError
 from ..storage import Storage, _store_errors, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import DeltaDataset, lookup_dataset, note_provider_error
-from .names import same_table
+from .names import same_as_flattened, same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
 
-# The Delta tables registered through the package, per session id: name as registered -> dataset,
-# weakly (table_changes resolves names through the session itself; this serves explain and
+# The Delta tables registered through the package, per session id: name as registered -> (dataset,
+# weakly; whether the name is CREATE EXTERNAL TABLE's, which DataFusion hands over flattened: see
+# names.same_as_flattened) (table_changes resolves names through the session itself; this serves explain and
 # messages). DataFusion holds the dataset while the table is registered; once it is dropped the
 # entry dies with it (a service registering and dropping a table per request kept every snapshot:
 # 10 MB and an open checkpoint file each).
-_REGISTRY: dict[str, dict[str, weakref.ref[DeltaDataset]]] = {}
+_REGISTRY: dict[str, dict[str, tuple[weakref.ref[DeltaDataset], bool]]] = {}
 _REGISTRY_LOCK = threading.Lock()
 #: register_table's check-swap-remember, one at a time (registration is not a hot path)
 _REGISTER_LOCK = threading.Lock()
@@ -91,12 +92,12 @@ def _forget_pending() -> None:
         forget_session_plans(session_id)
 
 
-def _remember(session_id: str, name: str, dataset: DeltaDataset) -> None:
+def _remember(session_id: str, name: str, dataset: DeltaDataset, flattened: bool = False) -> None:
     _forget_pending()
     with _REGISTRY_LOCK:
         entries = _REGISTRY.setdefault(session_id, {})
         _live(entries)  # entries of tables dropped since go
-        entries[name] = weakref.ref(dataset)
+        entries[name] = (weakref.ref(dataset), flattened)
 
 
 def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
@@ -106,10 +107,10 @@ def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
         return _live(_REGISTRY.get(session_id, {}))
 
 
-def _live(entries: dict[str, weakref.ref[DeltaDataset]]) -> dict[str, DeltaDataset]:
+def _live(entries: dict[str, tuple[weakref.ref[DeltaDataset], bool]]) -> dict[str, DeltaDataset]:
     """The datasets of a session's entries that still exist; dead entries are removed (call
     under _REGISTRY_LOCK)."""
-    out = {name: ref() for name, ref in entries.items()}
+    out = {name: ref() for name, (ref, _) in entries.items()}
     for name in [n for n, d in out.items() if d is None]:
         del entries[name]
     return {name: d for name, d in out.items() if d is not None}
@@ -123,16 +124,28 @@ def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
         held = lookup_dataset(lambda: ctx.table_provider(name))
     except Exception:  # noqa: BLE001 - not a table this package can look behind
         return None
-    ours = registered_tables(ctx.session_id())
-    return held if any(d is held and same_table(n, name) for n, d in ours.items()) else None
+    return held if _entries_naming(ctx.session_id(), held, name) else None
+
+
+def _entries_naming(session_id: str, dataset: DeltaDataset, name: str) -> list[str]:
+    """The registry entries of ``dataset`` under ``name`` however spelled."""
+    _forget_pending()
+    with _REGISTRY_LOCK:
+        entries = _REGISTRY.get(session_id, {})
+        return [
+            n
+            for n, (ref, flattened) in entries.items()
+            if ref() is dataset and (same_as_flattened(n, name) if flattened else same_table(n, name))
+        ]
 
 
 def _forget_dataset(session_id: str, dataset: DeltaDataset, name: str) -> None:
     """Drop the registry entries a registration of ``name`` replaced."""
+    names = _entries_naming(session_id, dataset, name)
     with _REGISTRY_LOCK:
         entries = _REGISTRY.get(session_id, {})
-        for n in [n for n, ref in entries.items() if ref() is dataset and same_table(n, name)]:
-            del entries[n]
+        for n in names:
+            entries.pop(n, None)
 
 
 def open_dataset(
@@ -298,7 +311,7 @@ class DeltaTableFactory(TableProviderFactory):
                     f"table at {locations[0]}; name every column or none (the Delta schema gives the "
                     "columns and types; select the columns you want in queries or a view)"
                 )
-        _remember(self.session_id, str(cmd.name()), dataset)
+        _remember(self.session_id, str(cmd.name()), dataset, flattened=True)
         return Table(dataset)
 
 

@@ -42,7 +42,7 @@ from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, StorageError, TableNotFoundError, VersionNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
-from .names import quoted, relation_readings, split_reference, sql_name
+from .names import quoted, relation_readings, split_reference, sql_lower, sql_name
 from .statement import planning_for, statement_pins, table_key
 
 FUNCTION_NAME = "table_changes"
@@ -282,7 +282,7 @@ def _references(arg: _TableArgument) -> list[tuple[str, ...]]:
         parts = split_reference(arg.shown)
         if parts is None:
             return []
-        normalized = [p if was_quoted else p.lower() for p, was_quoted in parts]
+        normalized = [p if was_quoted else sql_lower(p) for p, was_quoted in parts]
         spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
     return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
 
@@ -350,7 +350,7 @@ def _registered_names(session: SessionContext) -> str:
         # as registered (SQL lower-cases its unquoted parts: "Trips" is trips), or a quoted name
         # (CREATE EXTERNAL TABLE "Upper" is remembered as Upper)
         parts = split_reference(name)
-        as_sql = [p if was_quoted else p.lower() for p, was_quoted in parts] if parts else [name]
+        as_sql = [p if was_quoted else sql_lower(p) for p, was_quoted in parts] if parts else [name]
         for spelling, shown in ((name, as_sql), (quoted((name,)), [name])):
             try:
                 if session.table_exist(spelling):
