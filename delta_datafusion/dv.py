@@ -252,6 +252,8 @@ def _file_payload(descriptor: DeletionVectorDescriptor, storage: Storage, path: 
         if raw[0] != 1:
             raise DeletionVectorError(f"{where}: unsupported DV file format version {raw[0]}")
         raw = raw[offset:]
+    if not raw:  # nothing at the offset: the read (or the version window) ended before it
+        raise DeletionVectorError(f"{where}: the offset is at or beyond the end of the file")
     if len(raw) < 4:
         raise DeletionVectorError(f"{where}: truncated, file ends before the size field")
     stored_size = int.from_bytes(raw[:4], "big")

@@ -602,6 +602,13 @@ def _set(data: bytearray, index: int, value: int) -> bytearray:
         (lambda d: d, {"sizeInBytes": 30}, "size mismatch, file says 36 bytes, log says 30"),
         (lambda d: d, {"cardinality": 3}, "cardinality mismatch, bitmap has 2 rows, log says 3"),
         (lambda d: _fix_crc(_set(d, 21, 0x99)), {}, "corrupt roaring bitmap"),
+        # an offset past the end: said so, not "truncated" (near the start, and far beyond it)
+        (lambda d: d, {"offset": 1000}, r"\(offset 1000\): the offset is at or beyond the end of the file"),
+        (
+            lambda d: d,
+            {"offset": 100_000},
+            r"\(offset 100000\): the offset is at or beyond the end of the file",
+        ),
     ],
 )
 def test_corrupt_dv_file(
