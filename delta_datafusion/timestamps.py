@@ -154,6 +154,12 @@ class CommitTimeline:
             self.ict = metadata.ict_enablement
         except LogCorruptError as e:
             raise LogCorruptError(f"{storage.root_uri}: {e}") from e
+        if self.ict is not None and self.versions and self.ict[0] > self.versions[-1]:
+            # the timestamps after the enablement timestamp would be looked for among no commits
+            raise LogCorruptError(
+                f"{storage.root_uri}: table property delta.inCommitTimestampEnablementVersion is "
+                f"{self.ict[0]}, after the latest version {self.versions[-1]}"
+            )
         self._cache: dict[int, int] = {}
         self._mono: dict[int, int] | None = None  # see _by_file_time
         self._file_times: dict[int, int] = {}

@@ -1865,3 +1865,18 @@ def test_iso_timestamps_read_the_same_on_every_supported_python():
     assert parse_iso("2024-01-02T03:04:05,123456789")[1] and not parse_iso("2024-01-02T03:04:05.1234560")[1]
     for bad in ("abc", "2024-13-01", "2024-01-02T03:04:05Z+00:00", "2024-01-02T03:04:05+1"):
         assert parse_iso(bad) is None, bad
+
+
+def test_in_commit_timestamp_enablement_version_after_the_latest_version(tmp_path: Path):
+    """An enablement version no commit has reached (delta-kernel-rs refuses it): a timestamp at
+    or after the enablement timestamp was answered with the latest version, unchecked."""
+    t, stamps = _ict_table(tmp_path)
+    actions = [json.loads(line) for line in commit_path(t, 3).read_text().splitlines()]
+    for a in actions:
+        if "metaData" in a:
+            a["metaData"]["configuration"]["delta.inCommitTimestampEnablementVersion"] = "9"
+    write_commit(t, 3, actions)
+    with pytest.raises(
+        LogCorruptError, match="delta.inCommitTimestampEnablementVersion is 9, after the latest version 4"
+    ):
+        DeltaTable(str(t)).snapshot(timestamp=stamps[3] + 10**9)
