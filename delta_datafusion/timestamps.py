@@ -72,43 +72,60 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
 
 
-_BASIC_DATE = re.compile(r"^(\d{4})(\d{2})(\d{2})(?=$|[Tt ])")
-_TIME = re.compile(r"^(\d{2})(?::?(\d{2})(?::?(\d{2})(?:[.,](\d+))?)?)?(.*)$")
-_OFFSET = re.compile(r"^([+-])(\d{2}):?(\d{2})?$")
+#: A fraction of a second: ASCII digits after two digits of the time (searched past the date).
+_FRACTION = re.compile(r"(?<=[0-9]{2})[.,]([0-9]+)")
+#: What Python 3.10's ``fromisoformat`` does not read itself: a basic-form date or time (each
+#: consistently with or without separators), an offset without a colon or minutes.
+_PARTS = re.compile(
+    r"([0-9]{4})(-?)([0-9]{2})\2([0-9]{2})"
+    r"(?:[Tt ]([0-9]{2})(?:(:?)([0-9]{2})(?:\6([0-9]{2})(\.[0-9]{6})?)?)?"
+    r"([+-][0-9]{2}(?::?[0-9]{2}(?::?[0-9]{2}(?:\.[0-9]{1,6})?)?)?)?)?"
+)
 
 
 def parse_iso(text: str) -> tuple[dt.datetime, bool] | None:
     """An ISO-8601 timestamp or date (``Z``/``z`` or an offset; naive is left naive), and whether
     it had digits below the microsecond (dropped here: a caller rounding up adds one); None
-    when it is not one. Extended and basic forms, offsets with or without a colon and any
-    number of fraction digits are brought to the form every supported Python's
-    ``datetime.fromisoformat`` reads (Python 3.10 reads few of them itself)."""
-    text = _BASIC_DATE.sub(r"\1-\2-\3", text.strip())
+    when it is not one. What ``datetime.fromisoformat`` reads is read as it reads it, with any
+    number of fraction digits; on Python 3.10, which reads only the extended form, basic forms
+    and offsets without a colon are brought to it."""
+    text = text.strip()
+    if not text.isascii():
+        return None
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
     finer = False
-    if len(text) > 11 and text[10] in "Tt ":
-        m = _TIME.match(text[11:])
-        if m is None:
-            return None
-        hh, mm, ss, fraction, zone = m.groups()
-        clock = f"{hh}:{mm or '00'}:{ss or '00'}"
-        if fraction:
-            finer = any(d != "0" for d in fraction[6:])
-            clock += "." + fraction[:6].ljust(6, "0")
-        if zone in ("Z", "z"):
-            zone = "+00:00"
-        elif zone:
-            z = _OFFSET.match(zone)
-            if z is None:
-                return None
-            zone = f"{z.group(1)}{z.group(2)}:{z.group(3) or '00'}"
-        text = f"{text[:10]}T{clock}{zone}"
-    try:
-        return dt.datetime.fromisoformat(text), finer
-    except ValueError:
+    m = _FRACTION.search(text, 10)
+    if m is not None:
+        digits = m.group(1)
+        finer = any(d != "0" for d in digits[6:])
+        text = text[: m.start()] + "." + digits[:6].ljust(6, "0") + text[m.end() :]
+    for candidate in (text, _extended(text)):
+        if candidate is None:
+            continue
         try:
-            return dt.datetime.combine(dt.date.fromisoformat(text), dt.time()), False
+            return dt.datetime.fromisoformat(candidate), finer
         except ValueError:
-            return None
+            try:
+                return dt.datetime.combine(dt.date.fromisoformat(candidate), dt.time()), False
+            except ValueError:
+                continue
+    return None
+
+
+def _extended(text: str) -> str | None:
+    """``text`` in the extended form Python 3.10 reads, None if it is not a form brought so."""
+    m = _PARTS.fullmatch(text)
+    if m is None:
+        return None
+    year, _, month, day, hh, _, mm, ss, fraction, zone = m.groups()
+    out = f"{year}-{month}-{day}"
+    if hh is not None:
+        out += f"T{hh}:{mm or '00'}:{ss or '00'}{fraction or ''}"
+        if zone:
+            z = zone.replace(":", "")
+            out += f"{z[:3]}:{z[3:5] or '00'}" + (f":{z[5:7]}{z[7:]}" if len(z) > 5 else "")
+    return out
 
 
 #: Microseconds per numpy datetime64 unit (calendar units Y and M go through days).

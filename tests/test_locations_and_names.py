@@ -636,3 +636,43 @@ def test_table_names_compare_as_datafusion_resolves_them():
     assert same_table('"a.b"', '"a.b"') and not same_table('"a.b"', "a.b")
     assert same_as_flattened("Upper", '"Upper"') and not same_as_flattened("Upper", "Upper")
     assert same_as_flattened("a.b", '"a.b"') and same_as_flattened("trips", "public.Trips")
+
+
+def test_registrations_of_two_tables_spelled_alike_are_kept_apart(tmp_path: Path):
+    """register_table("Trips") is trips; CREATE EXTERNAL TABLE "Trips" is Trips, which DataFusion
+    hands the factory as Trips too. The second overwrote the first's registry entry: trips could
+    not be refreshed any more and dd.explain lost its scan."""
+    a, b, c = (_table(tmp_path / n, [k]) for k, n in enumerate("abc", start=1))
+    ctx = _session()
+    dd.register_table(ctx, "Trips", a)
+    ctx.sql(f"CREATE EXTERNAL TABLE \"Trips\" STORED AS DELTA LOCATION '{b}'")
+    dd.register_table(ctx, "Trips", c)
+    assert _sql_xs(ctx, "SELECT x FROM trips") == [3]
+    assert _sql_xs(ctx, 'SELECT x FROM "Trips"') == [2]
+    assert "DeltaScan" in dd.explain(ctx, "SELECT * FROM trips")
+
+
+def test_a_failed_create_or_replace_does_not_cost_the_table_its_registration(tmp_path: Path, monkeypatch):
+    """CREATE OR REPLACE EXTERNAL TABLE t races a register_table('t') on another thread: the
+    factory recorded its table before DataFusion's registration, which then failed; the table
+    register_table put there lost its entry and could never be refreshed again."""
+    from delta_datafusion.datafusion import session as session_module
+
+    a, b, c = (_table(tmp_path / n, [k]) for k, n in enumerate("abc", start=1))
+    ctx = _session()
+    dd.register_table(ctx, "t", a)
+    create = session_module.DeltaTableFactory.create
+
+    def racing_create(self, cmd):
+        thread = threading.Thread(target=dd.register_table, args=(ctx, "t", c))
+        thread.start()
+        thread.join(20)
+        return create(self, cmd)
+
+    monkeypatch.setattr(session_module.DeltaTableFactory, "create", racing_create)
+    ctx.register_table_factory("DELTA", session_module.DeltaTableFactory(ctx.session_id()))
+    with pytest.raises(Exception, match="already exists"):  # DataFusion's own race
+        ctx.sql(f"CREATE OR REPLACE EXTERNAL TABLE t STORED AS DELTA LOCATION '{b}'").collect()
+    assert _sql_xs(ctx, "SELECT x FROM t") == [3]
+    dd.register_table(ctx, "t", a)  # was refused: "register_table did not register"
+    assert _sql_xs(ctx, "SELECT x FROM t") == [1]

@@ -1860,10 +1860,18 @@ def test_iso_timestamps_read_the_same_on_every_supported_python():
         "2024-01-02T03:04+01": dt.datetime(2024, 1, 2, 3, 4, tzinfo=plus1),
         "2024-01-02T03:04:05.5": dt.datetime(2024, 1, 2, 3, 4, 5, 500000),
         "2024-01-02T03:04:05,123456789": dt.datetime(2024, 1, 2, 3, 4, 5, 123456),
+        # offsets with seconds, as datetime.isoformat() writes them (Europe/Amsterdam in 1900)
+        "1900-01-01T12:00:00+00:19:32": dt.datetime(
+            1900, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(seconds=1172))
+        ),
+        "1900-01-01T12:00:00+001932": dt.datetime(
+            1900, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(seconds=1172))
+        ),
     }
     assert {text: parse_iso(text)[0] for text in cases} == cases
     assert parse_iso("2024-01-02T03:04:05,123456789")[1] and not parse_iso("2024-01-02T03:04:05.1234560")[1]
-    for bad in ("abc", "2024-13-01", "2024-01-02T03:04:05Z+00:00", "2024-01-02T03:04:05+1"):
+    garbage = ("2024-01-02T03:04:05+01:", "2024-01-02T0304:05", "2024-01-02T03:04:05.123456\u0663")
+    for bad in ("abc", "2024-13-01", "2024-01-02T03:04:05Z+00:00", "2024-01-02T03:04:05+1", *garbage):
         assert parse_iso(bad) is None, bad
 
 

@@ -597,7 +597,7 @@ def test_a_dropped_table_is_forgotten_while_its_session_lives(tmp_path: Path) ->
         _run(ctx, f"DROP TABLE ext_{i}")
     gc.collect()
     assert not any(r() is not None for r in alive)
-    assert session_module.registered_tables(ctx.session_id()) == {}
+    assert session_module.registered_tables(ctx.session_id()) == []
     # the name is the user's now: register_table refuses to replace it
     dd.register_table(ctx, "mine", str(path))
     ctx.deregister_table("mine")

@@ -28,13 +28,14 @@ from .names import same_as_flattened, same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
 
-# The Delta tables registered through the package, per session id: name as registered -> (dataset,
-# weakly; whether the name is CREATE EXTERNAL TABLE's, which DataFusion hands over flattened: see
-# names.same_as_flattened) (table_changes resolves names through the session itself; this serves explain and
+# The Delta tables registered through the package, per session id: (name as registered, whether
+# it is CREATE EXTERNAL TABLE's, which DataFusion hands over flattened: see names.same_as_flattened)
+# -> dataset, weakly (register_table's "Trips" and CREATE EXTERNAL TABLE "Trips" are two tables,
+# both named Trips here) (table_changes resolves names through the session itself; this serves explain and
 # messages). DataFusion holds the dataset while the table is registered; once it is dropped the
 # entry dies with it (a service registering and dropping a table per request kept every snapshot:
 # 10 MB and an open checkpoint file each).
-_REGISTRY: dict[str, dict[str, tuple[weakref.ref[DeltaDataset], bool]]] = {}
+_REGISTRY: dict[str, dict[tuple[str, bool], weakref.ref[DeltaDataset]]] = {}
 _REGISTRY_LOCK = threading.Lock()
 #: register_table's check-swap-remember, one at a time (registration is not a hot path)
 _REGISTER_LOCK = threading.Lock()
@@ -97,23 +98,24 @@ def _remember(session_id: str, name: str, dataset: DeltaDataset, flattened: bool
     with _REGISTRY_LOCK:
         entries = _REGISTRY.setdefault(session_id, {})
         _live(entries)  # entries of tables dropped since go
-        entries[name] = (weakref.ref(dataset), flattened)
+        entries[(name, flattened)] = weakref.ref(dataset)
 
 
-def registered_tables(session_id: str) -> dict[str, DeltaDataset]:
-    """The datasets registered in the session that still exist (dropped ones are forgotten)."""
+def registered_tables(session_id: str) -> list[tuple[str, DeltaDataset]]:
+    """(name as registered, dataset) of the tables registered in the session that still exist
+    (dropped ones are forgotten)."""
     _forget_pending()
     with _REGISTRY_LOCK:
-        return _live(_REGISTRY.get(session_id, {}))
+        return [(name, d) for (name, _), d in _live(_REGISTRY.get(session_id, {})).items()]
 
 
-def _live(entries: dict[str, tuple[weakref.ref[DeltaDataset], bool]]) -> dict[str, DeltaDataset]:
+def _live(entries: dict[tuple[str, bool], weakref.ref[DeltaDataset]]) -> dict[tuple[str, bool], DeltaDataset]:
     """The datasets of a session's entries that still exist; dead entries are removed (call
     under _REGISTRY_LOCK)."""
-    out = {name: ref() for name, (ref, _) in entries.items()}
-    for name in [n for n, d in out.items() if d is None]:
-        del entries[name]
-    return {name: d for name, d in out.items() if d is not None}
+    out = {key: ref() for key, ref in entries.items()}
+    for key in [k for k, d in out.items() if d is None]:
+        del entries[key]
+    return {key: d for key, d in out.items() if d is not None}
 
 
 def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
@@ -127,25 +129,25 @@ def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
     return held if _entries_naming(ctx.session_id(), held, name) else None
 
 
-def _entries_naming(session_id: str, dataset: DeltaDataset, name: str) -> list[str]:
+def _entries_naming(session_id: str, dataset: DeltaDataset, name: str) -> list[tuple[str, bool]]:
     """The registry entries of ``dataset`` under ``name`` however spelled."""
     _forget_pending()
     with _REGISTRY_LOCK:
         entries = _REGISTRY.get(session_id, {})
         return [
-            n
-            for n, (ref, flattened) in entries.items()
+            (n, flattened)
+            for (n, flattened), ref in entries.items()
             if ref() is dataset and (same_as_flattened(n, name) if flattened else same_table(n, name))
         ]
 
 
 def _forget_dataset(session_id: str, dataset: DeltaDataset, name: str) -> None:
     """Drop the registry entries a registration of ``name`` replaced."""
-    names = _entries_naming(session_id, dataset, name)
+    keys = _entries_naming(session_id, dataset, name)
     with _REGISTRY_LOCK:
         entries = _REGISTRY.get(session_id, {})
-        for n in names:
-            entries.pop(n, None)
+        for key in keys:
+            entries.pop(key, None)
 
 
 def open_dataset(
@@ -210,7 +212,9 @@ def register_table(
                 if replaced is None:
                     raise DeltaError(
                         f"register_table: {name!r} names a table this session already has, which "
-                        "register_table did not register; deregister it first"
+                        "register_table did not register under this name; deregister it first (in a "
+                        "session whose default catalog or schema is not datafusion.public, spell the "
+                        "name as it was registered)"
                     )
                 ctx.deregister_table(name)
                 _forget_dataset(ctx.session_id(), replaced, name)
@@ -489,7 +493,7 @@ def register(ctx: SessionContext) -> SessionContext:
 
 def _session_datasets(session_id: str) -> list[DeltaDataset]:
     """Datasets the session can scan: registered tables and folder-catalog tables opened so far."""
-    out = list(registered_tables(session_id).values())
+    out = [d for _, d in registered_tables(session_id)]
     with _REGISTRY_LOCK:
         providers = list(_CATALOGS.get(session_id, ()))
     for provider in providers:

@@ -346,7 +346,7 @@ def _registered_names(session: SessionContext) -> str:
     from .session import registered_tables
 
     out = set()
-    for name in registered_tables(session.session_id()):
+    for name, _ in registered_tables(session.session_id()):
         # as registered (SQL lower-cases its unquoted parts: "Trips" is trips), or a quoted name
         # (CREATE EXTERNAL TABLE "Upper" is remembered as Upper)
         parts = split_reference(name)
