@@ -72,60 +72,44 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
     raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
 
 
-#: A fraction of a second: ASCII digits after two digits of the time (searched past the date).
-_FRACTION = re.compile(r"(?<=[0-9]{2})[.,]([0-9]+)")
-#: What Python 3.10's ``fromisoformat`` does not read itself: a basic-form date or time (each
-#: consistently with or without separators), an offset without a colon or minutes.
-_PARTS = re.compile(
+#: ISO-8601 calendar date and time, each part extended or basic (consistently): date, then
+#: optionally time (hours, minutes, seconds, a fraction of a second of any length) and an offset
+#: (``Z`` or hours, minutes, seconds, with or without colons).
+_ISO = re.compile(
     r"([0-9]{4})(-?)([0-9]{2})\2([0-9]{2})"
-    r"(?:[Tt ]([0-9]{2})(?:(:?)([0-9]{2})(?:\6([0-9]{2})(\.[0-9]{6})?)?)?"
-    r"([+-][0-9]{2}(?::?[0-9]{2}(?::?[0-9]{2}(?:\.[0-9]{1,6})?)?)?)?)?"
+    r"(?:[Tt ]([0-9]{2})(?:(:?)([0-9]{2})(?:\6([0-9]{2})(?:[.,]([0-9]+))?)?)?"
+    r"([Zz]|([+-])([0-9]{2})(?:(:?)([0-9]{2})(?:\13([0-9]{2})(?:\.([0-9]+))?)?)?)?)?"
 )
 
 
 def parse_iso(text: str) -> tuple[dt.datetime, bool] | None:
-    """An ISO-8601 timestamp or date (``Z``/``z`` or an offset; naive is left naive), and whether
-    it had digits below the microsecond (dropped here: a caller rounding up adds one); None
-    when it is not one. What ``datetime.fromisoformat`` reads is read as it reads it, with any
-    number of fraction digits; on Python 3.10, which reads only the extended form, basic forms
-    and offsets without a colon are brought to it."""
-    text = text.strip()
-    if not text.isascii():
-        return None
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
-    finer = False
-    m = _FRACTION.search(text, 10)
-    if m is not None:
-        digits = m.group(1)
-        finer = any(d != "0" for d in digits[6:])
-        text = text[: m.start()] + "." + digits[:6].ljust(6, "0") + text[m.end() :]
-    for candidate in (text, _extended(text)):
-        if candidate is None:
-            continue
-        try:
-            return dt.datetime.fromisoformat(candidate), finer
-        except ValueError:
-            try:
-                return dt.datetime.combine(dt.date.fromisoformat(candidate), dt.time()), False
-            except ValueError:
-                continue
-    return None
-
-
-def _extended(text: str) -> str | None:
-    """``text`` in the extended form Python 3.10 reads, None if it is not a form brought so."""
-    m = _PARTS.fullmatch(text)
+    """An ISO-8601 calendar date or date and time (``Z``/``z`` or an offset; naive is left naive),
+    and whether it had digits below the microsecond (dropped here: a caller rounding up adds
+    one); None when it is not one. Parsed by this grammar, then checked by
+    ``datetime.fromisoformat`` in the extended form every supported Python reads: the same
+    answer on Python 3.10 and 3.11, whose own readers differ (3.11 also takes a fraction of an
+    hour as one of a second, and reads ``2024-01-02+05:00`` as 05:00)."""
+    m = _ISO.fullmatch(text.strip())
     if m is None:
         return None
-    year, _, month, day, hh, _, mm, ss, fraction, zone = m.groups()
+    year, _, month, day, hh, _, mm, ss, fraction, zone, sign, zh, _, zm, zs, zf = m.groups()
     out = f"{year}-{month}-{day}"
+    finer = False
     if hh is not None:
-        out += f"T{hh}:{mm or '00'}:{ss or '00'}{fraction or ''}"
-        if zone:
-            z = zone.replace(":", "")
-            out += f"{z[:3]}:{z[3:5] or '00'}" + (f":{z[5:7]}{z[7:]}" if len(z) > 5 else "")
-    return out
+        out += f"T{hh}:{mm or '00'}:{ss or '00'}"
+        if fraction:
+            finer = any(d != "0" for d in fraction[6:])
+            out += "." + fraction[:6].ljust(6, "0")
+        if zone in ("Z", "z"):
+            out += "+00:00"
+        elif zone:
+            out += f"{sign}{zh}:{zm or '00'}"
+            if zs:
+                out += f":{zs}" + (f".{zf[:6].ljust(6, '0')}" if zf else "")
+    try:
+        return dt.datetime.fromisoformat(out), finer
+    except ValueError:
+        return None
 
 
 #: Microseconds per numpy datetime64 unit (calendar units Y and M go through days).

@@ -7,10 +7,12 @@ table, or failed obscurely before it was fixed.
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import json
 import os
 import shutil
 import threading
+import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -676,3 +678,105 @@ def test_a_failed_create_or_replace_does_not_cost_the_table_its_registration(tmp
     assert _sql_xs(ctx, "SELECT x FROM t") == [3]
     dd.register_table(ctx, "t", a)  # was refused: "register_table did not register"
     assert _sql_xs(ctx, "SELECT x FROM t") == [1]
+
+
+def test_two_racing_create_or_replace_keep_the_served_table_registered(tmp_path: Path, monkeypatch):
+    """Two CREATE OR REPLACE EXTERNAL TABLE w run their factories before DataFusion registers
+    either; the second factory's registry entry replaced the first's, and when the first's table
+    was the one served, w could never be refreshed again."""
+    from delta_datafusion.datafusion import session as session_module
+
+    a, b, c, d = (_table(tmp_path / n, [k]) for k, n in enumerate("abcd", start=1))
+    ctx = _session()
+    ctx.sql(f"CREATE EXTERNAL TABLE w STORED AS DELTA LOCATION '{a}'").collect()
+    create = session_module.DeltaTableFactory.create
+    inner_done, other = threading.Event(), []
+
+    def racing_create(self, cmd):
+        out = create(self, cmd)
+        if not other:  # the first statement: the second one's factory runs now, then waits for ours
+            thread = threading.Thread(
+                target=lambda: other.append(
+                    _try(ctx, f"CREATE OR REPLACE EXTERNAL TABLE w STORED AS DELTA LOCATION '{c}'")
+                )
+            )
+            other.append(thread)
+            thread.start()
+            inner_done.wait(20)
+        else:
+            inner_done.set()
+            for _ in range(200):  # until the first statement has registered its table
+                if ctx.table_exist("w"):
+                    break
+                time.sleep(0.02)
+        return out
+
+    monkeypatch.setattr(session_module.DeltaTableFactory, "create", racing_create)
+    ctx.sql(f"CREATE OR REPLACE EXTERNAL TABLE w STORED AS DELTA LOCATION '{b}'").collect()
+    other[0].join(20)
+    monkeypatch.setattr(session_module.DeltaTableFactory, "create", create)
+    gc.collect()
+    assert _sql_xs(ctx, "SELECT x FROM w") == [2]
+    assert "DeltaScan" in dd.explain(ctx, "SELECT * FROM w")
+    dd.register_table(ctx, "w", d)
+    assert _sql_xs(ctx, "SELECT x FROM w") == [4]
+
+
+def _try(ctx: SessionContext, sql: str) -> str:
+    try:
+        ctx.sql(sql).collect()
+        return "ok"
+    except Exception as e:  # noqa: BLE001 - DataFusion's "already exists" for the losing statement
+        return str(e)
+
+
+def test_explain_keeps_the_scan_of_a_table_refreshed_meanwhile(tmp_path: Path):
+    """dd.explain looked for plans only in the datasets registered after the EXPLAIN: a refresh on
+    another thread in between hid the scan the statement planned."""
+    a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
+
+    class RefreshingContext(SessionContext):
+        refresh = False
+
+        def sql(self, query, *args, **kwargs):
+            out = super().sql(query, *args, **kwargs)
+            if self.refresh and query.startswith("EXPLAIN"):
+                thread = threading.Thread(target=dd.register_table, args=(self, "t", b))
+                thread.start()
+                thread.join()
+            return out
+
+    ctx = RefreshingContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", a)
+    ctx.refresh = True
+    scans = [line for line in dd.explain(ctx, "SELECT * FROM t").splitlines() if "DeltaScan" in line]
+    assert len(scans) == 1
+
+
+def test_registered_names_list_a_quoted_external_table_beside_its_unquoted_twin(tmp_path: Path):
+    a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
+    ctx = _session()
+    dd.register_table(ctx, "Trips", a)
+    ctx.sql(f"CREATE EXTERNAL TABLE \"Trips\" STORED AS DELTA LOCATION '{b}'")
+    with pytest.raises(Exception, match='registered in this session: "Trips", trips\\)'):
+        ctx.sql("SELECT * FROM table_changes(nope, 0)").collect()
+
+
+def test_register_table_of_a_name_dropped_while_it_looks(tmp_path: Path, monkeypatch):
+    """The table present when register_table checks, gone when it looks behind the name (a
+    CREATE OR REPLACE on another thread drops it first): it was refused as another's table."""
+    from delta_datafusion.datafusion import session as session_module
+
+    a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
+    ctx = _session()
+    dd.register_table(ctx, "t", a)
+    look = session_module._registered_dataset
+
+    def dropped_meanwhile(ctx_, name):
+        ctx_.deregister_table(name)
+        return look(ctx_, name)
+
+    monkeypatch.setattr(session_module, "_registered_dataset", dropped_meanwhile)
+    dd.register_table(ctx, "t", b)
+    assert _sql_xs(ctx, "SELECT x FROM t") == [2]

@@ -1844,8 +1844,9 @@ def test_change_range_timestamps_below_the_microsecond():
 
 
 def test_iso_timestamps_read_the_same_on_every_supported_python():
-    """Python 3.10's datetime.fromisoformat reads only the extended form with 3 or 6 fraction
-    digits and a colon in the offset; parse_iso brings the other ISO-8601 spellings to it."""
+    """parse_iso reads ISO-8601 calendar dates and times by its own grammar, then checks them with
+    datetime.fromisoformat in the extended form: the same answers on Python 3.10 (whose reader
+    takes only that form) and 3.11 (whose reader also takes non-ISO strings)."""
     import datetime as dt
 
     from delta_datafusion.timestamps import parse_iso
@@ -1871,6 +1872,11 @@ def test_iso_timestamps_read_the_same_on_every_supported_python():
     assert {text: parse_iso(text)[0] for text in cases} == cases
     assert parse_iso("2024-01-02T03:04:05,123456789")[1] and not parse_iso("2024-01-02T03:04:05.1234560")[1]
     garbage = ("2024-01-02T03:04:05+01:", "2024-01-02T0304:05", "2024-01-02T03:04:05.123456\u0663")
+    # Python 3.11 reads these as other instants (a fraction of an hour as one of a second, a
+    # date's offset as a time of day, a digit dropped): not ISO-8601, refused
+    garbage += ("2024-01-02T03,5", "2024-01-02+05:00", "1970-01-08T1148385Z", "2024-01-02x03:04:05")
+    garbage += ("2024W011T03:04:05Z",)  # week dates are not read (Python 3.10 cannot)
+    assert not parse_iso("2024-01-02T03:04:05+01:00:00.1234567")[1]  # an offset's digits are not the time's
     for bad in ("abc", "2024-13-01", "2024-01-02T03:04:05Z+00:00", "2024-01-02T03:04:05+1", *garbage):
         assert parse_iso(bad) is None, bad
 

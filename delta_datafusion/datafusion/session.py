@@ -35,7 +35,7 @@ from .statement import statement_pins, table_key, track_statements
 # messages). DataFusion holds the dataset while the table is registered; once it is dropped the
 # entry dies with it (a service registering and dropping a table per request kept every snapshot:
 # 10 MB and an open checkpoint file each).
-_REGISTRY: dict[str, dict[tuple[str, bool], weakref.ref[DeltaDataset]]] = {}
+_REGISTRY: dict[str, dict[tuple[str, bool], list[weakref.ref[DeltaDataset]]]] = {}
 _REGISTRY_LOCK = threading.Lock()
 #: register_table's check-swap-remember, one at a time (registration is not a hot path)
 _REGISTER_LOCK = threading.Lock()
@@ -98,24 +98,35 @@ def _remember(session_id: str, name: str, dataset: DeltaDataset, flattened: bool
     with _REGISTRY_LOCK:
         entries = _REGISTRY.setdefault(session_id, {})
         _live(entries)  # entries of tables dropped since go
-        entries[(name, flattened)] = weakref.ref(dataset)
+        # a list: two CREATE OR REPLACE of one name run their factories before DataFusion
+        # registers either, and only one of them ends up served (the other's dataset dies)
+        entries.setdefault((name, flattened), []).append(weakref.ref(dataset))
 
 
-def registered_tables(session_id: str) -> list[tuple[str, DeltaDataset]]:
-    """(name as registered, dataset) of the tables registered in the session that still exist
-    (dropped ones are forgotten)."""
+def registered_tables(session_id: str) -> list[tuple[str, bool, DeltaDataset]]:
+    """(name as registered, whether CREATE EXTERNAL TABLE's, dataset) of the tables registered in
+    the session that still exist (dropped ones are forgotten)."""
     _forget_pending()
     with _REGISTRY_LOCK:
-        return [(name, d) for (name, _), d in _live(_REGISTRY.get(session_id, {})).items()]
+        return [
+            (name, flat, d) for (name, flat), ds in _live(_REGISTRY.get(session_id, {})).items() for d in ds
+        ]
 
 
-def _live(entries: dict[tuple[str, bool], weakref.ref[DeltaDataset]]) -> dict[tuple[str, bool], DeltaDataset]:
-    """The datasets of a session's entries that still exist; dead entries are removed (call
-    under _REGISTRY_LOCK)."""
-    out = {key: ref() for key, ref in entries.items()}
-    for key in [k for k, d in out.items() if d is None]:
-        del entries[key]
-    return {key: d for key, d in out.items() if d is not None}
+def _live(
+    entries: dict[tuple[str, bool], list[weakref.ref[DeltaDataset]]],
+) -> dict[tuple[str, bool], list[DeltaDataset]]:
+    """The datasets of a session's entries that still exist; dead ones are removed (call under
+    _REGISTRY_LOCK)."""
+    out = {}
+    for key in list(entries):
+        alive = [(ref, d) for ref in entries[key] if (d := ref()) is not None]
+        if alive:
+            entries[key] = [ref for ref, _ in alive]
+            out[key] = [d for _, d in alive]
+        else:
+            del entries[key]
+    return out
 
 
 def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
@@ -136,8 +147,9 @@ def _entries_naming(session_id: str, dataset: DeltaDataset, name: str) -> list[t
         entries = _REGISTRY.get(session_id, {})
         return [
             (n, flattened)
-            for (n, flattened), ref in entries.items()
-            if ref() is dataset and (same_as_flattened(n, name) if flattened else same_table(n, name))
+            for (n, flattened), refs in entries.items()
+            if any(ref() is dataset for ref in refs)
+            and (same_as_flattened(n, name) if flattened else same_table(n, name))
         ]
 
 
@@ -147,7 +159,11 @@ def _forget_dataset(session_id: str, dataset: DeltaDataset, name: str) -> None:
     with _REGISTRY_LOCK:
         entries = _REGISTRY.get(session_id, {})
         for key in keys:
-            entries.pop(key, None)
+            refs = [ref for ref in entries.get(key, []) if ref() is not dataset]
+            if refs:
+                entries[key] = refs
+            else:
+                entries.pop(key, None)
 
 
 def open_dataset(
@@ -207,15 +223,16 @@ def register_table(
     # the session hold a dataset the registry does not know yet, and be refused
     with _REGISTER_LOCK:
         try:
-            if ctx.table_exist(name):
-                replaced = _registered_dataset(ctx, name)
-                if replaced is None:
-                    raise DeltaError(
-                        f"register_table: {name!r} names a table this session already has, which "
-                        "register_table did not register under this name; deregister it first (in a "
-                        "session whose default catalog or schema is not datafusion.public, spell the "
-                        "name as it was registered)"
-                    )
+            replaced = _registered_dataset(ctx, name) if ctx.table_exist(name) else None
+            # a table gone since table_exist (a CREATE OR REPLACE on another thread) is no refusal
+            if replaced is None and ctx.table_exist(name):
+                raise DeltaError(
+                    f"register_table: {name!r} names a table this session already has, which "
+                    "register_table did not register under this name; deregister it first (in a "
+                    "session whose default catalog or schema is not datafusion.public, spell the "
+                    "name as it was registered)"
+                )
+            if replaced is not None:
                 ctx.deregister_table(name)
                 _forget_dataset(ctx.session_id(), replaced, name)
             ctx.register_table(name, Table(dataset))
@@ -493,7 +510,7 @@ def register(ctx: SessionContext) -> SessionContext:
 
 def _session_datasets(session_id: str) -> list[DeltaDataset]:
     """Datasets the session can scan: registered tables and folder-catalog tables opened so far."""
-    out = [d for _, d in registered_tables(session_id)]
+    out = [d for _, _, d in registered_tables(session_id)]
     with _REGISTRY_LOCK:
         providers = list(_CATALOGS.get(session_id, ()))
     for provider in providers:
@@ -515,13 +532,17 @@ def explain(ctx: SessionContext, sql: str) -> str:
     if re.match(r"\s*explain\b", sql, re.IGNORECASE):
         raise DeltaError("explain: pass the query itself; explain() adds the EXPLAIN")
     sid = ctx.session_id()
-    before = {id(d): d.plans_made for d in _session_datasets(sid)}
+    # the datasets themselves are kept: one refreshed by another thread meanwhile (replaced in
+    # the session) may be the one this statement planned, and its id must not be reused
+    before = [(d, d.plans_made) for d in _session_datasets(sid)]
     calls_before = table_changes_calls(sid)
     rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
     plans = []
     me = threading.get_ident()  # planning runs on this thread; others may share the session
-    for d in _session_datasets(sid):  # one line per scan: a table scanned twice shows twice
-        plans.extend(d.plans_since(before.get(id(d), 0), thread=me))
+    counted = {id(d): n for d, n in before}
+    datasets = [d for d, _ in before] + [d for d in _session_datasets(sid) if id(d) not in counted]
+    for d in datasets:  # one line per scan: a table scanned twice shows twice
+        plans.extend(d.plans_since(counted.get(id(d), 0), thread=me))
     if table_changes_calls(sid) != calls_before:  # this statement called table_changes
         plans.extend(recent_plans(sid))
     lines = []

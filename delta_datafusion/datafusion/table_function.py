@@ -346,12 +346,13 @@ def _registered_names(session: SessionContext) -> str:
     from .session import registered_tables
 
     out = set()
-    for name, _ in registered_tables(session.session_id()):
-        # as registered (SQL lower-cases its unquoted parts: "Trips" is trips), or a quoted name
-        # (CREATE EXTERNAL TABLE "Upper" is remembered as Upper)
+    for name, flattened, _ in registered_tables(session.session_id()):
+        # register_table's names as SQL reads them ("Trips" is trips); CREATE EXTERNAL TABLE's
+        # arrive flattened without quotes ("Upper" as Upper, "My.T" as My.T): quoted first
         parts = split_reference(name)
         as_sql = [p if was_quoted else sql_lower(p) for p, was_quoted in parts] if parts else [name]
-        for spelling, shown in ((name, as_sql), (quoted((name,)), [name])):
+        spellings = [(name, as_sql), (quoted((name,)), [name])]
+        for spelling, shown in reversed(spellings) if flattened else spellings:
             try:
                 if session.table_exist(spelling):
                     out.add(sql_name(shown))
