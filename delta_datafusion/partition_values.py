@@ -133,6 +133,11 @@ def typed_partition_column(
     """Typed partition values of flat raw file actions (their ``partitionValues`` column); a
     value that cannot be typed is reported with ``where`` (which table, which version)."""
     n = raw.num_rows
+    if physical and n and raw.column("partitionValues").null_count:
+        # required on add and cdc actions: read as NULLs, the file's rows would lose their values
+        row = pc.index(raw.column("partitionValues").is_null(), True).as_py()
+        path = raw.column("path")[row].as_py() if "path" in raw.column_names else "?"
+        raise LogCorruptError(f"{where}: data file {path} has no partitionValues (a required field)")
     try:
         return typed_partition_values(
             raw.column("partitionValues").combine_chunks() if n else None, physical, logical_fields, n

@@ -71,8 +71,13 @@ class Protocol:
                 f"{where}: protocol action has an invalid minWriterVersion: {action!r}"
             ) from e
         rf, wf = action.get("readerFeatures"), action.get("writerFeatures")
-        if rf is not None and not isinstance(rf, list):
-            raise InvalidProtocolError(f"{where}: protocol readerFeatures must be a list, got {rf!r}")
+        for key, features in (("readerFeatures", rf), ("writerFeatures", wf)):
+            if features is not None and (
+                not isinstance(features, list) or not all(isinstance(f, str) for f in features)
+            ):
+                raise InvalidProtocolError(
+                    f"{where}: protocol {key} must be a list of feature names, got {features!r:.120}"
+                )
         if reader == 3 and rf is None:
             raise InvalidProtocolError(
                 f"{where}: minReaderVersion 3 requires a readerFeatures list (the protocol action has none)"
@@ -172,7 +177,7 @@ class Metadata:
             mode = "none"
         if "partitionColumns" not in action:  # required: reading as unpartitioned would drop values
             raise SchemaError(f"{where}: metaData lacks partitionColumns (a required field)")
-        raw_parts = action.get("partitionColumns") or ()
+        raw_parts = action.get("partitionColumns")  # null or "" is refused, not read as unpartitioned
         if not isinstance(raw_parts, list | tuple) or not all(isinstance(c, str) for c in raw_parts):
             raise SchemaError(
                 f"{where}: partitionColumns must be a list of column names, got {raw_parts!r:.80}"

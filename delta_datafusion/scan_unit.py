@@ -18,6 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import DeletionVectorError
+
 #: The change feed's columns (constants of a change scan's units; cdc files store the first).
 CHANGE_TYPE = "_change_type"
 COMMIT_VERSION = "_commit_version"
@@ -43,10 +45,18 @@ class ScanUnit:
         return self.drop_rows is not None or self.only_rows is not None
 
 
-def dv_or_none(descriptor: dict | None) -> dict | None:
+def dv_or_none(descriptor: dict | None, location: str) -> dict | None:
     """A deletion vector descriptor from the log, or None when the action has none (a null
-    struct reads as a dict of nulls)."""
-    return descriptor if descriptor and descriptor.get("storageType") else None
+    struct reads as a dict of nulls). One with fields but no storageType is refused: read as
+    none, its deleted rows would come back."""
+    if descriptor and descriptor.get("storageType"):
+        return descriptor
+    if descriptor and any(v is not None for v in descriptor.values()):
+        raise DeletionVectorError(
+            f"data file {location}: its deletion vector descriptor has no storageType (a required field): "
+            f"{descriptor}"
+        )
+    return None
 
 
 def units_from_files(
@@ -72,7 +82,7 @@ def units_from_files(
             location=loc,
             size=size or 0,
             partition_values=pv or {},
-            drop_rows=dv_or_none(dv),
+            drop_rows=dv_or_none(dv, loc),
             num_records=num,
             all_rows_match=bool(ok),
         )

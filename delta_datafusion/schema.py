@@ -45,6 +45,10 @@ def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]
     """Parse ``metaData.schemaString``; ``where`` names the log file for errors."""
     if not schema_string:
         raise SchemaError(f"{where}: metaData has no schemaString")
+    if not isinstance(schema_string, str):
+        raise SchemaError(
+            f"{where}: metaData.schemaString is not a string: {json.dumps(schema_string)[:120]}"
+        )
     try:
         schema = json.loads(schema_string)
     except (ValueError, RecursionError) as e:
@@ -54,6 +58,15 @@ def parse_schema_string(schema_string: str | None, where: str) -> dict[str, Any]
     _check_field_shapes(schema, where)
     _check_unique_names(schema, where)
     return schema
+
+
+def _encodable(text: str) -> bool:
+    """UTF-8 encodable (JSON's ``\\ud800`` escapes decode to lone surrogates, which are not)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
 
 
 def _check_field_shapes(dtype: Any, where: str, path: tuple[str, ...] = ()) -> None:
@@ -72,6 +85,17 @@ def _check_field_shapes(dtype: Any, where: str, path: tuple[str, ...] = ()) -> N
                     f"{where}: schemaString: a field of the struct at {at} is not an object with a string "
                     f"name and a type: {json.dumps(f)[:120]}"
                 )
+            md = f.get("metadata")
+            physical = md.get("delta.columnMapping.physicalName") if isinstance(md, dict) else None
+            if (md is not None and not isinstance(md, dict)) or (
+                physical is not None and not isinstance(physical, str)
+            ):
+                raise SchemaError(
+                    f"{where}: schemaString: the metadata of field {'.'.join((*path, f['name']))} is not an "
+                    f"object with a string physical name: {json.dumps(md)[:120]}"
+                )
+            if not _encodable(f["name"]) or not _encodable(json.dumps(md, ensure_ascii=False) if md else ""):
+                raise SchemaError(f"{where}: schemaString: field name or metadata is not valid Unicode text")
             _check_field_shapes(f["type"], where, (*path, f["name"]))
     elif kind == "array":
         _check_field_shapes(dtype.get("elementType"), where, (*path, "element"))

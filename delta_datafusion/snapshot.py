@@ -376,7 +376,13 @@ class Snapshot(TableVersionView):
     @cached_property
     def raw_files(self) -> pa.Table:
         """Flat raw add actions of the live files (strings as in the log, stats unparsed)."""
-        return pa.concat_tables(self._raw_sources(), promote_options="permissive")
+        try:
+            return pa.concat_tables(self._raw_sources(), promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid) as e:  # e.g. checkpoint parts typing stats_parsed apart
+            where = self.segment.checkpoint.parts[0].path if self.segment.checkpoint else self.table_root
+            raise LogCorruptError(
+                f"{where}: the checkpoint's parts or the commits disagree on add fields: {e}"
+            ) from e
 
     def _typed_single_leaf(self) -> pa.Table | None:
         """The typed files of a table whose checkpoint is one leaf (a classic checkpoint), with

@@ -101,7 +101,9 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
     parse_type = _json_parse_type(physical_type)
     try:
         # each stats object is one NDJSON line whose fields are the stats struct's fields
-        table = read_ndjson(_ndjson_lines(stats), pa.schema(list(parse_type)))
+        if not pc.all(pc.starts_with(stats, "{")).as_py():
+            raise ValueError("a stats value that is not a JSON object")  # parsed row by row below
+        table = read_ndjson(_ndjson_lines(stats), pa.schema(list(parse_type)), objects_only=True)
         if table.num_rows != n:  # empty strings make no line
             raise ValueError("row count mismatch")
         parsed = pa.StructArray.from_arrays(

@@ -7,6 +7,7 @@ data feed on, commits 0..5) edited in ``tmp_path``.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from pathlib import Path
@@ -364,3 +365,165 @@ def test_bad_partition_value_in_the_change_feed_names_the_table_and_range(trips:
     _metadata_edit(trips, as_date)
     with pytest.raises(LogCorruptError, match=r"table_changes on .*trips 0\.\.5: partition column 'city'"):
         DeltaTable(str(trips)).changes(0, 5).to_table()
+
+
+# -- mutation fuzz findings (session 14) ---------------------------------------------------------
+
+
+def test_a_commit_line_that_is_json_null_is_refused(trips: Path) -> None:
+    """pyarrow's JSON reader crashed the whole process (SIGSEGV) on a null first line."""
+    for version in (1, 0):
+        path = commit_path(trips, version)
+        path.write_text("null\n" + path.read_text())
+        with pytest.raises(
+            LogCorruptError, match=rf"{version:020d}\.json: cannot parse commit JSON: a line is JSON null"
+        ):
+            DeltaTable(str(trips)).snapshot().files()
+
+
+def test_invalid_utf8_in_a_commit_is_refused(trips: Path) -> None:
+    """pyarrow does not check UTF-8: stats and partition values failed later with UnicodeDecodeError."""
+    path = commit_path(trips, 1)
+    path.write_bytes(path.read_bytes().replace(b'"city":"Porto"}', b'"city":"Po\xc3("}', 1))
+    with pytest.raises(LogCorruptError, match=r"00000000000000000001\.json: not UTF-8 text \(byte \d+"):
+        DeltaTable(str(trips)).snapshot().files()
+    with pytest.raises(Exception, match="LogCorruptError.*not UTF-8 text"):
+        _sql(trips, "SELECT count(*) FROM t")
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda md: md.update(schemaString=5), "metaData.schemaString is not a string: 5"),
+        (lambda md: _field0(md, metadata=5), "the metadata of field trip_id is not an object"),
+        (
+            lambda md: _field0(md, metadata={"delta.columnMapping.physicalName": {"a": 1}}),
+            "with a string physical",
+        ),
+        (lambda md: _field0(md, name="\ud800"), "field name or metadata is not valid Unicode text"),
+        (
+            lambda md: md.update(partitionColumns=None),
+            "partitionColumns must be a list of column names, got None",
+        ),
+        (
+            lambda md: md.update(partitionColumns=""),
+            "partitionColumns must be a list of column names, got ''",
+        ),
+    ],
+)
+def test_malformed_schema_values_are_schema_errors(trips: Path, edit, message: str) -> None:
+    """TypeError, AttributeError and UnicodeEncodeError before; a null or empty-string
+    partitionColumns was read as unpartitioned (the partition column NULL)."""
+    from delta_datafusion.errors import SchemaError
+
+    _metadata_edit(trips, edit)
+    with pytest.raises(SchemaError, match=r"00000000000000000000\.json: .*" + re.escape(message)):
+        DeltaTable(str(trips)).snapshot().files()
+
+
+def _field0(md: dict, **changes) -> None:
+    schema = json.loads(md["schemaString"])
+    schema["fields"][0].update(changes)
+    md["schemaString"] = json.dumps(schema)
+
+
+def test_an_add_without_partition_values_is_refused(trips: Path) -> None:
+    """partitionValues is required on add and cdc actions: read as NULLs, `city` came back NULL
+    for the file's rows (deltalake and DuckDB refuse)."""
+
+    def drop(action):
+        if "add" in action:
+            action["add"]["partitionValues"] = None
+        return action
+
+    for version in range(6):
+        _edit(commit_path(trips, version), drop)
+    with pytest.raises(
+        LogCorruptError, match=r"data file city=\w+/part-\S+ has no partitionValues \(a required"
+    ):
+        DeltaTable(str(trips)).snapshot().files()
+    with pytest.raises(LogCorruptError, match=r"has no partitionValues"):
+        DeltaTable(str(trips)).changes(1, 1).to_table()
+
+
+def test_a_deletion_vector_without_storage_type_is_refused(trips: Path) -> None:
+    """Read as no deletion vector, the deleted rows came back (deltalake and DuckDB refuse)."""
+    from delta_datafusion.errors import DeletionVectorError
+
+    def dv(action):
+        if "add" in action:
+            action["add"]["deletionVector"] = {
+                "storageType": None,
+                "pathOrInlineDv": "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L",
+                "sizeInBytes": 40,
+                "cardinality": 1,
+            }
+        return action
+
+    _edit(commit_path(trips, 1), dv)
+    with pytest.raises(
+        DeletionVectorError,
+        match=r"data file \S+city=Porto\S+: its deletion vector descriptor has no storageType",
+    ):
+        _scan_rows(trips)
+
+
+def _scan_rows(path: Path) -> int:
+    return DeltaTable(str(path)).snapshot().scan().to_table().num_rows
+
+
+@pytest.mark.parametrize("where", ["footer", "values"])
+def test_checkpoint_text_that_is_not_utf8_is_refused(tmp_path: Path, where: str) -> None:
+    """A column name in the footer, or a protocol feature stored in the data pages, that is not
+    UTF-8: UnicodeDecodeError before."""
+    import pyarrow.parquet as pq
+    from conftest import corpus_table
+
+    name = "simple_table_with_checkpoint" if where == "footer" else "dv-with-columnmapping"
+    t = copy_table(corpus_table(name), tmp_path / "t")
+    checkpoint = log_dir(t) / f"{10:020d}.checkpoint.parquet"
+    if where == "values":  # values stored verbatim
+        pq.write_table(pq.read_table(checkpoint), checkpoint, compression="none", use_dictionary=False)
+    data = bytearray(checkpoint.read_bytes())
+    footer = len(data) - 8 - int.from_bytes(data[-8:-4], "little")
+    if where == "footer":
+        data[data.index(b"partitionValues", footer) + 2] = 0xE1
+    else:
+        i = data.find(b"columnMapping")
+        while 0 <= i < footer:
+            data[i + 1] = 0xE1
+            i = data.find(b"columnMapping", i + 1)
+    checkpoint.write_bytes(bytes(data))
+    with pytest.raises(
+        LogCorruptError, match=r"10\.checkpoint\.parquet: checkpoint parquet holds text that is not UTF-8"
+    ):
+        DeltaTable(str(t)).snapshot().files()
+
+
+def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path) -> None:
+    """One part of a multi-part checkpoint stores stats_parsed.maxValues.id as a string, the
+    others as a long: SQL failed with pyarrow's ArrowTypeError (deltalake refuses the table)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from conftest import corpus_table
+
+    def retyped(arr: pa.StructArray, path: list[str]) -> pa.StructArray:
+        kids = [
+            (arr.field(k).cast(pa.string()) if len(path) == 1 else retyped(arr.field(k), path[1:]))
+            if f.name == path[0]
+            else arr.field(k)
+            for k, f in enumerate(arr.type)
+        ]
+        return pa.StructArray.from_arrays(kids, names=[f.name for f in arr.type], mask=arr.is_null())
+
+    t = copy_table(corpus_table("v1-multi-part-struct-stats-only"), tmp_path / "t")
+    part = log_dir(t) / "00000000000000000005.checkpoint.0000000001.0000000003.parquet"
+    table = pq.read_table(part)
+    i = table.column_names.index("add")
+    adds = retyped(table.column("add").combine_chunks(), ["stats_parsed", "maxValues", "id"])
+    pq.write_table(table.set_column(i, "add", adds), part)
+    why = (
+        r"checkpoint\.0000000001\.0000000003\.parquet: the checkpoint's parts or the commits disagree on add"
+    )
+    with pytest.raises(Exception, match="LogCorruptError.*" + why):
+        _sql(t, "SELECT count(*) FROM t WHERE id > 2")

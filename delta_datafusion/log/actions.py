@@ -192,6 +192,14 @@ def parse_json_actions(
     the error names the file.
     """
     norm = [b if b.endswith(b"\n") or _blank(b) else b + b"\n" for b in blobs]
+    for b, w in zip(norm, where, strict=True):
+        if not b.isascii():  # pyarrow's reader does not check UTF-8; strings would fail later
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise LogCorruptError(
+                    f"{w}: not UTF-8 text (byte {e.start}: {b[e.start : e.start + 4]!r})"
+                ) from e
     counts = np.array([0 if _blank(b) else b.count(b"\n") for b in norm], dtype=np.int64)
     buf = b"".join(b for b, c in zip(norm, counts, strict=True) if c)
     if not buf:
@@ -339,11 +347,18 @@ def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def read_ndjson(buf: bytes | pa.Buffer, schema: pa.Schema) -> pa.Table:
+#: A line that is JSON ``null`` (a line's end can be ``null`` in no other NDJSON object):
+#: pyarrow 26's reader crashes the process on one with an explicit schema.
+_NULL_LINE = re.compile(rb"null[ \t\r]*(?:\n|\Z)")
+
+
+def read_ndjson(buf: bytes | pa.Buffer, schema: pa.Schema, objects_only: bool = False) -> pa.Table:
     """One pyarrow.json parse of NDJSON with an explicit schema (unknown fields ignored).
 
     Blocks of 256 KB-16 MB (an eighth of the buffer) let pyarrow parse on all cores: a single
     block is parsed by one thread (21k stats lines: 76 ms -> 40 ms on 2 cores)."""
+    if not objects_only and _NULL_LINE.search(buf):  # objects_only: the caller knows every line is
+        raise pa.ArrowInvalid("a line is JSON null, not an object")
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     block = max(1 << 18, min(1 << 24, len(buf) // 8))
     while True:
@@ -399,6 +414,8 @@ def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator
         if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file
             raise MissingLogFileError(f"{what} {path} is missing") from e
         raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+    except UnicodeDecodeError as e:  # a column name or string that is not UTF-8
+        raise LogCorruptError(f"{path}: checkpoint parquet holds text that is not UTF-8: {_short(e)}") from e
 
 
 def present_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:

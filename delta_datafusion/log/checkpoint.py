@@ -76,7 +76,8 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
             found = read_parquet_actions(storage, part, ["protocol", "metaData"])
             if not found.num_columns and len(ckpt.parts) == 1:
                 raise LogCorruptError(f"{part.path}: no protocol or metaData column: not a checkpoint")
-            p, m = protocol_from_checkpoint_row(found)
+            with checkpoint_read_errors(part.path):  # its strings are decoded here (UTF-8 checked)
+                p, m = protocol_from_checkpoint_row(found)
         protocol = protocol or p
         metadata = metadata or m
         if protocol and metadata:
