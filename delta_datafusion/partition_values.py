@@ -44,7 +44,9 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
             if n == 0
             else pa.array([{}] * n, pa.struct([]))
         )
-    return pa.StructArray.from_arrays(children, names=physical_names)
+    # a null map stays a null struct: the caller refuses it (partitionValues is required)
+    mask = pc.invert(values.is_valid()) if values.null_count else None
+    return pa.StructArray.from_arrays(children, names=physical_names, mask=mask)
 
 
 def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:

@@ -207,11 +207,9 @@ class TableVersionView:
             [md.arrow_schema.field(c) for c in md.partition_columns],
             f"{self.storage.root_uri} at version {self.version}",
         )
-        if "partitionValues_parsed" in raw.column_names and raw.num_rows:
-            strings = raw.column("partitionValues")
-            if strings.null_count:
-                parsed = raw.column("partitionValues_parsed").combine_chunks()
-                pv = _parsed_where_no_strings(parsed, pv, strings.is_null().combine_chunks(), md)
+        # a checkpoint's partitionValues_parsed is not used: the strings are required (a file
+        # without them is refused) and win where the two disagree, as Spark and delta-kernel-rs
+        # read them
         return pv
 
 
@@ -581,37 +579,6 @@ def _project_raw(t: pa.Table) -> pa.Table:
 
 def _empty_raw() -> pa.Table:
     return pa.table({"path": pa.array([], pa.string()), "key": pa.array([], pa.string())})
-
-
-def _parsed_where_no_strings(
-    parsed: pa.Array, from_strings: pa.StructArray, no_strings: pa.BooleanArray, md: Metadata
-) -> pa.StructArray:
-    """Checkpoint ``partitionValues_parsed`` (typed, physical names) for the files whose
-    ``partitionValues`` map is missing. Where a file has both, the strings win: they are the
-    protocol's required field and the typed column a writer's optional copy, and Spark and
-    delta-kernel-rs read the strings (a checkpoint whose two disagree gave other rows here)."""
-    if not md.partition_columns or not pa.types.is_struct(parsed.type):
-        return from_strings
-    kids = []
-    for name, phys in zip(md.partition_columns, md.physical_partition_columns(), strict=True):
-        fallback = pc.struct_field(from_strings, name)
-        if parsed.type.get_field_index(phys) < 0:
-            kids.append(fallback)
-            continue
-        try:
-            typed = pc.struct_field(parsed, phys).cast(fallback.type)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            kids.append(fallback)
-            continue
-        usable = typed.is_valid()
-        if pa.types.is_string(typed.type) or pa.types.is_binary(typed.type):
-            # an empty partition value is NULL, in the string map and typed alike (deltalake
-            # writes "" in both; read from the typed column it came back as '' after a checkpoint)
-            usable = pc.and_kleene(usable, pc.not_equal(pc.binary_length(typed), 0))
-        # a row without a parsed value (a commit's add typed with the checkpoint's) keeps its string
-        usable = pc.and_(pc.fill_null(usable, False), no_strings)
-        kids.append(pc.if_else(usable, typed, fallback))
-    return pa.StructArray.from_arrays(kids, fields=list(from_strings.type))
 
 
 def count_rows(files: pa.Table) -> int | None:

@@ -527,3 +527,35 @@ def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path) 
     )
     with pytest.raises(Exception, match="LogCorruptError.*" + why):
         _sql(t, "SELECT count(*) FROM t WHERE id > 2")
+
+
+def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) -> None:
+    """A null partitionValues map in a checkpoint became a struct of NULLs (the null check of
+    commit adds never saw it) and the file's rows read NULL partition values; deltalake and
+    DuckDB refuse. The checkpoint's partitionValues_parsed is not used in its place."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    t = tmp_path / "t"
+    conf = {"delta.checkpoint.writeStatsAsStruct": "true"}
+    write_deltalake(str(t), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"], configuration=conf)
+    DLTable(str(t)).create_checkpoint()
+    checkpoint = next(log_dir(t).glob("*.checkpoint.parquet"))
+    table = pq.read_table(checkpoint)
+    adds = table.column("add").combine_chunks()
+    i = adds.type.get_field_index("partitionValues")
+    kids = [adds.field(j) for j in range(adds.type.num_fields)]
+    kids[i] = pa.nulls(len(adds), adds.type.field(i).type)
+    fields = list(adds.type)
+    fields[i] = fields[i].with_nullable(True)
+    adds = pa.StructArray.from_arrays(kids, fields=fields, mask=pc.invert(adds.is_valid()))
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("add"), pa.field("add", adds.type), adds), checkpoint
+    )
+    with pytest.raises(
+        LogCorruptError, match=r"data file p=\w/part-\S+ has no partitionValues \(a required field\)"
+    ):
+        DeltaTable(str(t)).snapshot().files()

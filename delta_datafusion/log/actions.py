@@ -182,6 +182,17 @@ def _count_nonblank(data: bytes) -> int:
     return sum(1 for line in data.splitlines() if line.strip())
 
 
+def _is_utf8(data: bytes) -> bool:
+    """UTF-8 validity, checked by Arrow in place (a Python decode of a 79 MB commit: ~100 ms and
+    its copy in memory; this: ~9 ms)."""
+    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
+    try:
+        pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)]).validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def parse_json_actions(
     blobs: Sequence[bytes], schema: pa.Schema, where: Sequence[str]
 ) -> tuple[pa.Table, np.ndarray]:
@@ -193,7 +204,7 @@ def parse_json_actions(
     """
     norm = [b if b.endswith(b"\n") or _blank(b) else b + b"\n" for b in blobs]
     for b, w in zip(norm, where, strict=True):
-        if not b.isascii():  # pyarrow's reader does not check UTF-8; strings would fail later
+        if not b.isascii() and not _is_utf8(b):  # pyarrow's reader does not check UTF-8
             try:
                 b.decode("utf-8")
             except UnicodeDecodeError as e:
