@@ -129,8 +129,6 @@ def _flat_columns(rows: pa.Array, pv: pa.Array, n: int) -> dict[str, pa.Array]:
     }
     if rows.type.get_field_index("stats_parsed") >= 0:
         cols["stats_parsed"] = child(rows, "stats_parsed")
-    if rows.type.get_field_index("partitionValues_parsed") >= 0:
-        cols["partitionValues_parsed"] = child(rows, "partitionValues_parsed")
     return cols
 
 

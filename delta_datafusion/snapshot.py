@@ -538,7 +538,6 @@ _RAW_COLUMNS = [
     "modificationTime",
     "stats",
     "stats_parsed",
-    "partitionValues_parsed",
     "deletionVector",
     "baseRowId",
     "defaultRowCommitVersion",

@@ -51,6 +51,28 @@ def _write(
     return add_action(table, name)
 
 
+def _write_log(table: Path, commits: list[list[dict[str, Any]]]) -> None:
+    for version, actions in enumerate(commits):
+        (table / "_delta_log" / f"{version:020d}.json").write_text(
+            "".join(json.dumps(a) + "\n" for a in actions)
+        )
+
+
+def _metadata(configuration: dict[str, str]) -> dict[str, Any]:
+    md = {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+    return {"metaData": md | {"schemaString": json.dumps(_schema_json()), "configuration": configuration}}
+
+
+def _one_file_table(tmp_path: Path, data: pa.Table) -> Path:
+    """A table of the schema above whose one data file stores ``data`` as it is."""
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(data, table / "f.parquet")
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}
+    _write_log(table, [[protocol, _metadata({}), {"add": add_action(table, "f.parquet")}]])
+    return table
+
+
 def _rows(i: int) -> tuple:
     return (i, f"n{i}", i * 10, f"b{i}")
 
@@ -69,20 +91,15 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "readerFeatures": ["deletionVectors"],
         "writerFeatures": ["deletionVectors", "changeDataFeed"],
     }
-    conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
-    metadata = {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    metadata |= {"schemaString": json.dumps(_schema_json()), "configuration": conf}
+    metadata = _metadata({"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"})
     commits = [
-        [{"protocol": protocol}, {"metaData": metadata}, {"add": exact}, {"add": other}, {"add": nested}],
+        [{"protocol": protocol}, metadata, {"add": exact}, {"add": other}, {"add": nested}],
         [
             {"remove": {**other, "deletionTimestamp": 1, "extendedFileMetadata": True}},
             {"add": {**other, "deletionVector": _inline_dv([1])}},  # deletes id 4
         ],
     ]
-    for version, actions in enumerate(commits):
-        (table / "_delta_log" / f"{version:020d}.json").write_text(
-            "".join(json.dumps(a) + "\n" for a in actions)
-        )
+    _write_log(table, commits)
     return table
 
 
@@ -124,35 +141,14 @@ def test_every_read_path_finds_columns_named_in_another_case(table: Path) -> Non
 
 
 def test_a_name_given_exactly_wins_over_one_in_another_case(tmp_path: Path) -> None:
-    table = tmp_path / "t"
-    (table / "_delta_log").mkdir(parents=True)
     data = pa.table({"ID": [100, 200], "id": [1, 2], "Name": ["a", "b"], "st": pa.array([None, None], ST)})
-    pq.write_table(data, table / "f.parquet")
-    metadata = {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    metadata |= {"schemaString": json.dumps(_schema_json()), "configuration": {}}
-    actions = [
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {"metaData": metadata},
-        {"add": add_action(table, "f.parquet")},
-    ]
-    (table / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    table = _one_file_table(tmp_path, data)
     got = dd.DeltaTable(str(table)).snapshot().scan(columns=["id"]).to_table()
     assert sorted(got.column("id").to_pylist()) == [1, 2]
 
 
 def test_two_columns_matching_one_table_column_ignoring_case_are_refused(tmp_path: Path) -> None:
-    table = tmp_path / "t"
-    (table / "_delta_log").mkdir(parents=True)
-    data = pa.table({"ID": [1], "Id": [2], "Name": ["a"]})
-    pq.write_table(data, table / "f.parquet")
-    metadata = {"id": "t", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    metadata |= {"schemaString": json.dumps(_schema_json()), "configuration": {}}
-    actions = [
-        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-        {"metaData": metadata},
-        {"add": add_action(table, "f.parquet")},
-    ]
-    (table / "_delta_log" / f"{0:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    table = _one_file_table(tmp_path, pa.table({"ID": [1], "Id": [2], "Name": ["a"]}))
     why = r"f\.parquet: the file's 'ID', 'Id' and the table's 'id' differ only in case"
     with pytest.raises(dd.DeltaError, match=why):
         dd.DeltaTable(str(table)).snapshot().scan(columns=["id"]).to_table()

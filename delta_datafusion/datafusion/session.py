@@ -28,13 +28,14 @@ from .names import same_as_flattened, same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
 
-# The Delta tables registered through the package, per session id: (name as registered, whether
-# it is CREATE EXTERNAL TABLE's, which DataFusion hands over flattened: see names.same_as_flattened)
-# -> dataset, weakly (register_table's "Trips" and CREATE EXTERNAL TABLE "Trips" are two tables,
-# both named Trips here) (table_changes resolves names through the session itself; this serves explain and
-# messages). DataFusion holds the dataset while the table is registered; once it is dropped the
-# entry dies with it (a service registering and dropping a table per request kept every snapshot:
-# 10 MB and an open checkpoint file each).
+# The Delta tables registered through the package, per session id: (name as registered, from
+# CREATE EXTERNAL TABLE?) -> datasets, weakly. The flag matters because DataFusion hands the factory
+# its name flattened without quotes (names.same_as_flattened): register_table's "Trips" (trips)
+# and CREATE EXTERNAL TABLE "Trips" (Trips) are two tables both named Trips here. table_changes
+# resolves names through the session itself; this serves register_table, explain and messages.
+# DataFusion holds a dataset while its table is registered; once it is dropped the entry dies with
+# it (a service registering and dropping a table per request kept every snapshot: 10 MB and an
+# open checkpoint file each).
 _REGISTRY: dict[str, dict[tuple[str, bool], list[weakref.ref[DeltaDataset]]]] = {}
 _REGISTRY_LOCK = threading.Lock()
 #: register_table's check-swap-remember, one at a time (registration is not a hot path)
@@ -136,6 +137,8 @@ def _registered_dataset(ctx: SessionContext, name: str) -> DeltaDataset | None:
     try:
         held = lookup_dataset(lambda: ctx.table_provider(name))
     except Exception:  # noqa: BLE001 - not a table this package can look behind
+        return None
+    if held is None:  # another kind of table
         return None
     return held if _entries_naming(ctx.session_id(), held, name) else None
 

@@ -42,7 +42,7 @@ from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, StorageError, TableNotFoundError, VersionNotFoundError
 from ..table import DeltaTable
 from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
-from .names import quoted, relation_readings, split_reference, sql_lower, sql_name
+from .names import normalized, quoted, relation_readings, split_reference, sql_name
 from .statement import planning_for, statement_pins, table_key
 
 FUNCTION_NAME = "table_changes"
@@ -282,8 +282,9 @@ def _references(arg: _TableArgument) -> list[tuple[str, ...]]:
         parts = split_reference(arg.shown)
         if parts is None:
             return []
-        normalized = [p if was_quoted else sql_lower(p) for p, was_quoted in parts]
-        spellings = [normalized] + ([[p for p, _ in parts]] if [p for p, _ in parts] != normalized else [])
+        written = [p for p, _ in parts]
+        as_sql = list(normalized(arg.shown) or written)
+        spellings = [as_sql] + ([written] if written != as_sql else [])
     return [tuple(parts) for parts in spellings if 1 <= len(parts) <= 3 and all(parts)]
 
 
@@ -349,9 +350,7 @@ def _registered_names(session: SessionContext) -> str:
     for name, flattened, _ in registered_tables(session.session_id()):
         # register_table's names as SQL reads them ("Trips" is trips); CREATE EXTERNAL TABLE's
         # arrive flattened without quotes ("Upper" as Upper, "My.T" as My.T): quoted first
-        parts = split_reference(name)
-        as_sql = [p if was_quoted else sql_lower(p) for p, was_quoted in parts] if parts else [name]
-        spellings = [(name, as_sql), (quoted((name,)), [name])]
+        spellings = [(name, list(normalized(name) or [name])), (quoted((name,)), [name])]
         for spelling, shown in reversed(spellings) if flattened else spellings:
             try:
                 if session.table_exist(spelling):
