@@ -202,6 +202,9 @@ def _incompatible_columns(chain: Sequence[Metadata]) -> dict[str, str]:
             # a column dropped and added back is the same column: its partitioning and type
             # are checked as for one never dropped
             same = next((o for o in old.schema_json["fields"] if o["name"] == name), None)
+            if same is None:  # renamed by case only (Delta names are case-insensitive)
+                loose = [o for o in old.schema_json["fields"] if o["name"].lower() == name.lower()]
+                same = loose[0] if len(loose) == 1 else None
             traced = None if same is None else [same]
         if traced is None:
             # added later (a partition column too): NULL for older changes, unless their files
@@ -514,7 +517,9 @@ class ChangeFeed:
         """(cdc, adds, removes) of the commits, flat, with decoded paths and locations; adds and
         removes only with dataChange and only from commits without cdc files."""
         storage, parts = self.storage, self.physical_partitions
-        schema = _changes_commit_schema(partition_values_type(parts))
+        aliases = self._partition_aliases()
+        read_parts = parts + [a for names in aliases.values() for a in names]
+        schema = _changes_commit_schema(partition_values_type(read_parts))
         actions, counts = parse_json_actions(
             [c.data for c in commits], schema, [c.info.path for c in commits]
         )
@@ -524,8 +529,11 @@ class ChangeFeed:
 
         def flat(name: str) -> pa.Table:
             t = flatten_file_actions(
-                actions.column(name), parts, per_row, f"{name} actions of {storage.root_uri}"
+                actions.column(name), read_parts, per_row, f"{name} actions of {storage.root_uri}"
             )
+            if aliases:
+                pv = _merged_partition_values(t.column("partitionValues").combine_chunks(), parts, aliases)
+                t = t.set_column(t.schema.get_field_index("partitionValues"), "partitionValues", pv)
             if t.num_rows == 0:
                 return t.append_column("location", pa.array([], pa.string()))
             decoded = decode_paths(t.column("path"))
@@ -547,6 +555,22 @@ class ChangeFeed:
 
         adds = flat("add")
         return cdc, data_change(adds), data_change(_with_add_stats(flat("remove"), adds))
+
+    def _partition_aliases(self) -> dict[str, list[str]]:
+        """Partition column -> the names it had in another case under the range's earlier
+        metadata (an overwrite repartitioning by ``k`` instead of ``K``): the older changes'
+        ``partitionValues`` use those keys. Delta names are case-insensitive; read exactly,
+        their values were NULL."""
+        out: dict[str, list[str]] = {}
+        for p in self.physical_partitions:
+            folded = p.lower()
+            for _, md in self.segments[:-1]:
+                for q in md.physical_partition_columns():
+                    if q != p and q.lower() == folded and q not in self.physical_partitions:
+                        names = out.setdefault(p, [])
+                        if q not in names:
+                            names.append(q)
+        return out
 
     def _typed_sources(self, raw: pa.Table) -> pa.Table:
         md = self.metadata
@@ -986,6 +1010,21 @@ def _without_column(pred: Any, column: str) -> Any:
     from .predicate import conjunction, conjuncts, referenced_columns
 
     return conjunction(c for c in conjuncts(pred) if column not in referenced_columns(c))
+
+
+def _merged_partition_values(
+    pv: pa.StructArray, parts: list[str], aliases: dict[str, list[str]]
+) -> pa.StructArray:
+    """``pv`` read with the aliases' keys too -> one child per partition column (its own key
+    first). A null map stays null (it is refused later)."""
+    children = []
+    for p in parts:
+        values = pv.field(p)
+        if p in aliases:
+            values = pc.coalesce(values, *(pv.field(a) for a in aliases[p]))
+        children.append(values)
+    mask = pc.invert(pv.is_valid()) if pv.null_count else None
+    return pa.StructArray.from_arrays(children, names=parts, mask=mask)
 
 
 def _changes_commit_schema(pv: pa.DataType) -> pa.Schema:
