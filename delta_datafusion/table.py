@@ -95,15 +95,21 @@ class DeltaTable:
         latest = Snapshot(self.storage, build_segment(listing, None))
         return latest, CommitTimeline(self.storage, listing, latest.metadata)
 
-    def history(self) -> pa.Table:
-        """One row per available commit: version, timestamp (ms; the in-commit timestamp when
-        enabled, else the file modification time made strictly increasing) and operation."""
+    def history(self, limit: int | None = None) -> pa.Table:
+        """One row per available commit, oldest first: version, timestamp (ms; the in-commit
+        timestamp when enabled, else the file modification time made strictly increasing) and
+        operation. ``limit``: only the newest ``limit`` commits (each listed commit is a read)."""
         import io
 
+        if limit is not None and integer(limit, "limit") < 0:
+            raise DeltaError(f"limit must be at least 0, got {limit!r}")
         listing = self.listing()
         timeline = self.timeline(listing)
         rows = []
-        for v in listing.commit_versions:
+        versions = listing.commit_versions
+        if limit is not None:
+            versions = versions[len(versions) - min(int(limit), len(versions)) :]
+        for v in versions:
             info = listing.commits[v]
             data = self.storage.read_listed(info.path, info.listed_size)
             op = None

@@ -784,3 +784,15 @@ def test_cli_table_names_differing_in_non_ascii_case_are_two_tables(capsys, tmp_
     # other.t is not t: the error is DataFusion's about the schema, not a duplicate name
     assert cli.main(["sql", "SELECT 1", "--table", f"t={path}", "--table", f"other.t={path}"]) == 2
     assert "twice" not in capsys.readouterr().err
+
+
+def test_history_limit_gives_the_newest_commits():
+    table = DeltaTable(str(cli.example_table()))
+    full = table.history().to_pylist()
+    assert table.history(limit=2).to_pylist() == full[-2:]
+    assert table.history(limit=100).to_pylist() == full
+    assert table.history(limit=0).num_rows == 0
+    with pytest.raises(DeltaError, match="limit must be at least 0"):
+        table.history(limit=-1)
+    with pytest.raises(DeltaError, match="limit must be an integer"):
+        table.history(limit="2")
