@@ -1213,9 +1213,17 @@ def _require_commits(listing: LogListing, start: int, end: int, where: str) -> N
     if missing:
         have = listing.commit_versions
         span = f"{have[0]}..{have[-1]}" if have else "none"
+        gaps = missing_versions(listing, have[0], have[-1]) if have else None
+        if gaps:
+            span += f" without {gaps}"
+        which = (
+            f"files of versions {missing} of {where} are"
+            if ("," in missing or ".." in missing)
+            else f"file of version {missing} of {where} is"
+        )
         raise VersionNotFoundError(
-            f"table_changes: the commit files of versions {missing} of {where} are not available "
-            f"(log cleaned up or never written); commits available: {span}"
+            f"table_changes: the commit {which} not available (log cleaned up or never written); "
+            f"commits available: {span}"
         )
 
 

@@ -99,6 +99,9 @@ def _split_uri(uri: str) -> tuple[str, str]:
             f"{uri!r}: a file URI cannot have a '#' fragment or '?' query; write '#' as %23 and '?' "
             "as %3F, or give a plain path"
         )
+    if uri.split(":", 1)[0].lower() in ("file", "local") and any(c in uri for c in "\t\r\n"):
+        # URL parsing deletes tabs and line breaks: "file:///x/a\nb" would read /x/ab
+        raise DeltaError(f"{uri!r}: a file URI cannot hold a tab or line break; give a plain path")
     if "://" not in uri:
         if uri[:5].lower() == "file:":
             path = unquote(uri[5:]) or "/"
@@ -168,12 +171,17 @@ class Storage:
             )
         self.storage_options = dict(storage_options or {})
         self.uri = uri
+        self._url_options: dict[str, Any] = {}  # what the URL itself says (host, port, account)
+        self._protocols: frozenset[str] = frozenset()  # the names of the table's store's protocol
+        self._fs_class: Any = None
         self.chained = _is_chained(uri)
         if self.chained:  # fsspec URL chaining: the filesystems and the path come from fsspec
             self.protocol = "chain"
             path = self._open_chain(uri)
         else:
             self.protocol, path = _split_uri(uri)
+            if not self.is_local:
+                path = self._url_path(uri)
         if not self.is_local:
             self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
         self.root = path.rstrip("/") if path not in ("/", "") else path
@@ -189,13 +197,46 @@ class Storage:
         self.__dict__["fs"] = fs
         return path
 
+    def _url_path(self, uri: str) -> str:
+        """The path within the store as its filesystem names it, and the options the URL itself
+        carries (an FTP host and port, an Azure account): an HTTP filesystem names files by their
+        whole URL, other stores by what follows the protocol."""
+        import fsspec
+
+        try:
+            cls = fsspec.get_filesystem_class(self.protocol)
+            self._url_options = dict(cls._get_kwargs_from_urls(uri) or {})
+        except Exception as e:  # noqa: BLE001 - an unknown protocol, a library not installed
+            raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
+        self._fs_class = cls
+        protocols = cls.protocol if isinstance(cls.protocol, (tuple, list)) else (cls.protocol,)
+        self._protocols = frozenset(p.lower() for p in protocols) | {self.protocol}
+        return self._store_path(uri)
+
+    def _store_path(self, uri: str) -> str:
+        """A URI of the table's store -> the path its filesystem opens (the root and absolute
+        log paths alike, so that both name a file the same way)."""
+        scheme = uri.split("://", 1)[0].lower()
+        try:
+            path = self._fs_class._strip_protocol(uri)
+        except Exception as e:  # noqa: BLE001 - a filesystem's own parsing error
+            raise DeltaError(
+                f"{uri!r}: not a path of the {self.protocol} store ({type(e).__name__}: {e})"
+            ) from e
+        path = (path if isinstance(path, str) else str(path)).rstrip("/") or "/"
+        if path.lower().startswith(scheme + "://") and scheme not in ("http", "https"):
+            # a filesystem subclass registered under another name may strip only its parent's
+            # protocol; outside HTTP, a store's paths are what follows the protocol
+            path = path.split("://", 1)[1].rstrip("/") or "/"
+        return path
+
     @cached_property
     def fs(self) -> Any:  # fsspec.AbstractFileSystem (fsspec is imported on demand)
         """The fsspec filesystem (imported on demand: local tables do not need fsspec)."""
         import fsspec
 
         try:
-            return fsspec.filesystem(self.protocol, **self.storage_options)
+            return fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
             raise DeltaError(f"cannot open filesystem for {self.uri!r}: {type(e).__name__}: {e}") from e
 
@@ -211,7 +252,7 @@ class Storage:
             return "file://" + self.root
         if self.chained:
             return self.uri.rstrip("/")
-        return f"{self.protocol}://{self.root}"
+        return self.root if "://" in self.root else f"{self.protocol}://{self.root}"
 
     @property
     def cache_key(self) -> tuple[str, tuple]:
@@ -229,7 +270,7 @@ class Storage:
         if self.chained:
             return _chain_child(self.uri, posixpath.join(*parts))
         path = self.join(*parts)
-        return path if self.is_local else f"{self.protocol}://{path}"
+        return path if self.is_local or "://" in path else f"{self.protocol}://{path}"
 
     def resolve(self, path: str) -> str:
         """Resolve a log path, already URL-decoded once, against the table root.
@@ -247,12 +288,32 @@ class Storage:
                 # not a URI: a relative path whose first folder has a colon ('file:k=a/...', a
                 # partition column named 'file:k'), as the reference readers take it
                 return posixpath.join(self.root, path)
+            if not self.is_local and not self.chained:
+                raise self._elsewhere(path, "file")
             return rest
         if "://" in path:
-            return path.split("://", 1)[1].rstrip("/")
+            if self.chained:
+                return path.split("://", 1)[1].rstrip("/")
+            scheme = path.split("://", 1)[0].lower()
+            if self.is_local:
+                if scheme != "local":
+                    raise self._elsewhere(path, scheme)
+                return self.resolve("file" + path[5:])
+            if scheme not in self._protocols:
+                raise self._elsewhere(path, scheme)
+            return self._store_path(path)
         if path.startswith("/"):
             return path
         return posixpath.join(self.root, path)
+
+    def _elsewhere(self, path: str, scheme: str) -> DeltaError:
+        from .errors import UnsupportedFeatureError
+
+        return UnsupportedFeatureError(
+            f"{self.root_uri}: the log names the file {path!r} on another filesystem ({scheme}) than "
+            f"the table's ({self.protocol}); files on other stores are not read (a reader of the "
+            "table's store would read whatever that path holds there)"
+        )
 
     # -- reads --------------------------------------------------------------------------
     def list_names(self, path: str) -> tuple[list[str], dict[str, FileInfo] | None]:
@@ -429,7 +490,8 @@ class _FileProxy:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._handle.close()
+        with _store_errors("close", self._path):
+            self._handle.close()
 
 
 class _StoreFile(_FileProxy):

@@ -34,7 +34,7 @@ from delta_datafusion.dv import (
     load_deleted_rows,
     z85_decode,
 )
-from delta_datafusion.errors import DeletionVectorError
+from delta_datafusion.errors import DeletionVectorError, UnsupportedFeatureError
 from delta_datafusion.storage import Storage
 
 DV_TABLES = [
@@ -325,12 +325,19 @@ def test_file_path_protocol_examples(tmp_path: Path) -> None:
     # PROTOCOL.md JSON example 1 (relative with random prefix) and 2 (absolute URI).
     storage = Storage("memory://mytable")
     rel = DeletionVectorDescriptor("u", "ab^-aqEH.-t@S}K{vb[*k^", 4, 40, 6)
-    assert rel.file_path(storage) == "mytable/ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    # the memory filesystem names its files from its root: /mytable
+    assert rel.file_path(storage) == "/mytable/ab/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
     assert rel.unique_id == "uab^-aqEH.-t@S}K{vb[*k^@4"
     absolute = DeletionVectorDescriptor(
+        "p", "memory://mytable/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin", 4, 40, 6
+    )
+    assert absolute.file_path(storage) == "/mytable/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    # the example's s3:// vector is on another store than this table's: not read from this one
+    elsewhere = DeletionVectorDescriptor(
         "p", "s3://mytable/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin", 4, 40, 6
     )
-    assert absolute.file_path(storage) == "mytable/deletion_vector_d2c639aa-8816-431a-aaf6-d3fe2512ff61.bin"
+    with pytest.raises(UnsupportedFeatureError, match=r"on another filesystem \(s3\)"):
+        elsewhere.file_path(storage)
     # 'p' paths are URL-encoded like add paths.
     encoded = DeletionVectorDescriptor("p", f"file://{tmp_path}/dv%20dir/x%25y.bin", 1, 40, 6)
     assert encoded.file_path(Storage(str(tmp_path))) == f"{tmp_path}/dv dir/x%y.bin"

@@ -11,6 +11,7 @@ import gc
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -22,6 +23,7 @@ import pyarrow as pa
 import pytest
 from datafusion import SessionContext
 from deltalake import write_deltalake
+from fsspec.implementations.memory import MemoryFileSystem
 
 import delta_datafusion as dd
 from delta_datafusion import cli
@@ -780,3 +782,156 @@ def test_register_table_of_a_name_dropped_while_it_looks(tmp_path: Path, monkeyp
     monkeypatch.setattr(session_module, "_registered_dataset", dropped_meanwhile)
     dd.register_table(ctx, "t", b)
     assert _sql_xs(ctx, "SELECT x FROM t") == [2]
+
+
+# -- stores addressed by URL, and files on other stores ------------------------------------------
+
+
+class _UrlMemoryFS(MemoryFileSystem):
+    """An in-memory store that names files by their whole URL, as fsspec's HTTP store does."""
+
+    protocol = ("http", "https")
+
+
+class _HostMemoryFS(MemoryFileSystem):
+    """An in-memory store that needs the URL's host to open, as fsspec's FTP store does."""
+
+    protocol = "ddhost"
+    hosts: list[str] = []
+
+    def __init__(self, host: str, **kwargs):
+        super().__init__(**kwargs)
+        _HostMemoryFS.hosts.append(host)
+
+    @classmethod
+    def _strip_protocol(cls, path: str) -> str:
+        rest = path.split("://", 1)[1] if "://" in path else path
+        return "/" + rest.split("/", 1)[1].rstrip("/") if "/" in rest else "/"
+
+    @staticmethod
+    def _get_kwargs_from_urls(path: str) -> dict:
+        return {"host": path.split("://", 1)[1].split("/", 1)[0]}
+
+
+def _upload(fs, local: str, prefix: str) -> None:
+    for folder, _, names in os.walk(local):
+        for n in names:
+            full = os.path.join(folder, n)
+            fs.pipe(prefix + "/" + os.path.relpath(full, local).replace(os.sep, "/"), Path(full).read_bytes())
+
+
+def test_stores_that_name_files_by_url_or_need_the_urls_host(tmp_path: Path, monkeypatch):
+    """An HTTP store's paths are whole URLs (the protocol was cut off, and every listing
+    failed); an FTP-like store takes its host from the URL (it was opened without one)."""
+    t = _table(tmp_path / "t", [1, 2, 3])
+    write_deltalake(t, pa.table({"x": pa.array([4], pa.int64())}), mode="append")
+    registry = sys.modules["fsspec.registry"]._registry
+    monkeypatch.setitem(registry, "http", _UrlMemoryFS)
+    monkeypatch.setitem(registry, "https", _UrlMemoryFS)
+    monkeypatch.setitem(registry, "ddhost", _HostMemoryFS)
+    url = f"http://127.0.0.1:9/loc-{uuid.uuid4().hex}/t"
+    store = fsspec.filesystem("memory")
+    _upload(store, t, url)
+    try:
+        table = dd.DeltaTable(url)
+        assert table.storage.root_uri == url
+        assert _xs(table.snapshot().scan().to_table()) == [1, 2, 3, 4]
+        assert table.snapshot().files().column("location").to_pylist()[0].startswith(url + "/")
+        assert _xs(table.changes(1).to_table()) == [4]
+        ctx = _session()
+        ctx.sql(f"CREATE EXTERNAL TABLE h STORED AS DELTA LOCATION '{url}'")
+        assert _sql_xs(ctx, "SELECT x FROM h") == [1, 2, 3, 4]
+    finally:
+        store.rm(url, recursive=True)
+    root = f"/loc-{uuid.uuid4().hex}"
+    _upload(store, t, root + "/t")
+    try:
+        assert _xs(dd.DeltaTable(f"ddhost://myhost{root}/t").snapshot().scan().to_table()) == [1, 2, 3, 4]
+        assert "myhost" in _HostMemoryFS.hosts
+    finally:
+        store.rm(root, recursive=True)
+
+
+def test_a_log_path_on_another_store_is_refused_not_read_from_this_one(tmp_path: Path):
+    """An absolute add path is a URI: memory:///x/y.parquet in a local table was read from the
+    local file /x/y.parquet, and file:///x/y.parquet in a memory table from memory's /x/y.parquet
+    (other files, other rows)."""
+    from delta_datafusion.errors import UnsupportedFeatureError
+
+    t = Path(_table(tmp_path / "t", [1, 2]))
+    commit = t / "_delta_log" / "00000000000000000001.json"
+    data = next(t.glob("*.parquet"))
+    size = data.stat().st_size
+
+    def add(path: str) -> str:
+        action = {
+            "path": path,
+            "partitionValues": {},
+            "size": size,
+            "modificationTime": 1,
+            "dataChange": True,
+        }
+        return json.dumps({"add": action}) + "\n"
+
+    commit.write_text(add(f"memory://{data}"))
+    with pytest.raises(UnsupportedFeatureError, match=r"on another filesystem \(memory\) than the table's"):
+        dd.DeltaTable(str(t)).snapshot().files()
+    store = fsspec.filesystem("memory")
+    root = f"/loc-{uuid.uuid4().hex}"
+    commit.write_text(add(f"file://{data}"))
+    _upload(store, str(t), root)
+    try:
+        with pytest.raises(UnsupportedFeatureError, match=r"on another filesystem \(file\)"):
+            dd.DeltaTable(f"memory://{root}").snapshot().files()
+        store.pipe(
+            f"{root}/_delta_log/00000000000000000001.json", add(f"memory://{root}/{data.name}").encode()
+        )
+        # the same file named by its URI: one live file
+        assert _xs(dd.DeltaTable(f"memory://{root}").snapshot().scan().to_table()) == [1, 2]
+    finally:
+        store.rm(root, recursive=True)
+    commit.write_text(add(f"file://{data}"))
+    assert _xs(dd.DeltaTable(str(t)).snapshot().scan().to_table()) == [1, 2]
+
+
+def test_file_uri_with_a_tab_or_line_break_is_refused(tmp_path: Path):
+    """URL parsing deletes tabs and line breaks: file:///x/a<LF>b read the folder /x/ab."""
+    _table(tmp_path / "ab", [1])
+    for uri in (f"file://{tmp_path}/a\nb", f"file://{tmp_path}/a\tb", f"local://{tmp_path}/a\rb"):
+        with pytest.raises(DeltaError, match="tab or line break"):
+            dd.DeltaTable(uri)
+
+
+def test_a_store_failing_to_close_a_checkpoint_is_a_storage_error(tmp_path: Path, monkeypatch):
+    """fsspec's blockcache over local files fails every close with an AttributeError, which
+    escaped as it was."""
+    from delta_datafusion.errors import StorageError
+
+    class Closing:
+        def __init__(self, f):
+            self._f = f
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+        def close(self):
+            raise AttributeError("property 'closed' of 'LocalFileOpener' object has no setter")
+
+    class BadCloseFS(MemoryFileSystem):
+        protocol = "ddbadclose"
+
+        def _open(self, path, mode="rb", **kwargs):
+            return Closing(super()._open(path, mode, **kwargs))
+
+    monkeypatch.setitem(sys.modules["fsspec.registry"]._registry, "ddbadclose", BadCloseFS)
+    t = _table(tmp_path / "t", [1])
+    dl = __import__("deltalake").DeltaTable(t)
+    dl.create_checkpoint()
+    store = fsspec.filesystem("memory")
+    root = f"/loc-{uuid.uuid4().hex}"
+    _upload(store, t, root)
+    try:
+        with pytest.raises(StorageError, match=r"cannot close .*checkpoint.parquet: AttributeError"):
+            dd.DeltaTable(f"ddbadclose://{root}").snapshot().files()
+    finally:
+        store.rm(root, recursive=True)

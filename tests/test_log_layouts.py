@@ -1894,3 +1894,20 @@ def test_in_commit_timestamp_enablement_version_after_the_latest_version(tmp_pat
         LogCorruptError, match="delta.inCommitTimestampEnablementVersion is 9, after the latest version 4"
     ):
         DeltaTable(str(t)).snapshot(timestamp=stamps[3] + 10**9)
+
+
+def test_change_range_over_a_missing_commit_names_it_and_the_gap(tmp_path):
+    """The error said 'versions 4' and 'commits available: 0..7' although 4 is not."""
+    for v in range(8):
+        deltalake.write_deltalake(
+            str(tmp_path),
+            pa.table({"id": [v]}),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    commit_path(tmp_path, 4).unlink()
+    with pytest.raises(
+        VersionNotFoundError,
+        match=r"commit file of version 4 of .* is not available .*available: 0..7 without 4",
+    ):
+        DeltaTable(str(tmp_path)).changes(3, 7).to_table()

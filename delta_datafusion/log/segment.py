@@ -189,7 +189,14 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             raise TableNotFoundError(f"{log_dir} is empty: not a Delta table (no commits or checkpoints)")
         if storage.exists(storage.root) and not storage.isdir(storage.root):
             raise TableNotFoundError(f"{storage.root} is a file, not a Delta table folder")
-        raise TableNotFoundError(f"{storage.root} is not a Delta table: no _delta_log folder at {log_dir}")
+        unlisted = (
+            ""
+            if storage.is_local
+            else " (or the store does not list it: stores without folder listings cannot be read)"
+        )
+        raise TableNotFoundError(
+            f"{storage.root} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}"
+        )
     listing = LogListing(log_dir, commits)
     multi: dict[tuple[int, int], dict[int, FileInfo]] = {}
     for f in files:
