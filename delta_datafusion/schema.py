@@ -247,13 +247,16 @@ def delta_type_to_arrow(dtype: Any, mode: str = "none", physical: bool = False) 
     kind = dtype.get("type")
     if kind == "struct":
         return pa.struct([delta_field_to_arrow(f, mode, physical) for f in dtype.get("fields", [])])
+    # Elements and map values are nullable whatever containsNull / valueContainsNull say, as
+    # fields are (delta_field_to_arrow): a file may hold NULLs there anyway, and DataFusion's
+    # array and map kernels panic on NULLs a schema declared impossible.
     if kind == "array":
         item = delta_type_to_arrow(dtype["elementType"], mode, physical)
-        return pa.list_(pa.field("element", item, dtype.get("containsNull", True)))
+        return pa.list_(pa.field("element", item, True))
     if kind == "map":
         key = delta_type_to_arrow(dtype["keyType"], mode, physical)
         value = delta_type_to_arrow(dtype["valueType"], mode, physical)
-        return pa.map_(key, pa.field("value", value, dtype.get("valueContainsNull", True)))
+        return pa.map_(key, pa.field("value", value, True))
     raise SchemaError(f"unknown Delta type {dtype!r}")
 
 

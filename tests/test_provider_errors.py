@@ -734,3 +734,54 @@ def test_unreadable_table_in_a_folder_catalog_does_not_break_listings(tmp_path: 
             dd.from_datafusion(info.value), dd.errors.InvalidProtocolError
         )
     assert _run(ctx, "SELECT a FROM lake.default.zgood").column(0).to_pylist() == [3]
+
+
+def test_elements_and_map_values_declared_not_null_that_hold_nulls(tmp_path: Path) -> None:
+    """containsNull / valueContainsNull false reached DataFusion as non-nullable children: a
+    file holding NULLs there made map_values panic and array functions fail (DuckDB returns the
+    NULLs; fields declared NOT NULL were already served nullable)."""
+    from conftest import add_action, write_commit
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    stored = pa.schema(
+        [("id", pa.int32()), ("a", pa.list_(pa.int32())), ("m", pa.map_(pa.string(), pa.int32()))]
+    )
+    rows = [{"id": 0, "a": [1, None], "m": [("k", None)]}, {"id": 1, "a": [3, 2], "m": [("j", 5)]}]
+    pq.write_table(pa.Table.from_pylist(rows, schema=stored), table / "f0.parquet")
+    fields = [
+        {"name": "id", "type": "integer", "nullable": False, "metadata": {}},
+        {
+            "name": "a",
+            "type": {"type": "array", "elementType": "integer", "containsNull": False},
+            "nullable": True,
+            "metadata": {},
+        },
+        {
+            "name": "m",
+            "type": {"type": "map", "keyType": "string", "valueType": "integer", "valueContainsNull": False},
+            "nullable": True,
+            "metadata": {},
+        },
+    ]
+    meta = {
+        "id": "x",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps({"type": "struct", "fields": fields}),
+        "partitionColumns": [],
+        "configuration": {},
+    }
+    write_commit(
+        table,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {"metaData": meta},
+            {"add": add_action(table, "f0.parquet")},
+        ],
+    )
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(table))
+    got = ctx.sql("SELECT id, array_sort(a) AS s, map_values(m) AS v FROM t ORDER BY id").to_pylist()
+    assert got == [{"id": 0, "s": [None, 1], "v": [None]}, {"id": 1, "s": [2, 3], "v": [5]}]
+    assert ctx.sql("SELECT count(*) AS n FROM t WHERE array_has(a, 1)").to_pylist() == [{"n": 1}]
