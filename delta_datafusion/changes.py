@@ -73,7 +73,7 @@ from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from .schema import FIELD_ID_KEY, is_supported_type_change, logical_to_physical_names, physical_name
-from .stats import typed_stats
+from .stats import bounds_survive_widening, typed_stats
 from .timestamps import CommitTimeline, read_in_commit_timestamp
 
 if TYPE_CHECKING:
@@ -158,6 +158,8 @@ def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...
                 if pf.name in old_fields:
                     walk(old_fields[pf.name], pf.type, lf.type, (*path, lf.name))
             return
+        if bounds_survive_widening(old) and is_supported_type_change(old, phys):
+            return  # integer, decimal and date bounds are the same values in the wider type
         out.add(path)
 
     for _, md in segments[:-1]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Collection
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -190,19 +191,49 @@ def typed_stats(
     return _forget_bounds(result, widened) if widened else result
 
 
-def widened_columns(schema_json: dict) -> set[tuple[str, ...]]:
-    """Paths of columns whose type was widened (``delta.typeChanges``).
+#: Delta types whose statistics, read as any type they may widen to, are the widened values
+#: exactly: integers (as integers, doubles or decimals), decimals (more digits or scale) and
+#: dates (midnight of a timestamp_ntz)
+_EXACT_WIDENING_SOURCES = ("byte", "short", "integer", "long", "date")
 
-    Files written before the change carry min/max in the old type, printed in the old type's
-    shortest form (a float 3.4 is 3.4000000953674316 once read as double), so those bounds are
-    not bounds of the widened values; they are dropped and pruning keeps such files.
+
+def bounds_survive_widening(old: str | pa.DataType) -> bool:
+    """Whether min/max written for a column of type ``old`` bound its values once widened."""
+    if isinstance(old, pa.DataType):
+        return pa.types.is_integer(old) or pa.types.is_decimal(old) or pa.types.is_date32(old)
+    return isinstance(old, str) and (old in _EXACT_WIDENING_SOURCES or old.startswith("decimal("))
+
+
+def _changes_bounds(changes: Any) -> bool:
+    """Whether a ``delta.typeChanges`` list makes older files' bounds unusable: a change of the
+    field itself from a type whose printed bounds are not the widened values (a float 3.4 is
+    3.4000000953674316 read as double), or an entry this reader cannot judge. Changes of array
+    elements or map keys/values (``fieldPath``) leave the field's own bounds alone (it has none)."""
+    if not isinstance(changes, list):
+        return True
+    for change in changes:
+        if not isinstance(change, dict):
+            return True
+        if change.get("fieldPath"):
+            continue
+        if not bounds_survive_widening(change.get("fromType")):
+            return True
+    return False
+
+
+def widened_columns(schema_json: dict) -> set[tuple[str, ...]]:
+    """Paths of columns widened (``delta.typeChanges``) from a type whose bounds do not carry
+    over: files written before the change keep their min/max printed in the old type's shortest
+    form, so for a float those are not bounds of the widened doubles; they are dropped and
+    pruning keeps such files. Integer, decimal and date bounds are exact in the new type.
     """
     out: set[tuple[str, ...]] = set()
 
     def walk(fields: list[dict], prefix: tuple[str, ...]) -> None:
         for f in fields:
             path = prefix + (f["name"],)
-            if (f.get("metadata") or {}).get("delta.typeChanges"):
+            changes = (f.get("metadata") or {}).get("delta.typeChanges")
+            if changes and _changes_bounds(changes):
                 out.add(path)
             t = f.get("type")
             if isinstance(t, dict) and t.get("type") == "struct":

@@ -546,7 +546,8 @@ def test_bounds_of_files_written_before_a_type_change_are_not_trusted(tmp_path):
 
 def test_retyped_columns_are_the_fields_whose_type_changed():
     """Only bounds of fields whose type changed in the range are dropped: a field added to a
-    struct (no bounds in older files) leaves its siblings' bounds in use."""
+    struct (no bounds in older files) leaves its siblings' bounds in use, and an integer, decimal
+    or date widened keeps them (they are the same values in the wider type; a float's are not)."""
     from types import SimpleNamespace
 
     from delta_datafusion.changes import _retyped_columns
@@ -559,7 +560,9 @@ def test_retyped_columns_are_the_fields_whose_type_changed():
     added = md(("id", pa.int32()), ("s", pa.struct([("x", pa.float32()), ("y", pa.int32())])))
     widened = md(("id", pa.int64()), ("s", pa.struct([("x", pa.float64()), ("y", pa.int32())])))
     assert _retyped_columns([(0, v0), (1, added)]) == set()
-    assert _retyped_columns([(0, v0), (1, added), (2, widened)]) == {("id",), ("s", "x")}
+    assert _retyped_columns([(0, v0), (1, added), (2, widened)]) == {("s", "x")}
+    as_text = md(("id", pa.string()), ("s", pa.struct([("x", pa.float64()), ("y", pa.int32())])))
+    assert _retyped_columns([(0, v0), (1, as_text)]) == {("id",), ("s", "x")}
 
 
 # --------------------------------------------------------------------------------------------

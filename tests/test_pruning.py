@@ -928,3 +928,40 @@ def test_unfiltered_scan_streams_the_first_row_group_then_reads_the_rest(tmp_pat
     write_commit(table, 0, actions)
     with pytest.raises(DeltaError, match="stores column 'id' as string"):
         dd.DeltaTable(str(table)).snapshot().scan().to_table()
+
+
+def test_widened_columns_prune_where_old_bounds_stay_exact() -> None:
+    """type-widening: v0's file has bounds in the old types, v2's in the new. Integer, decimal and
+    date bounds are the same values in the widened type, so they prune (every widened column kept
+    both files before); a float's shortest text (3.4) is not the double it widens to
+    (3.4000000953674316), so float -> double bounds are still not used."""
+    table = dd.DeltaTable(str(corpus_table("type-widening"))).snapshot()
+
+    def kept(predicate: str) -> int:
+        scan = table.scan(predicate=predicate)
+        return sum(m.files.num_rows for m in scan.scan_metadata())
+
+    for column, old, new in [
+        ("byte_long", "1", "9223372036854775807"),
+        ("int_long", "2", "9223372036854775807"),
+        ("byte_double", "5.0", "1.234567890123"),
+        ("int_double", "7.0", "1.234567890123"),
+        (
+            "decimal_decimal_same_scale",
+            "CAST('123.45' AS DECIMAL(20,2))",
+            "CAST('12345678901234.56' AS DECIMAL(20,2))",
+        ),
+        (
+            "decimal_decimal_greater_scale",
+            "CAST('67.89' AS DECIMAL(20,5))",
+            "CAST('12345678901.23456' AS DECIMAL(20,5))",
+        ),
+        ("short_decimal", "CAST('2' AS DECIMAL(6,1))", "CAST('12345.6' AS DECIMAL(6,1))"),
+        ("long_decimal", "CAST('4' AS DECIMAL(21,1))", "CAST('123456789012345678.9' AS DECIMAL(21,1))"),
+        ("date_timestamp_ntz", "TIMESTAMP '2024-09-09 00:00:00'", "TIMESTAMP '2024-09-09 12:34:56.123'"),
+    ]:
+        assert kept(f"{column} = {old}") == 1, column
+        assert kept(f"{column} = {new}") == 1, column
+        assert table.scan(predicate=f"{column} = {old}").to_table().num_rows == 1, column
+    assert kept("float_double = 3.4000000953674316") == 2
+    assert table.scan(predicate="float_double = 3.4000000953674316").to_table().num_rows == 1
