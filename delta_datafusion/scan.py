@@ -152,8 +152,12 @@ def check_evaluable(pred: Any, schema: pa.Schema) -> None:
     if) a file is read."""
     from . import predicate as P
 
+    try:  # one row of NULLs: pyarrow skips the kernels (and their type checks) on no rows
+        sample = pa.Table.from_arrays([pa.nulls(1, f.type) for f in schema], schema=schema)
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        sample = schema.empty_table()
     try:
-        schema.empty_table().filter(P.to_pyarrow(pred))
+        sample.filter(P.to_pyarrow(pred))
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise P.PredicateError(
             f"predicate {pred} cannot be evaluated on the table's column types: {str(e).splitlines()[0]}"

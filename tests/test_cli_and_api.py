@@ -562,17 +562,23 @@ def test_sql_predicate_must_be_one_boolean_expression(tmp_path, text):
 def test_predicate_with_incomparable_types_is_refused_when_the_scan_is_built(tmp_path):
     """``b == 1`` on a boolean column used to pass planning and fail at read time (only when a
     file was read), with pyarrow's message blaming the data file."""
+    import datetime as dt
+
     import pyarrow as pa
     import pyarrow.compute as pc
 
     from delta_datafusion.errors import PredicateError
 
-    path = _api_table(tmp_path, pa.table({"b": [True, False], "s": ["x", "y"], "i": [1, 2]}))
+    ntz = pa.array([dt.datetime(2024, 1, 1), dt.datetime(2024, 1, 2)], pa.timestamp("us"))
+    path = _api_table(tmp_path, pa.table({"b": [True, False], "s": ["x", "y"], "i": [1, 2], "ts": ntz}))
     snap = DeltaTable(path).snapshot()
+    utc = pa.scalar(dt.datetime(2024, 1, 1), pa.timestamp("us", tz="UTC"))
     for expr, shown in (
         (pc.field("b") == 1, "b = 1"),
         (pc.field("s") == 1.5, "s = 1.5"),
         (pc.field("i") == "x", "i = 'x'"),
+        # a zoned instant against a timestamp_ntz column: pyarrow checks it only on rows
+        (pc.field("ts") > utc, "ts > TIMESTAMP '2024-01-01T00:00:00Z'"),
     ):
         with pytest.raises(
             PredicateError, match=f"predicate {shown} cannot be evaluated on the table's column types"
