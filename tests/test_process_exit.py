@@ -154,3 +154,60 @@ def test_a_scan_that_ends_while_exit_begins_is_complete(monkeypatch) -> None:
         monkeypatch.setattr(SCAN_THREADS, "_closing", True)  # the exit begins meanwhile
 
     assert list(SCAN_THREADS.track(scan())) == [batch]
+
+
+def test_exit_waits_for_planning_and_refuses_new(big_table: Path, monkeypatch) -> None:
+    """Planning (a snapshot or change feed loaded, statistics parsed) runs pyarrow on DataFusion's
+    threads too: a daemon thread killed inside pyarrow.json at exit aborted the process (3 exits
+    in 10). The exit waits for planning in progress and refuses planning after it starts."""
+    import threading
+    import time
+
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.datafusion import dataset as dataset_module
+    from delta_datafusion.datafusion.dataset import _ScanThreads
+
+    guard = _ScanThreads()
+    monkeypatch.setattr(dataset_module, "SCAN_THREADS", guard)
+    monkeypatch.setattr("delta_datafusion.datafusion.table_function.SCAN_THREADS", guard)
+    monkeypatch.setattr("delta_datafusion.datafusion.session.SCAN_THREADS", guard)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(big_table))
+    dataset = dataset_module.dataset_behind(ctx.catalog().schema().table("t"))
+    planner = dataset.planner
+    events: list[str] = []
+
+    def slow_planner(pred):
+        events.append("planning")
+        time.sleep(0.3)
+        out = planner(pred)
+        events.append("planned")
+        return out
+
+    monkeypatch.setattr(dataset, "planner", slow_planner)
+    failed: list[str] = []
+
+    def run() -> None:
+        try:
+            ctx.sql("SELECT count(*) FROM t WHERE id > 5").to_arrow_table()
+        except Exception as e:  # noqa: BLE001 - its batches are refused once the exit began
+            failed.append(str(e))
+
+    query = threading.Thread(target=run, daemon=True)
+    query.start()
+    while not events:
+        time.sleep(0.01)
+    guard.drain(timeout=5.0)
+    events.append("exit")
+    assert events == ["planning", "planned", "exit"]
+    query.join(5.0)
+    assert len(failed) == 1 and "interpreter is exiting" in failed[0]  # never a short result
+    for sql in (
+        "SELECT count(*) FROM t WHERE id > 7",
+        f"SELECT count(*) FROM table_changes('{big_table}', 0)",
+    ):
+        with pytest.raises(Exception, match="interpreter is exiting"):
+            ctx.sql(sql).to_arrow_table()

@@ -11,6 +11,7 @@ builds the SQL-exact row filter. (See ../shared/docs/datafusion-python-integrati
 from __future__ import annotations
 
 import atexit
+import contextlib
 import heapq
 import os
 import threading
@@ -153,6 +154,23 @@ class _ScanThreads:
                     close()  # ends the pyarrow scan under it (its read-ahead included)
                 except ValueError:  # being closed by close_open_scans on another thread
                     pass
+
+    @contextlib.contextmanager
+    def busy(self) -> Iterator[None]:
+        """Work for a query outside a batch: planning parses the log and statistics in pyarrow
+        (a thread killed inside pyarrow.json at exit aborted the process). None starts at exit,
+        and the exit waits for those running."""
+        with self._cond:
+            if self._closing:
+                raise _exiting()
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running -= 1
+                self._last = time.monotonic()
+                self._cond.notify_all()
 
     def drain(self, timeout: float = 10.0) -> None:
         with self._cond:
@@ -393,7 +411,8 @@ class DeltaDataset(ds.Dataset):
 
     def get_fragments(self, filter: Any = None) -> list[UnitGroupFragment]:  # noqa: A002
         pred = self._predicate(filter)
-        units, info = self.planner(pred)
+        with SCAN_THREADS.busy():
+            units, info = self.planner(pred)
         info.predicate = pred
         groups = balance(units, target_fragments())
         info.fragments = len(groups)

@@ -23,7 +23,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFac
 from ..errors import DeltaError, TableNotFoundError
 from ..storage import Storage, _store_errors, forget_listing
 from ..table import DeltaTable, relisting
-from .dataset import DeltaDataset, lookup_dataset, note_provider_error
+from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error
 from .names import same_as_flattened, same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
@@ -311,7 +311,8 @@ class DeltaTableFactory(TableProviderFactory):
                 f"CREATE EXTERNAL TABLE {cmd.name()}: OPTIONS key {k!r} is not a Delta option (did you mean {m!r}?) "
                 "and looks too much like one to pass to the filesystem"
             )
-        snapshot = table.snapshot(version=version, timestamp=timestamp)
+        with SCAN_THREADS.busy():
+            snapshot = table.snapshot(version=version, timestamp=timestamp)
         dataset = table_dataset(snapshot, label=str(cmd.name()))
         declared_parts = list(cmd.table_partition_cols())
         if declared_parts and declared_parts != snapshot.partition_columns:
@@ -417,7 +418,8 @@ class DeltaSchemaProvider(SchemaProvider):
             raise
 
     def _table(self, name: str) -> Table | None:
-        return relisting(lambda: self._table_once(name))
+        with SCAN_THREADS.busy():  # a snapshot load parses the log in pyarrow (see busy)
+            return relisting(lambda: self._table_once(name))
 
     def _table_once(self, name: str) -> Table | None:
         found = self._listing(name)

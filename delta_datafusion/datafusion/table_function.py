@@ -41,7 +41,7 @@ from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
 from ..errors import DeltaError, InvalidRangeError, StorageError, TableNotFoundError, VersionNotFoundError
 from ..table import DeltaTable
-from .dataset import DeltaDataset, ScanPlanInfo, lookup_dataset
+from .dataset import SCAN_THREADS, DeltaDataset, ScanPlanInfo, lookup_dataset
 from .names import normalized, quoted, relation_readings, split_reference, sql_name
 from .statement import planning_for, statement_pins, table_key
 
@@ -426,7 +426,8 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     key = table_key(table.storage)
     pinned = None if pins is None else pins.get(key)
     try:
-        feed = load_change_feed(table, start, end if pinned is None else pinned)
+        with SCAN_THREADS.busy():  # loading the feed parses its commits in pyarrow
+            feed = load_change_feed(table, start, end if pinned is None else pinned)
     except TableNotFoundError as e:
         if is_path and not _exists(table):
             raise _no_such_table(session, arg) from e
