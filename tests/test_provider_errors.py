@@ -785,3 +785,35 @@ def test_elements_and_map_values_declared_not_null_that_hold_nulls(tmp_path: Pat
     got = ctx.sql("SELECT id, array_sort(a) AS s, map_values(m) AS v FROM t ORDER BY id").to_pylist()
     assert got == [{"id": 0, "s": [None, 1], "v": [None]}, {"id": 1, "s": [2, 3], "v": [5]}]
     assert ctx.sql("SELECT count(*) AS n FROM t WHERE array_has(a, 1)").to_pylist() == [{"n": 1}]
+
+
+def test_reading_a_datasets_schema_runs_no_python_code(tmp_path: Path) -> None:
+    """datafusion-python panics when reading a dataset's schema raises: a Ctrl-C whose handler
+    ran inside a Python ``schema`` property became a PanicException (30 interrupts in 400).
+    Outside table lookups the property is a C getter, so no handler runs there."""
+    import sys
+
+    from delta_datafusion.datafusion.dataset import dataset_behind
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2]}))
+    ctx = _ctx()
+    dd.register_table(ctx, "t", path)
+    dataset = dataset_behind(ctx.catalog().schema().table("t"))  # the lookup still finds it
+    assert dataset is not None and dataset.schema.names == ["id"]
+    calls: list[str] = []
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.endswith(
+            os.path.join("delta_datafusion", "datafusion", "dataset.py")
+        ):
+            calls.append(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        dataset.schema  # noqa: B018
+        ctx.sql("SELECT count(*) FROM t").schema()
+    finally:
+        sys.setprofile(None)
+    assert not {"schema", "_probing_schema"} & set(calls), calls
+    assert ctx.sql("SELECT sum(id) AS s FROM t").to_pylist() == [{"s": 3}]

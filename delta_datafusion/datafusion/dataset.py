@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import heapq
+import operator
 import os
 import threading
 import time
@@ -322,14 +323,27 @@ def note_provider_error(error: Exception) -> None:
         _IDENTITY_PROBE.error = error
 
 
+_PROBES = threading.Lock()
+_PROBING = 0  # lookups in progress (any thread): DeltaDataset.schema is the probing property
+
+
 def dataset_behind(table: Any) -> DeltaDataset | None:
     """The :class:`DeltaDataset` a ``datafusion.Table`` serves, None for any other table."""
+    global _PROBING
+    with _PROBES:
+        _PROBING += 1
+        if _PROBING == 1:
+            DeltaDataset.schema = DeltaDataset._probing_schema
     _IDENTITY_PROBE.found = None
     _IDENTITY_PROBE.active = True
     try:
         table.schema  # noqa: B018 - the provider calls DeltaDataset.schema on this thread
     finally:
         _IDENTITY_PROBE.active = False
+        with _PROBES:
+            _PROBING -= 1
+            if _PROBING == 0:
+                DeltaDataset.schema = DeltaDataset._plain_schema
     found, _IDENTITY_PROBE.found = _IDENTITY_PROBE.found, None
     return found
 
@@ -352,12 +366,19 @@ class DeltaDataset(ds.Dataset):
         self._history: deque[ScanPlanInfo] = deque(maxlen=64)
         self.plans_made = 0
 
-    # DataFusion reads .schema many times per query; it must be cheap and never raise.
+    # DataFusion reads .schema many times per query; it must be cheap and never raise. Outside
+    # lookups (dataset_behind) it runs no Python code: a Ctrl-C handler run inside a Python
+    # property raised there, and datafusion-python panics on an error reading a dataset's schema
+    # (PanicException instead of KeyboardInterrupt: 30 Ctrl-Cs in 400).
+    _plain_schema = property(operator.attrgetter("_schema"))
+
     @property
-    def schema(self) -> pa.Schema:
+    def _probing_schema(self) -> pa.Schema:
         if getattr(_IDENTITY_PROBE, "active", False):
             _IDENTITY_PROBE.found = self
         return self._schema
+
+    schema = _plain_schema
 
     def projected_schema(self, columns: Sequence[str]) -> pa.Schema:
         # Schema metadata must survive projection, even an empty one (count(*)): DataFusion
