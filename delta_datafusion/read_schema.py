@@ -311,7 +311,17 @@ def make_read_schema(
 
 def cast_may_fail(stored: pa.DataType, declared: pa.DataType) -> bool:
     """A stored type read through a cast that can fail on values: a wider integer (or one of the
-    other signedness), a decimal of more digits, a finer timestamp unit."""
+    other signedness), a decimal of more digits, a finer timestamp unit; at any depth of a struct
+    (fields by name), list or map."""
+    if pa.types.is_struct(stored) and pa.types.is_struct(declared):
+        wanted = {f.name: f.type for f in declared}
+        return any(f.name in wanted and cast_may_fail(f.type, wanted[f.name]) for f in stored)
+    if _is_list(stored) and _is_list(declared):
+        return cast_may_fail(stored.value_type, declared.value_type)
+    if pa.types.is_map(stored) and pa.types.is_map(declared):
+        return cast_may_fail(stored.key_type, declared.key_type) or cast_may_fail(
+            stored.item_type, declared.item_type
+        )
     if pa.types.is_integer(stored) and pa.types.is_integer(declared):
         return stored.bit_width > declared.bit_width or (
             pa.types.is_unsigned_integer(stored) != pa.types.is_unsigned_integer(declared)
@@ -322,6 +332,10 @@ def cast_may_fail(stored: pa.DataType, declared: pa.DataType) -> bool:
         order = ["s", "ms", "us", "ns"]
         return order.index(stored.unit) > order.index(declared.unit)
     return False
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t)
 
 
 def holds_variant(t: pa.DataType) -> bool:

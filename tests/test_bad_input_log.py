@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import deltalake
 import pyarrow as pa
@@ -747,7 +748,7 @@ def test_data_file_with_a_foreign_column_type_is_named(tmp_path: Path):
 
 
 def _one_column_table(
-    path: Path, delta_type: str, stored: pa.Array, type_changes: list | None = None
+    path: Path, delta_type: Any, stored: pa.Array, type_changes: list | None = None
 ) -> Path:
     """A table with column ``c`` of ``delta_type`` and one data file storing ``stored``."""
     (path / "_delta_log").mkdir(parents=True)
@@ -848,9 +849,23 @@ def test_data_file_storing_another_encoding_of_the_type_reads(
             None,
         ),
         ("timestamp_ntz", pa.array([1, 10**18 + 1], pa.timestamp("ns")), None),
+        # nested: the top-level column is named (pyarrow's message alone named nothing)
+        (
+            {
+                "type": "struct",
+                "fields": [{"name": "a", "type": "integer", "nullable": True, "metadata": {}}],
+            },
+            pa.array([{"a": 1}, {"a": 2**40}], pa.struct([("a", pa.int64())])),
+            None,
+        ),
+        (
+            {"type": "array", "elementType": "integer", "containsNull": True},
+            pa.array([[1], [2**40]], pa.list_(pa.int64())),
+            None,
+        ),
     ],
 )
-def test_wider_stored_values_that_do_not_fit_name_the_column(tmp_path: Path, delta_type: str, stored, fits):
+def test_wider_stored_values_that_do_not_fit_name_the_column(tmp_path: Path, delta_type: Any, stored, fits):
     """Integers of any width, decimals of the same scale and any timestamp unit are read through a
     cast; a value that does not fit fails it, and the error names the file, the column and both
     types (it named neither column nor types)."""
