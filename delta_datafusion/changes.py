@@ -73,7 +73,7 @@ from .protocol import Metadata, Protocol
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from .schema import FIELD_ID_KEY, is_supported_type_change, logical_to_physical_names, physical_name
-from .stats import bounds_survive_widening, typed_stats
+from .stats import bounds_survive_widening, typed_stats, widened_columns
 from .timestamps import CommitTimeline, read_in_commit_timestamp
 
 if TYPE_CHECKING:
@@ -661,6 +661,10 @@ class ChangeFeed:
             f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
         )
         retyped = _retyped_columns(self.segments)
+        # a widening recorded only earlier in the range (writers may drop delta.typeChanges once
+        # every live file has the new type, while the range still removes older files)
+        for _, earlier in self.segments[:-1]:
+            retyped |= widened_columns(earlier.schema_json)
         stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n, forget=retyped)
         versions = raw.column("version").combine_chunks()
         ts = (

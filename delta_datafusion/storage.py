@@ -250,7 +250,8 @@ class Storage:
         """The table root as a URI (``file:///...`` for local tables)."""
         if self.is_local:
             return "file://" + self.root
-        if self.chained:
+        if self.chained or self._url_options:
+            # a chain, or a URL whose host/port/account the path does not keep: the URL as given
             return self.uri.rstrip("/")
         return self.root if "://" in self.root else f"{self.protocol}://{self.root}"
 
@@ -269,6 +270,8 @@ class Storage:
         folders, ``protocol://path`` otherwise (``join`` drops the protocol)."""
         if self.chained:
             return _chain_child(self.uri, posixpath.join(*parts))
+        if self._url_options:  # keep the URL's host, port or account
+            return self.root_uri + "/" + posixpath.join(*parts)
         path = self.join(*parts)
         return path if self.is_local or "://" in path else f"{self.protocol}://{path}"
 
@@ -301,6 +304,14 @@ class Storage:
                 return self.resolve("file" + path[5:])
             if scheme not in self._protocols:
                 raise self._elsewhere(path, scheme)
+            try:
+                where = dict(self._fs_class._get_kwargs_from_urls(path) or {})
+            except Exception:  # noqa: BLE001 - a filesystem's own parsing error
+                where = None
+            if where != self._url_options:  # another host, port or account of the same kind
+                raise self._elsewhere(
+                    path, f"{scheme}, {where or 'no host'} instead of {self._url_options or 'no host'}"
+                )
             return self._store_path(path)
         if path.startswith("/"):
             return path

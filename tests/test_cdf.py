@@ -1826,3 +1826,51 @@ def test_a_remove_without_partition_values_is_refused(tmp_path: Path):
         DeltaTable(str(t)).changes(0).to_table()
     with pytest.raises(Exception, match="ChangeDataFeedError.*" + why):
         ctx.sql(f"SELECT count(*) FROM table_changes('{t}', 3)").collect()
+
+
+def test_bounds_of_a_float_file_removed_after_the_widening_are_not_trusted(tmp_path):
+    """float -> double widening at v1; the float file deleted at v3; delta.typeChanges dropped at
+    v4. A range starting after the widening sees double everywhere in its own types, but its
+    delete is of the float file (stats -0.1, value -0.10000000149011612): the start metadata's
+    typeChanges says so, and the filter pruned the delete."""
+    import pyarrow.parquet as pq
+
+    (tmp_path / "_delta_log").mkdir()
+    pq.write_table(pa.table({"f": pa.array([-0.1], pa.float32())}), tmp_path / "a.parquet")
+    pq.write_table(pa.table({"f": pa.array([7.0], pa.float64())}), tmp_path / "b.parquet")
+
+    def metadata(typ: str, meta: dict) -> dict:
+        schema = {
+            "type": "struct",
+            "fields": [{"name": "f", "type": typ, "nullable": True, "metadata": meta}],
+        }
+        conf = {"delta.enableTypeWidening": "true", "delta.enableChangeDataFeed": "true"}
+        md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+        return {"metaData": md | {"configuration": conf, "schemaString": json.dumps(schema)}}
+
+    def stats(v: float) -> str:
+        return json.dumps(
+            {"numRecords": 1, "minValues": {"f": v}, "maxValues": {"f": v}, "nullCount": {"f": 0}}
+        )
+
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"]}
+    protocol |= {"writerFeatures": ["typeWidening", "changeDataFeed"]}
+    remove = {"path": "a.parquet", "dataChange": True, "deletionTimestamp": 0, "extendedFileMetadata": True}
+    remove |= {"partitionValues": {}, "size": (tmp_path / "a.parquet").stat().st_size, "stats": stats(-0.1)}
+    commits = [
+        [
+            {"protocol": protocol},
+            metadata("float", {}),
+            {"add": add_action(tmp_path, "a.parquet", stats=stats(-0.1))},
+        ],
+        [metadata("double", {"delta.typeChanges": [{"fromType": "float", "toType": "double"}]})],
+        [{"add": add_action(tmp_path, "b.parquet", stats=stats(7.0))}],
+        [{"remove": remove}],
+        [metadata("double", {})],
+    ]
+    for v, actions in enumerate(commits):
+        write_commit(tmp_path, v, actions)
+    got = DeltaTable(str(tmp_path)).changes(2, 4, predicate="f < -0.1000000001").to_table()
+    assert got.select(["f", "_change_type", "_commit_version"]).to_pylist() == [
+        {"f": -0.10000000149011612, "_change_type": "delete", "_commit_version": 3}
+    ]

@@ -935,3 +935,57 @@ def test_a_store_failing_to_close_a_checkpoint_is_a_storage_error(tmp_path: Path
             dd.DeltaTable(f"ddbadclose://{root}").snapshot().files()
     finally:
         store.rm(root, recursive=True)
+
+
+class _PerHostMemoryFS(MemoryFileSystem):
+    """A host-addressed store with one namespace per host (as FTP or HDFS servers are)."""
+
+    protocol = "ddhosts"
+    stores: dict[str, dict] = {}
+
+    def __init__(self, host: str, **kwargs):
+        super().__init__(**kwargs)
+        self.store = _PerHostMemoryFS.stores.setdefault(host, {})
+        self.pseudo_dirs = [""]
+
+    _strip_protocol = _HostMemoryFS._strip_protocol
+    _get_kwargs_from_urls = _HostMemoryFS._get_kwargs_from_urls
+
+
+def test_tables_at_one_path_on_two_hosts_are_two_tables(tmp_path: Path, monkeypatch):
+    """The host is part of a table's identity: the same path on two servers was one table to the
+    caches and statement pins (B's change feed read at A's latest version), and an absolute
+    path naming another host was read from the table's own."""
+    from delta_datafusion.errors import UnsupportedFeatureError
+
+    monkeypatch.setitem(sys.modules["fsspec.registry"]._registry, "ddhosts", _PerHostMemoryFS)
+    a = _table(tmp_path / "a", [1, 2])
+    b = _table(tmp_path / "b", [100, 200])
+    write_deltalake(b, pa.table({"x": pa.array([300], pa.int64())}), mode="append")
+    for host, local in (("hosta", a), ("hostb", b)):
+        _upload(fsspec.filesystem("ddhosts", host=host), local, "/t")
+    ta, tb = dd.DeltaTable("ddhosts://hosta/t"), dd.DeltaTable("ddhosts://hostb/t")
+    assert ta.storage.cache_key != tb.storage.cache_key
+    assert tb.storage.root_uri == "ddhosts://hostb/t"
+    assert _xs(ta.snapshot().scan().to_table()) == [1, 2]
+    assert _xs(tb.snapshot().scan().to_table()) == [100, 200, 300]
+    ctx = _session()
+    sql = (
+        "SELECT x FROM table_changes('ddhosts://hosta/t', 0) UNION ALL "
+        "SELECT x FROM table_changes('ddhosts://hostb/t', 0)"
+    )
+    assert _sql_xs(ctx, sql) == [1, 2, 100, 200, 300]
+    data = next(p for p in fsspec.filesystem("ddhosts", host="hostb").find("/t") if p.endswith(".parquet"))
+    size = fsspec.filesystem("ddhosts", host="hostb").info(data)["size"]
+    add = {
+        "path": f"ddhosts://hostb{data}",
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 1,
+        "dataChange": True,
+    }
+    fsspec.filesystem("ddhosts", host="hosta").pipe(
+        "/t/_delta_log/00000000000000000001.json", (json.dumps({"add": add}) + "\n").encode()
+    )
+    with pytest.raises(UnsupportedFeatureError, match="on another filesystem .*hostb"):
+        dd.DeltaTable("ddhosts://hosta/t").snapshot().files()
