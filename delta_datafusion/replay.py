@@ -173,6 +173,8 @@ def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
     """Decoded log paths -> full paths on the table's filesystem (relative ones joined to root)."""
     if len(decoded) == 0:
         return decoded
+    if storage.url_quoted:  # a store named by URL: every path percent-encoded (rare: one by one)
+        return pa.array([storage.resolve(p) for p in decoded.to_pylist()], pa.string())
     root = storage.root.rstrip("/") + "/"
     try:
         root_text = pa.scalar(root, pa.string())

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -282,6 +282,8 @@ class Storage:
         or URL-parsed again: ``file:///t/a%20b`` names the file ``a%20b``, and '#' and '?' are file
         name characters, not a fragment or a query.
         """
+        if self.url_quoted:
+            return self._url_of(path)
         if path[:5].lower() == "file:":
             rest = path[5:]
             if rest.startswith("//"):  # file://[host]/path: empty or localhost authority
@@ -316,6 +318,26 @@ class Storage:
         if path.startswith("/"):
             return path
         return posixpath.join(self.root, path)
+
+    @property
+    def url_quoted(self) -> bool:
+        """Whether the store names files by URL (HTTP), whose paths must be percent-encoded: a
+        log path decoded once names the file ``x=A%2FA``, requested as ``x=A%252FA``."""
+        return "://" in self.root
+
+    def _url_of(self, path: str) -> str:
+        """A log path (decoded once) as a URL of the table's URL-named store."""
+        parts = urlsplit(self.root)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if "://" in path:
+            scheme = path.split("://", 1)[0].lower()
+            given = urlsplit(path)
+            if scheme not in self._protocols and not self.chained or given.netloc != parts.netloc:
+                raise self._elsewhere(path, f"{scheme}://{given.netloc}")
+            return f"{origin}{quote(given.path)}"
+        if path.startswith("/"):
+            return origin + quote(path)
+        return self.root + "/" + quote(path)
 
     def _elsewhere(self, path: str, scheme: str) -> DeltaError:
         from .errors import UnsupportedFeatureError

@@ -989,3 +989,32 @@ def test_tables_at_one_path_on_two_hosts_are_two_tables(tmp_path: Path, monkeypa
     )
     with pytest.raises(UnsupportedFeatureError, match="on another filesystem .*hostb"):
         dd.DeltaTable("ddhosts://hosta/t").snapshot().files()
+
+
+def test_an_http_table_requests_its_files_by_percent_encoded_urls(tmp_path: Path, monkeypatch):
+    """A log path decoded once names the folder `x=A%2FA`; over HTTP that is the URL `x=A%252FA`
+    (the decoded name was requested: a raw 404 from the HTTP client, or a 'removed by VACUUM'
+    error for a file that exists)."""
+    from urllib.parse import quote
+
+    from conftest import corpus_table
+
+    registry = sys.modules["fsspec.registry"]._registry
+    monkeypatch.setitem(registry, "http", _UrlMemoryFS)
+    store = fsspec.filesystem("memory")
+    for name in ("data-reader-escaped-chars", "delta-0.8.0-special-partition", "data-reader-timestamp_ntz"):
+        local = corpus_table(name)
+        url = f"http://127.0.0.1:9/loc-{uuid.uuid4().hex}/{name}"
+        for folder, _, names in os.walk(local):  # as a web server serves the folder: encoded URLs
+            for n in names:
+                rel = os.path.relpath(os.path.join(folder, n), local).replace(os.sep, "/")
+                store.pipe(url + "/" + quote(rel), Path(folder, n).read_bytes())
+        try:
+            expected = dd.DeltaTable(str(local)).snapshot().scan().to_table()
+            got = dd.DeltaTable(url).snapshot().scan().to_table()
+            key = expected.column_names
+            assert sorted(got.to_pylist(), key=repr) == sorted(expected.select(key).to_pylist(), key=repr), (
+                name
+            )
+        finally:
+            store.rm(url, recursive=True)
