@@ -942,3 +942,39 @@ def test_decimal_literals_keep_all_38_digits(tmp_path):
     assert snap.scan(predicate=f"d = {lit}").to_table().column("id").to_pylist() == [1]
     expr = pc.field("d") == pa.scalar(big, pa.decimal128(38, 10))
     assert snap.scan(predicate=expr).to_table().column("id").to_pylist() == [1]
+
+
+def test_a_long_pushed_conjunction_is_parsed_without_substrait(monkeypatch, tmp_path):
+    """DataFusion pushes a WHERE's conjuncts as one left-deep AND chain, and pyarrow 26's
+    to_substrait output doubles per nesting level (20 conjuncts: 4 s and 0.9 GB; 22: 21 s, 3 GB).
+    Deep filters take the expression-payload route alone."""
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    expr = pc.field("b") != 0
+    for i in range(1, 40):
+        expr = expr & (pc.field("a") != i)
+
+    calls: list[int] = []
+
+    def no_substrait(*_):
+        calls.append(1)
+        raise AssertionError("to_substrait on a deep filter")
+
+    with monkeypatch.context() as m:
+        m.setattr(PP, "_from_substrait", no_substrait)
+        pred = from_pyarrow(expr, schema)
+    assert calls == []
+    assert referenced_columns(pred) == {"a", "b"} and len(P.conjuncts(pred)) == 40
+    shallow = (pc.field("a") > 1) & (pc.field("b") < 3)
+    assert from_pyarrow(shallow, schema) == PP._from_substrait(shallow, schema)  # same tree either way
+    rows = pa.table({"a": list(range(100)), "b": [i % 7 for i in range(100)]})
+    write_deltalake(str(tmp_path / "t"), rows)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(tmp_path / "t"))
+    ctx.register_record_batches("m", [rows.to_batches()])
+    where = " AND ".join(["b <> 0"] + [f"a <> {i}" for i in range(1, 40)])
+    for table in ("t", "m"):
+        assert ctx.sql(f"SELECT count(*) AS c FROM {table} WHERE {where}").to_pylist() == [{"c": 51}]
