@@ -562,7 +562,8 @@ class UnitReader:
         needed = [c for c in columns if c in stored]
         if self._named_otherwise(unit.location, file_schema, [phys_names[c] for c in needed]):
             return list(range(groups))  # the dataset path hands it to the row-selection path
-        read_cols = [phys_names[c] for c in needed if phys_names[c] in file_schema.names]
+        in_file = set(file_schema.names)
+        read_cols = [phys_names[c] for c in needed if phys_names[c] in in_file]
         physical = {f.name: f.type for f in self.rs.physical}
         if not all(same_storage(file_schema.field(c).type, physical[c]) for c in read_cols):
             return list(range(groups))  # types the dataset converts (or refuses) its own way

@@ -8,6 +8,7 @@ treats as "unknown": never a reason to drop a file.
 
 from __future__ import annotations
 
+import collections
 import io
 import json
 from collections.abc import Collection
@@ -66,7 +67,8 @@ def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
         # children by position, flattened once (each by-name lookup scans the fields: quadratic in
         # the column count, 2,000 columns took seconds); a name given twice is unknown
         names = [f.name for f in arr.type]
-        flat = {n: c for n, c in zip(names, arr.flatten(), strict=True) if names.count(n) == 1}
+        counts = collections.Counter(names)
+        flat = {n: c for n, c in zip(names, arr.flatten(), strict=True) if counts[n] == 1}
         children = [
             _cast_from_parse(flat[f.name] if f.name in flat else pa.nulls(len(arr), f.type), f.type)
             for f in target

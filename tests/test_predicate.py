@@ -978,3 +978,17 @@ def test_a_long_pushed_conjunction_is_parsed_without_substrait(monkeypatch, tmp_
     where = " AND ".join(["b <> 0"] + [f"a <> {i}" for i in range(1, 40)])
     for table in ("t", "m"):
         assert ctx.sql(f"SELECT count(*) AS c FROM {table} WHERE {where}").to_pylist() == [{"c": 51}]
+
+
+def test_sql_text_predicate_with_many_conditions(tmp_path):
+    """`scan(predicate=text)` with more than 200 AND/OR conditions was refused as if it held an
+    IN list with NULL (each AND/OR counted as a nesting level); the query runs it."""
+    from deltalake import write_deltalake
+
+    from delta_datafusion import DeltaTable
+
+    rows = pa.table({"id": list(range(100)), "p": ["x" if i % 9 == 0 else "y" for i in range(100)]})
+    write_deltalake(str(tmp_path / "t"), rows)
+    text = " AND ".join(f"(id > {k} OR p = 'x')" for k in range(250))
+    got = DeltaTable(str(tmp_path / "t")).snapshot().scan(predicate=text).to_table()
+    assert sorted(got.column("id").to_pylist()) == [i for i in range(100) if i % 9 == 0]

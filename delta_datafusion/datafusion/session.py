@@ -321,7 +321,8 @@ class DeltaTableFactory(TableProviderFactory):
                 f"table at {locations[0]}, partitioned by {snapshot.partition_columns or 'nothing'}"
             )
         if declared:
-            unknown = [c for c in declared if c not in dataset.schema.names]
+            names = set(dataset.schema.names)
+            unknown = [c for c in declared if c not in names]
             if unknown:
                 raise DeltaError(
                     f"CREATE EXTERNAL TABLE {cmd.name()}: declared columns {unknown} are not in the Delta "
@@ -329,7 +330,8 @@ class DeltaTableFactory(TableProviderFactory):
                 )
             # The table always has the Delta schema's columns and types (datafusion-python hands
             # the factory the declared names only): a partial list would silently mean nothing.
-            missing = [c for c in dataset.schema.names if c not in declared]
+            named = set(declared)
+            missing = [c for c in dataset.schema.names if c not in named]
             if missing:
                 raise DeltaError(
                     f"CREATE EXTERNAL TABLE {cmd.name()}: the column list leaves out {missing} of the Delta "

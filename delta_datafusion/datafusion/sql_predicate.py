@@ -168,11 +168,19 @@ def _kind(expr: Any) -> tuple[str, Any]:
 def _null_lists_in(expr: Any, conjunct: bool, positive: bool, depth: int = 0) -> str | None:
     kind, v = _kind(expr)
     if kind == "BinaryExpr" and str(v.op()).upper() in ("AND", "OR"):
-        inner = conjunct and str(v.op()).upper() == "AND"
-        found = {
-            _null_lists_in(v.left(), inner, positive, depth + 1),
-            _null_lists_in(v.right(), inner, positive, depth + 1),
-        }
+        # a chain of AND/OR (a WHERE of many conditions) is walked with a stack, not recursion,
+        # and adds no depth: 201 conditions were refused as if they held an IN list with NULL
+        found: set[str | None] = set()
+        stack = [(v, conjunct)]
+        while stack:
+            node, conj = stack.pop()
+            inner = conj and str(node.op()).upper() == "AND"
+            for child in (node.left(), node.right()):
+                child_kind, cv = _kind(child)
+                if child_kind == "BinaryExpr" and str(cv.op()).upper() in ("AND", "OR"):
+                    stack.append((cv, inner))
+                else:
+                    found.add(_null_lists_in(child, inner, positive, depth + 1))
         return "false" if "false" in found else ("refuse" if "refuse" in found else None)
     if kind in ("Column", "Literal"):
         return None
