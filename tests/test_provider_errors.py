@@ -651,11 +651,12 @@ def test_two_threads_refreshing_one_name_both_succeed(tmp_path: Path, monkeypatc
     second.join(20)
     assert errors == []
     assert _run(ctx, "SELECT count(*) AS n FROM t").to_pydict() == {"n": [2]}
-    # and dropped tables' entries do not pile up: each registration clears them
-    for i in range(50):
+    # and dropped tables' entries do not pile up: registrations clear them now and then (each
+    # registration pruning every name made registering many tables quadratic)
+    for i in range(500):
         dd.register_table(ctx, f"req_{i}", str(path))
         ctx.deregister_table(f"req_{i}")
-    assert len(session_module._REGISTRY[ctx.session_id()]) <= 3
+    assert len(session_module._REGISTRY[ctx.session_id()]) <= 20
 
 
 def test_a_session_collected_while_the_registry_is_locked_does_not_deadlock() -> None:

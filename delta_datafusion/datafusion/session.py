@@ -89,9 +89,14 @@ def _forget_pending() -> None:
             return
         with _REGISTRY_LOCK:
             _REGISTRY.pop(session_id, None)
+            _PRUNED_TO.pop(session_id, None)
             _CATALOGS.pop(session_id, None)
             _TRACKED.discard(session_id)
         forget_session_plans(session_id)
+
+
+#: session id -> how many names its registry kept after its last full pruning
+_PRUNED_TO: dict[str, int] = {}
 
 
 def _remember(session_id: str, name: str, dataset: DeltaDataset, flattened: bool = False) -> None:
@@ -106,6 +111,8 @@ def _remember(session_id: str, name: str, dataset: DeltaDataset, flattened: bool
         refs = [ref for ref in entries.get(key, []) if ref() is not None]
         refs.append(weakref.ref(dataset))
         entries[key] = refs
+        if len(entries) > 2 * _PRUNED_TO.get(session_id, 0) + 16:  # amortized: dropped tables go
+            _PRUNED_TO[session_id] = len(_live(entries))
 
 
 def registered_tables(session_id: str) -> list[tuple[str, bool, DeltaDataset]]:
