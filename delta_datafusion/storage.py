@@ -323,7 +323,7 @@ class Storage:
     def url_quoted(self) -> bool:
         """Whether the store names files by URL (HTTP), whose paths must be percent-encoded: a
         log path decoded once names the file ``x=A%2FA``, requested as ``x=A%252FA``."""
-        return "://" in self.root
+        return not self.is_local and "://" in self.root  # a local folder may be named a://b
 
     def _url_of(self, path: str) -> str:
         """A log path (decoded once) as a URL of the table's URL-named store."""
