@@ -491,6 +491,27 @@ def test_table_column_named_like_a_change_column_is_refused(tmp_path, column):
         sql(ctx, f"SELECT * FROM table_changes('{tmp_path}', 0)")
 
 
+WIDENING_PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["typeWidening"],
+    "writerFeatures": ["typeWidening", "changeDataFeed"],
+}
+
+
+def _widening_metadata(typ: str, meta: dict) -> dict:
+    """A metaData action of a table with one column ``f`` of ``typ`` (field metadata ``meta``),
+    type widening and the change feed enabled."""
+    schema = {"type": "struct", "fields": [{"name": "f", "type": typ, "nullable": True, "metadata": meta}]}
+    conf = {"delta.enableTypeWidening": "true", "delta.enableChangeDataFeed": "true"}
+    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+    return {"metaData": md | {"configuration": conf, "schemaString": json.dumps(schema)}}
+
+
+def _one_value_stats(v: float) -> str:
+    return json.dumps({"numRecords": 1, "minValues": {"f": v}, "maxValues": {"f": v}, "nullCount": {"f": 0}})
+
+
 def test_bounds_of_files_written_before_a_type_change_are_not_trusted(tmp_path):
     """float -> double widening, a rewrite of the old file, then delta.typeChanges removed (the
     protocol allows that once every live file has the new type). A range from before the change
@@ -502,22 +523,7 @@ def test_bounds_of_files_written_before_a_type_change_are_not_trusted(tmp_path):
     pq.write_table(pa.table({"f": pa.array([-0.1], pa.float32())}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"f": pa.array([-0.1], pa.float32()).cast(pa.float64())}), tmp_path / "b.parquet")
 
-    def metadata(typ: str, meta: dict) -> dict:
-        schema = {
-            "type": "struct",
-            "fields": [{"name": "f", "type": typ, "nullable": True, "metadata": meta}],
-        }
-        conf = {"delta.enableTypeWidening": "true", "delta.enableChangeDataFeed": "true"}
-        md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-        return {"metaData": md | {"configuration": conf, "schemaString": json.dumps(schema)}}
-
-    def stats(v: float) -> str:
-        return json.dumps(
-            {"numRecords": 1, "minValues": {"f": v}, "maxValues": {"f": v}, "nullCount": {"f": 0}}
-        )
-
-    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"]}
-    protocol |= {"writerFeatures": ["typeWidening", "changeDataFeed"]}
+    metadata, stats, protocol = _widening_metadata, _one_value_stats, WIDENING_PROTOCOL
     commits = [
         [
             {"protocol": protocol},
@@ -1839,22 +1845,7 @@ def test_bounds_of_a_float_file_removed_after_the_widening_are_not_trusted(tmp_p
     pq.write_table(pa.table({"f": pa.array([-0.1], pa.float32())}), tmp_path / "a.parquet")
     pq.write_table(pa.table({"f": pa.array([7.0], pa.float64())}), tmp_path / "b.parquet")
 
-    def metadata(typ: str, meta: dict) -> dict:
-        schema = {
-            "type": "struct",
-            "fields": [{"name": "f", "type": typ, "nullable": True, "metadata": meta}],
-        }
-        conf = {"delta.enableTypeWidening": "true", "delta.enableChangeDataFeed": "true"}
-        md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-        return {"metaData": md | {"configuration": conf, "schemaString": json.dumps(schema)}}
-
-    def stats(v: float) -> str:
-        return json.dumps(
-            {"numRecords": 1, "minValues": {"f": v}, "maxValues": {"f": v}, "nullCount": {"f": 0}}
-        )
-
-    protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["typeWidening"]}
-    protocol |= {"writerFeatures": ["typeWidening", "changeDataFeed"]}
+    metadata, stats, protocol = _widening_metadata, _one_value_stats, WIDENING_PROTOCOL
     remove = {"path": "a.parquet", "dataChange": True, "deletionTimestamp": 0, "extendedFileMetadata": True}
     remove |= {"partitionValues": {}, "size": (tmp_path / "a.parquet").stat().st_size, "stats": stats(-0.1)}
     commits = [
