@@ -69,7 +69,7 @@ from .log.actions import (
 from .log.segment import LogListing, build_segment, list_log, missing_versions
 from .lru import LruCache
 from .partition_values import typed_partition_column
-from .protocol import Metadata, Protocol
+from .protocol import Metadata, Protocol, clear_schema_cache
 from .replay import decode_paths, file_keys, flatten_file_actions, resolve_paths
 from .scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from .schema import FIELD_ID_KEY, is_supported_type_change, logical_to_physical_names, physical_name
@@ -169,6 +169,29 @@ def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...
         for logical, phys in zip(end.arrow_schema, end.physical_schema, strict=True):
             if phys.name in old_types:
                 walk(old_types[phys.name], phys.type, logical.type, (logical.name,))
+    return out
+
+
+def _same_layout(a: Metadata, b: Metadata) -> bool:
+    """Do files written under ``a`` and ``b`` store the same columns the same way? (A metaData
+    action that only sets table properties changes nothing a change feed reads files by.)"""
+    return (
+        a.column_mapping_mode == b.column_mapping_mode
+        and a.partition_columns == b.partition_columns
+        and (a.schema_json is b.schema_json or a.schema_string == b.schema_string)
+    )
+
+
+def _layout_changes(segments: list[tuple[int, Metadata]]) -> list[tuple[int, Metadata]]:
+    """``segments`` without those of the same layout as the one before (see :func:`_same_layout`):
+    the first of each run, the last one last (the end's metadata, as in ``segments``)."""
+    out: list[tuple[int, Metadata]] = []
+    for v, md in segments:
+        if out and _same_layout(out[-1][1], md):
+            continue
+        out.append((v, md))
+    if out[-1][1] is not segments[-1][1]:
+        out[-1] = (out[-1][0], segments[-1][1])
     return out
 
 
@@ -483,7 +506,10 @@ class ChangeFeed:
         self.protocol = protocol
         self.metadata: Metadata = segments[-1][1]
         self.segments = segments
-        self.incompatible = self._schema_changes(segments)
+        #: the segments where the schema, partitioning or mapping mode changed (what the schema
+        #: checks compare), so that property-only metaData commits cost nothing there
+        self.layouts = _layout_changes(segments)
+        self.incompatible = self._schema_changes(self.layouts)
         md = self.metadata
         clash = [f.name for f in CHANGE_FIELDS if f.name in md.arrow_schema.names]
         if clash:
@@ -504,7 +530,8 @@ class ChangeFeed:
 
     # -- construction ----------------------------------------------------------------------
     def _schema_changes(self, segments: list[tuple[int, Metadata]]) -> dict[str, list[tuple[int, int, str]]]:
-        """Column -> [(first version, last version, reason)] of the ranges it cannot be read from."""
+        """Column -> [(first version, last version, reason)] of the ranges it cannot be read from;
+        ``segments``: where the layout changed (:func:`_layout_changes`)."""
         found: list[tuple[int, int, dict[str, str]]] = []
         memo: dict = {}  # traces over the shorter suffixes, computed first
         for i in reversed(range(len(segments) - 1)):
@@ -643,7 +670,7 @@ class ChangeFeed:
         out: dict[str, list[str]] = {}
         for p in self.physical_partitions:
             folded = p.lower()
-            for _, md in self.segments[:-1]:
+            for _, md in self.layouts[:-1]:
                 for q in md.physical_partition_columns():
                     if q != p and q.lower() == folded and q not in self.physical_partitions:
                         names = out.setdefault(p, [])
@@ -660,10 +687,10 @@ class ChangeFeed:
             [md.arrow_schema.field(c) for c in md.partition_columns],
             f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
         )
-        retyped = _retyped_columns(self.segments)
+        retyped = _retyped_columns(self.layouts)
         # a widening recorded only earlier in the range (writers may drop delta.typeChanges once
         # every live file has the new type, while the range still removes older files)
-        for _, earlier in self.segments[:-1]:
+        for _, earlier in self.layouts[:-1]:
             retyped |= widened_columns(earlier.schema_json)
         stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n, forget=retyped)
         versions = raw.column("version").combine_chunks()
@@ -1311,8 +1338,9 @@ def _require_commits(listing: LogListing, start: int, end: int, where: str) -> N
 
 
 def clear_cache() -> None:
-    """Forget cached change feeds, commit timelines and footer statistics."""
+    """Forget cached change feeds, commit timelines, footer statistics and parsed schemas."""
     _FEEDS.clear()
+    clear_schema_cache()
     clear_timelines()
     clear_footer_cache()
 

@@ -690,6 +690,29 @@ def test_duplicate_column_names_in_schema(tmp_path: Path):
         DeltaTable(str(t)).snapshot()
 
 
+@pytest.mark.parametrize(
+    "field, message",
+    [
+        (
+            {"name": "when", "type": "interval", "nullable": True, "metadata": {}},
+            "unknown Delta type 'interval'",
+        ),
+        ({"name": "ID", "type": "long", "nullable": True, "metadata": {}}, "column names must be unique"),
+    ],
+)
+def test_a_bad_schema_is_refused_naming_each_file_that_carries_it(tmp_path: Path, field, message):
+    """Parsed schemas are cached by their text, bad ones not: every table carrying the same bad
+    schemaString is refused each time, naming its own commit file (an unknown type fails after
+    the text parsed: at the Arrow conversion)."""
+    for name in ("a", "b"):
+        t = _small_table(tmp_path / name, commits=1)
+        _add_schema_field(t, field)
+        for _ in range(2):
+            with pytest.raises(SchemaError, match=message) as info:
+                DeltaTable(str(t)).snapshot()
+            assert str(commit_path(t, 0)) in str(info.value)
+
+
 @pytest.mark.parametrize("options", [["a"], "abc", 5])
 def test_storage_options_of_the_wrong_type(tmp_path: Path, options):
     t = _small_table(tmp_path / "t", commits=1)
