@@ -1759,6 +1759,124 @@ def test_a_log_file_removed_after_the_listing_is_listed_again(tmp_path, monkeypa
     assert ctx.sql("SELECT count(*) AS n FROM lake.default.t").to_pydict()["n"] == [4]
 
 
+def _table_with_an_old_checkpoint(t: Path, commits: int = 4) -> None:
+    """Appends of one row each (``id`` = version), a checkpoint at version 1, no log retention."""
+    conf = {"delta.logRetentionDuration": "interval 0 seconds"}
+    for i in range(commits):
+        deltalake.write_deltalake(str(t), pa.table({"id": [i]}), mode="append", configuration=conf)
+        if i == 1:
+            deltalake.DeltaTable(str(t)).create_checkpoint()
+
+
+def _checkpoint_and_clean_up(t: Path) -> None:
+    """A writer's checkpoint at the latest version, then log cleanup with zero retention: the
+    older commits and checkpoints are deleted."""
+    writer = deltalake.DeltaTable(str(t))
+    writer.create_checkpoint()
+    writer.cleanup_metadata()
+    assert not (log_dir(t) / f"{1:020d}.checkpoint.parquet").exists()
+
+
+def test_log_cleanup_between_a_catalog_listing_and_its_checkpoint_read(tmp_path, monkeypatch):
+    """A folder-catalog query opens the table (listing, commits) and reads the checkpoint later,
+    when it plans the scan: a log cleanup in between removed that checkpoint, and the query (and
+    every later one, served the cached table) failed with MissingLogFileError. The version is now
+    built again from a new listing, its rows right."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.datafusion import session
+
+    t = tmp_path / "lake" / "t"
+    _table_with_an_old_checkpoint(t)
+    opened = session.table_dataset
+    cleanups = []
+
+    def cleanup_after_opening(snapshot, label=None):
+        dataset = opened(snapshot, label)
+        if not cleanups:  # the first opening: its snapshot replays checkpoint 1 + commits 2, 3
+            assert snapshot.checkpoint_version == 1
+            _checkpoint_and_clean_up(t)
+            cleanups.append(snapshot.version)
+        return dataset
+
+    monkeypatch.setattr(session, "table_dataset", cleanup_after_opening)
+    ctx = SessionContext()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    query = "SELECT id FROM lake.default.t ORDER BY id"
+    assert ctx.sql(query).to_pydict() == {"id": [0, 1, 2, 3]}
+    assert cleanups == [3]
+    assert ctx.sql(query).to_pydict() == {"id": [0, 1, 2, 3]}
+    assert "version=3 files_total=4" in dd.explain(ctx, "SELECT count(*) FROM lake.default.t WHERE id > 0")
+
+
+def test_log_cleanup_after_a_registration_is_listed_again_and_vacuum_stays_an_error(tmp_path):
+    """A registered table's checkpoint is read when the first query plans; cleaned up before
+    that, the version is listed again (read from the new checkpoint). A data file removed (a
+    vacuum) is no log file: it stays an error naming the file, not a retry."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.errors import DataFileNotFoundError
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    ctx = SessionContext()
+    dataset = dd.register_table(ctx, "t", str(t))
+    _checkpoint_and_clean_up(t)
+    assert ctx.sql("SELECT sum(id) AS s, count(*) AS n FROM t").to_pydict() == {"s": [6], "n": [4]}
+    assert dataset.last_plan.version == 3
+    gone = next(t.glob("*.parquet"))
+    gone.unlink()
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT id FROM t ORDER BY id").to_pydict()
+    error = dd.from_datafusion(info.value)
+    assert isinstance(error, DataFileNotFoundError) and gone.name in str(error)
+
+
+def test_log_cleanup_past_a_registered_version_is_a_clear_error(tmp_path):
+    """When the writer committed and cleaned up past the registered version, that version cannot
+    be read any more: the query says so (log cleanup, the version), instead of a missing
+    checkpoint file."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    deltalake.write_deltalake(str(t), pa.table({"id": [4]}), mode="append")
+    _checkpoint_and_clean_up(t)
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT id FROM t").to_pydict()
+    error = dd.from_datafusion(info.value)
+    assert isinstance(error, VersionNotFoundError)
+    assert "log cleanup removed the files of version 3" in str(error)
+    dd.register_table(ctx, "t", str(t))  # opened again: the latest version
+    assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [5]}
+
+
+def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered_one(tmp_path):
+    """The folder deleted and another table written there up to the registered version: listing
+    again finds that version with other metadata, and the query is refused instead of reading
+    the other table's files with the registered schema."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    shutil.rmtree(t)
+    for i in range(4):
+        deltalake.write_deltalake(str(t), pa.table({"name": [str(i)]}), mode="append")
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT id FROM t").to_pydict()
+    assert "was replaced by another table after it was opened" in str(dd.from_datafusion(info.value))
+
+
 @pytest.mark.parametrize("stats_as_struct", [False, True], ids=["stats-json", "stats-struct"])
 def test_queries_see_partition_values_of_adds_after_a_checkpoint(tmp_path: Path, stats_as_struct: bool):
     """Query planning types the commits' adds together with the checkpoint's. With typed

@@ -6,8 +6,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..errors import DeltaError, MissingLogFileError, VersionNotFoundError
 from ..scan import ScanMetadata
 from ..snapshot import Snapshot
+from ..table import DeltaTable, relisting
 from .dataset import DeltaDataset, ScanPlanInfo
 
 
@@ -26,12 +28,42 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     scan = snapshot.scan()
     reader = scan.reader()
     label = label or snapshot.table_root
+    current = [snapshot]  # replaced by the same version listed again (see _listed_again)
 
     def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
-        files, total, after_parts = snapshot.select_files(pred)
+        snap = old = current[0]
+        try:
+            files, total, after_parts = snap.select_files(pred)
+        except MissingLogFileError:
+            # the checkpoint is read on first planning, after the snapshot was listed: a log
+            # cleanup in between removed it. The whole version is built again from a new listing
+            # (never the old listing's commits with the new one's checkpoint)
+            snap = current[0] = relisting(lambda: _listed_again(old, label))
+            files, total, after_parts = snap.select_files(pred)
         info = ScanPlanInfo(
-            label, snapshot.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
+            label, snap.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
         )
-        return ScanMetadata(files).scan_units(snapshot, pred), info
+        return ScanMetadata(files).scan_units(snap, pred), info
 
     return DeltaDataset(provider_schema(snapshot), reader, planner, label, snapshot.storage)
+
+
+def _listed_again(old: Snapshot, label: str) -> Snapshot:
+    """``old``'s version from a new listing of the log, its files read (a file gone again is a
+    MissingLogFileError, for :func:`relisting` to list once more)."""
+    table = DeltaTable.from_storage(old.storage)
+    try:
+        fresh = table.snapshot(old.version, listing=table.listing())
+    except VersionNotFoundError as e:
+        raise VersionNotFoundError(
+            f"{label}: a log cleanup removed the files of version {old.version} of {old.table_root}, "
+            f"which this query reads, after the table was opened; open it again ({e})"
+        ) from e
+    if (fresh.protocol, fresh.metadata) != (old.protocol, old.metadata):
+        # the folder was deleted and written again up to the same version: not the table opened
+        raise DeltaError(
+            f"{label}: {old.table_root} was replaced by another table after it was opened (version "
+            f"{old.version} has another protocol or metadata now); open it again"
+        )
+    fresh.files()
+    return fresh
