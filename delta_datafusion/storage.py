@@ -11,6 +11,7 @@ import datetime
 import os
 import posixpath
 import re
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import cached_property
 from typing import Any
@@ -194,7 +195,7 @@ class Storage:
             fs, path = fsspec.core.url_to_fs(uri, **self.storage_options)
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
             raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
-        self.__dict__["fs"] = fs
+        self.__dict__["fs"] = _serialized_if_needed(fs)
         return path
 
     def _url_path(self, uri: str) -> str:
@@ -236,9 +237,10 @@ class Storage:
         import fsspec
 
         try:
-            return fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
+            fs = fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
             raise DeltaError(f"cannot open filesystem for {self.uri!r}: {type(e).__name__}: {e}") from e
+        return _serialized_if_needed(fs)
 
     # -- naming -------------------------------------------------------------------------
     @property
@@ -487,6 +489,83 @@ class _LogSizedHandler(pafs.FSSpecHandler):
         return pa.PythonFile(_NamedMissing(handle, path), mode="r")
 
 
+#: fsspec protocols whose filesystem instance is one connection that threads cannot share: ftplib's
+#: FTP sends one command at a time on its control connection, and two threads' transfers mixed
+#: the replies ("error_reply: 150 File status okay", hung passive connections; 14 failures in 14
+#: reads of a small table). Commits, checkpoint leaves and data files are read on threads, so
+#: every call on such a filesystem and its files takes turns (one connection is serial anyway).
+SERIAL_PROTOCOLS = frozenset({"ftp"})
+
+
+def _serialized_if_needed(fs: Any) -> Any:
+    """``fs``, or ``fs`` behind one lock when it, or a filesystem it wraps (a chained URL's
+    caching layer), is of a :data:`SERIAL_PROTOCOLS` protocol."""
+    inner, seen = fs, 0
+    while inner is not None and seen < 8:
+        protocol = getattr(inner, "protocol", ())
+        protocols = protocol if isinstance(protocol, (tuple, list)) else (protocol,)
+        if SERIAL_PROTOCOLS & {str(p).lower() for p in protocols}:
+            return _SerialFileSystem(fs)
+        inner, seen = getattr(inner, "fs", None), seen + 1
+    return fs
+
+
+class _SerialFileSystem:
+    """An fsspec filesystem whose calls, and the I/O calls of the files it opens, are made one at
+    a time (see :data:`SERIAL_PROTOCOLS`); attributes that are not methods pass through."""
+
+    _FILE_CALLS = frozenset({"read", "readinto", "readline", "readlines", "seek", "tell", "close", "size"})
+
+    def __init__(self, fs: Any):
+        self.wrapped = fs
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.wrapped, name)
+        if not callable(attr):
+            return attr
+        lock = self._lock
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                out = attr(*args, **kwargs)
+            return _SerialFile(out, lock) if name == "open" else out
+
+        return call
+
+    def __reduce__(self) -> tuple:
+        return _SerialFileSystem, (self.wrapped,)
+
+    def __repr__(self) -> str:
+        return f"serialized {self.wrapped!r}"
+
+
+class _SerialFile:
+    """A file of a :class:`_SerialFileSystem`: its I/O takes the filesystem's lock."""
+
+    def __init__(self, handle: Any, lock: threading.RLock):
+        self._handle = handle
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._handle, name)
+        if name not in _SerialFileSystem._FILE_CALLS:
+            return attr
+        lock = self._lock
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with lock:
+                return attr(*args, **kwargs)
+
+        return call
+
+    def __enter__(self) -> _SerialFile:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 @contextlib.contextmanager
 def _store_errors(what: str, path: str) -> Iterator[None]:
     """A failed request to the store as a StorageError naming the path (a store's own message,
@@ -579,8 +658,9 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
     except FileNotFoundError as e:
         raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
     except Exception as e:  # noqa: BLE001 - NotImplementedError and any filesystem's own error
+        kind = type(getattr(fs, "wrapped", fs)).__name__
         raise DeltaError(
-            f"{path}: {type(fs).__name__} gives no modification time ({type(e).__name__}: {e}); commit "
+            f"{path}: {kind} gives no modification time ({type(e).__name__}: {e}); commit "
             "timestamps (time travel by timestamp, _commit_timestamp) need one, or in-commit timestamps"
         ) from e
     if getattr(modified, "tzinfo", None) is None:
@@ -588,8 +668,16 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
     return int(modified.timestamp() * 1000)
 
 
+_MLSD_TIME = re.compile(r"^[0-9]{14}(\.[0-9]+)?$")
+
+
 def _mtime_ms(entry: dict[str, Any]) -> int | None:
     """The modification time (ms) an fsspec listing entry carries, None when it has none."""
+    modify = entry.get("modify")  # FTP's MLSD fact (RFC 3659): YYYYMMDDHHMMSS[.fff] in UTC
+    if isinstance(modify, str) and _MLSD_TIME.match(modify):
+        whole, _, fraction = modify.partition(".")
+        t = datetime.datetime.strptime(whole, "%Y%m%d%H%M%S").replace(tzinfo=datetime.timezone.utc)
+        return int(t.timestamp()) * 1000 + int((fraction + "000")[:3])
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         v = entry.get(key)
         if v is None:

@@ -442,3 +442,89 @@ def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:
         "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lake' AND table_schema = 'default'"
     ).to_pydict()
     assert sorted(names["table_name"]) == ["a", "c"]
+
+
+@pytest.fixture
+def ftp_root(tmp_path) -> Iterator[tuple[Path, str]]:
+    """(a local folder, the ``ftp://127.0.0.1:<port>`` URL serving it read-only): a real FTP server
+    (pyftpdlib) on a thread, stopped afterwards."""
+    pytest.importorskip(
+        "pyftpdlib",
+        reason="pyftpdlib is not installed: no FTP server to read a table from (not a test extra)",
+    )
+    import logging
+    import threading
+
+    from pyftpdlib.authorizers import DummyAuthorizer
+    from pyftpdlib.handlers import FTPHandler
+    from pyftpdlib.servers import FTPServer
+
+    logging.getLogger("pyftpdlib").setLevel(logging.WARNING)
+    root = tmp_path / "served"
+    root.mkdir()
+    authorizer = DummyAuthorizer()
+    authorizer.add_anonymous(str(root))
+    handler = type("Handler", (FTPHandler,), {"authorizer": authorizer})
+    server = FTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"timeout": 0.1}, daemon=True)
+    thread.start()
+    try:
+        yield root, f"ftp://127.0.0.1:{server.socket.getsockname()[1]}"
+    finally:
+        server.close_all()
+        thread.join()
+
+
+@pytest.mark.filterwarnings("ignore:The asyn(core|chat) module is deprecated:DeprecationWarning")
+def test_ftp_tables_read_through_one_connection_at_a_time(ftp_root) -> None:
+    """fsspec's FTP filesystem is one ftplib connection, which threads cannot share, and the
+    package reads commits, checkpoint leaves and data files on threads: reads from a real FTP
+    server failed nearly every time (mixed replies, hung transfers). Its calls now take turns;
+    every route gives the local copy's rows, and the change feed its commit times (the MLSD
+    listing's ``modify`` facts)."""
+    import deltalake
+
+    local, url = ftp_root
+    t = local / "t"
+    conf = {"delta.enableChangeDataFeed": "true"}
+    for i in range(12):
+        rows = pa.table({"id": list(range(i * 10, i * 10 + 10)), "p": [i % 3] * 10})
+        deltalake.write_deltalake(str(t), rows, mode="append", partition_by=["p"], configuration=conf)
+        if i == 5:
+            deltalake.DeltaTable(str(t)).create_checkpoint()
+    remote = f"{url}/t"
+    assert dd.DeltaTable(remote).snapshot().scan().to_table().sort_by("id") == (
+        dd.DeltaTable(str(t)).snapshot().scan().to_table().sort_by("id")
+    )
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", remote)
+    dd.register_catalog(ctx, "ftp", url)
+    total = {"n": [120], "s": [sum(range(120))]}
+    assert ctx.sql("SELECT count(*) AS n, sum(id) AS s FROM t WHERE id >= 0").to_pydict() == total
+    assert ctx.sql("SELECT count(*) AS n, sum(id) AS s FROM ftp.default.t").to_pydict() == total
+    assert ctx.sql("SELECT id FROM t WHERE p = 1 AND id < 50 ORDER BY id").to_pydict() == {
+        "id": list(range(10, 20)) + list(range(40, 50))
+    }
+    changes = ctx.sql(
+        f"SELECT _commit_version AS v, count(*) AS n, min(_commit_timestamp) AS ts FROM table_changes('{remote}', 3) "
+        "GROUP BY 1 ORDER BY 1"
+    ).to_pydict()
+    assert changes["v"] == list(range(3, 12)) and changes["n"] == [10] * 9
+    assert all(ts is not None for ts in changes["ts"]) and changes["ts"] == sorted(changes["ts"])
+    cached = f"simplecache::{remote}"  # a chained URL whose inner store is FTP takes turns too
+    assert dd.DeltaTable(cached).snapshot().scan(columns=["id"]).to_table().num_rows == 120
+
+
+def test_ftp_listing_times_are_commit_times() -> None:
+    """An FTP listing (MLSD) gives modification times as ``modify`` facts, YYYYMMDDHHMMSS[.fff]
+    in UTC (RFC 3659): read as such, where the change feed and time travel by timestamp failed
+    ("FTPFileSystem gives no modification time")."""
+    import datetime as dt
+
+    from delta_datafusion.storage import _mtime_ms
+
+    at = dt.datetime(2024, 5, 1, 12, 30, 15, tzinfo=dt.timezone.utc)
+    assert _mtime_ms({"modify": "20240501123015"}) == int(at.timestamp()) * 1000
+    assert _mtime_ms({"modify": "20240501123015.25"}) == int(at.timestamp()) * 1000 + 250
+    assert _mtime_ms({"modify": "2024-05-01"}) is None  # not the fact's form: no time
