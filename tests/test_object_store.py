@@ -448,10 +448,6 @@ def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:
 def ftp_root(tmp_path) -> Iterator[tuple[Path, str]]:
     """(a local folder, the ``ftp://127.0.0.1:<port>`` URL serving it read-only): a real FTP server
     (pyftpdlib) on a thread, stopped afterwards."""
-    pytest.importorskip(
-        "pyftpdlib",
-        reason="pyftpdlib is not installed: no FTP server to read a table from (not a test extra)",
-    )
     import logging
     import threading
 
