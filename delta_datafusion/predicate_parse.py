@@ -29,6 +29,7 @@ from .errors import PredicateError
 from .predicate import (
     COMPARISON_OPS,
     FALSE,
+    MAX_NESTING,
     TRUE,
     And,
     BoolLiteral,
@@ -43,6 +44,9 @@ from .predicate import (
     Or,
     Predicate,
     and_,
+    chain_operands,
+    check_nesting,
+    nesting_message,
     not_,
     or_,
 )
@@ -63,8 +67,13 @@ class _Unsupported(Exception):
 def bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
     """``pred`` with every untyped column reference typed from ``schema`` (a predicate built by
     hand, e.g. ``gt(col("f"), 1)``): row filters are NaN-aware only for typed float columns.
-    Columns not in the schema stay untyped (planning reports them)."""
+    Columns not in the schema stay untyped (planning reports them). A tree nested deeper than
+    :data:`~.predicate.MAX_NESTING` levels is refused; AND / OR chains come back flattened."""
+    check_nesting(pred)
+    return _bind_types(pred, schema)
 
+
+def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
     def column(c: Column) -> Column:
         if c.type is not None:
             return c
@@ -84,11 +93,11 @@ def bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
             left = _decimal_literal(right, left)
         return Comparison(pred.op, left, right)
     if isinstance(pred, And):
-        return And(tuple(bind_types(c, schema) for c in pred.children))
+        return And(tuple(_bind_types(c, schema) for c in chain_operands(pred)))
     if isinstance(pred, Or):
-        return Or(tuple(bind_types(c, schema) for c in pred.children))
+        return Or(tuple(_bind_types(c, schema) for c in chain_operands(pred)))
     if isinstance(pred, Not):
-        return Not(bind_types(pred.child, schema))
+        return Not(_bind_types(pred.child, schema))
     if isinstance(pred, IsNull):
         return IsNull(operand(pred.operand))
     if isinstance(pred, IsNotNull):
@@ -135,6 +144,34 @@ class _NoFields:
         return -1
 
 
+def _chain_links(node: tuple) -> list[tuple]:
+    """The operands of an AND (or OR) chain, nested ANDs (ORs) flattened in order with a stack."""
+    name, links, stack = node[1], [], [node]
+    while stack:
+        n = stack.pop()
+        if n[0] == "call" and n[1] == name:
+            if not n[2]:
+                raise _Unsupported(f"{name} without arguments")
+            stack.extend(reversed(n[2]))
+        else:
+            links.append(n)
+    return links
+
+
+def _check_nesting(node: tuple) -> None:
+    """Refuse a filter nested deeper than :data:`MAX_NESTING` levels (chains count once),
+    walked with a stack: reading it would otherwise end in a RecursionError."""
+    stack = [(node, 1)]
+    while stack:
+        n, depth = stack.pop()
+        if depth > MAX_NESTING:
+            raise PredicateError(nesting_message())
+        if n[0] != "call":
+            continue
+        links = _chain_links(n) if n[1] in ("and", "or") else n[2]
+        stack.extend((a, depth + 1) for a in links if a[0] == "call")
+
+
 def _to_predicate(node: tuple) -> Predicate:
     kind = node[0]
     if kind == "col":
@@ -160,9 +197,7 @@ def _to_predicate(node: tuple) -> Predicate:
             return _boolean_comparison(name, args)
         return Comparison(name, _to_operand(args[0]), _to_operand(args[1]))
     if name in ("and", "or"):
-        if not args:
-            raise _Unsupported(f"{name} without arguments")
-        kids = tuple(_to_predicate(a) for a in args)
+        kids = [_to_predicate(a) for a in _chain_links(node)]
         return and_(*kids) if name == "and" else or_(*kids)
     if len(args) != 1:
         raise _Unsupported(f"{name} with {len(args)} arguments")
@@ -276,6 +311,20 @@ _DEPRECATED_TIMESTAMP_FIELD = 14
 _DEPRECATED_TIMESTAMP_TZ_FIELD = 27
 
 
+#: Substrait literal kinds read as they are, with their Arrow types.
+_SIMPLE_LITERALS = {
+    "boolean": pa.bool_(),
+    "i8": pa.int8(),
+    "i16": pa.int16(),
+    "i32": pa.int32(),
+    "i64": pa.int64(),
+    "fp32": pa.float32(),
+    "fp64": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+}
+
+
 class _SubstraitReader:
     def __init__(self, ee: Any, schema: pa.Schema) -> None:
         self.schema = schema
@@ -301,13 +350,7 @@ class _SubstraitReader:
             operand = self.node(sol.value)
             if operand[0] != "col":
                 raise _Unsupported("IN over a non-column")
-            ctx = operand[1].type
-            values = []
-            for o in sol.options:
-                if o.WhichOneof("rex_type") != "literal":
-                    raise _Unsupported("IN list with a non-literal")
-                values.append(self.literal(o.literal, ctx))
-            return ("in", operand, values)
+            return ("in", operand, self.in_list(sol.options, operand[1].type))
         if kind == "scalar_function":
             sf = e.scalar_function
             fname = self.funcs.get(sf.function_reference)
@@ -395,23 +438,26 @@ class _SubstraitReader:
             raise _Unsupported(f"substrait extension type {name!r}")
         return known[name]
 
+    def in_list(self, options: Any, ctx: pa.DataType | None) -> list[pa.Scalar]:
+        """An IN list's items (literals only); items of one plain kind (a list from SQL) are
+        converted in one call: one by one, 20,000 items took 0.1 s."""
+        literals = []
+        for o in options:
+            if o.WhichOneof("rex_type") != "literal":
+                raise _Unsupported("IN list with a non-literal")
+            literals.append(o.literal)
+        kinds = {lit_.WhichOneof("literal_type") for lit_ in literals}
+        kind = kinds.pop() if len(kinds) == 1 else None
+        if kind in _SIMPLE_LITERALS:
+            return list(pa.array([getattr(lit_, kind) for lit_ in literals], _SIMPLE_LITERALS[kind]))
+        return [self.literal(lit_, ctx) for lit_ in literals]
+
     def literal(self, lit_: Any, ctx: pa.DataType | None) -> pa.Scalar:
         kind = lit_.WhichOneof("literal_type")
         if kind is None:
             return self._deprecated_timestamp(lit_, ctx)
-        simple = {
-            "boolean": pa.bool_(),
-            "i8": pa.int8(),
-            "i16": pa.int16(),
-            "i32": pa.int32(),
-            "i64": pa.int64(),
-            "fp32": pa.float32(),
-            "fp64": pa.float64(),
-            "string": pa.string(),
-            "binary": pa.binary(),
-        }
-        if kind in simple:
-            return pa.scalar(getattr(lit_, kind), simple[kind])
+        if kind in _SIMPLE_LITERALS:
+            return pa.scalar(getattr(lit_, kind), _SIMPLE_LITERALS[kind])
         if kind == "fixed_binary":
             return pa.scalar(lit_.fixed_binary, pa.binary(len(lit_.fixed_binary)))
         if kind == "date":
@@ -492,7 +538,9 @@ def _from_substrait(expr: pc.Expression, schema: pa.Schema) -> Predicate:
     if len(ee.referred_expr) != 1 or ee.referred_expr[0].WhichOneof("expr_type") != "expression":
         raise _Unsupported("expected exactly one expression")
     reader = _SubstraitReader(ee, schema)
-    return _to_predicate(reader.node(ee.referred_expr[0].expression))
+    node = reader.node(ee.referred_expr[0].expression)
+    _check_nesting(node)
+    return _to_predicate(node)
 
 
 # ---- pickle-payload route ------------------------------------------------------------------
@@ -573,7 +621,8 @@ class _PickleReader:
     def column(self, path: tuple[str, ...]) -> Column:
         return Column(path, _resolve_path(self.schema, path))
 
-    def node(self) -> tuple:
+    def leaf(self) -> tuple:
+        """The next column reference or literal."""
         k, v = self.take()
         if k == "field_ref":
             return ("col", self.column((v,)))
@@ -587,22 +636,32 @@ class _PickleReader:
             return ("col", self.column(tuple(parts)))
         if k == "literal":
             return ("lit", self.table.column(int(v))[0])
-        if k != "call":
-            raise _Unsupported(f"unexpected payload item {k!r}")
-        args: list[tuple] = []
-        opts: pa.StructScalar | None = None
+        raise _Unsupported(f"unexpected payload item {k!r}")
+
+    def tree(self) -> tuple:
+        """The next expression, its calls read with a stack rather than recursion: DataFusion
+        pushes a WHERE of many conditions as a left-deep chain of binary ANDs, one call level
+        per condition (600 conditions exceeded Python's recursion limit)."""
+        calls: list[tuple[str, list[tuple], list[pa.StructScalar]]] = []  # name, args, options
         while True:
-            if self.pos >= len(self.items):
-                raise _Unsupported("truncated expression payload")
-            k2, v2 = self.items[self.pos]
-            if k2 == "end":
-                self.pos += 1
-                break
-            if k2 == "options":
-                self.pos += 1
-                opts = self.table.column(int(v2))[0]
+            k, v = self.take()
+            if k == "call":
+                calls.append((v, [], []))
+                continue
+            if k == "options" and calls:
+                calls[-1][2].append(self.table.column(int(v))[0])
+                continue
+            if k == "end" and calls:
+                name, args, opts = calls.pop()
+                done = self.call(name, args, opts[-1] if opts else None)
             else:
-                args.append(self.node())
+                self.pos -= 1
+                done = self.leaf()
+            if not calls:
+                return done
+            calls[-1][1].append(done)
+
+    def call(self, v: str, args: list[tuple], opts: pa.StructScalar | None) -> tuple:
         name = _PICKLE_FUNCS.get(v)
         if name is None:
             raise _Unsupported(f"function {v!r}")
@@ -626,9 +685,10 @@ def _from_pickle(expr: pc.Expression, schema: pa.Schema) -> Predicate:
     except Exception as e:
         raise _Unsupported(f"cannot read the expression payload: {e}") from e
     reader = _PickleReader(items, table, schema)
-    node = reader.node()
+    node = reader.tree()
     if reader.pos != len(items):
         raise _Unsupported("trailing items in the expression payload")
+    _check_nesting(node)
     return _to_predicate(node)
 
 

@@ -29,7 +29,8 @@ Rules (all conservative):
      false``, files with deletion vectors) need no special case: min/max stay valid bounds;
    * ``x < c`` / ``x <= c`` drop when ``min >= c`` / ``min > c``; ``x > c`` / ``x >= c`` drop when
      ``max <= c`` / ``max < c``; ``x = c`` drops when ``c`` is outside ``[min, max]``; ``x IN
-     (...)`` drops when every non-null literal is outside ``[min, max]``;
+     (...)`` drops when every non-null literal is outside ``[min, max]`` (decided for all files
+     by one sort of the literals with the bounds, not per literal: lists of thousands of ids);
    * ``x != c`` and ``x NOT IN (...)`` drop only when ``min == max`` equals a listed literal and
      ``nullCount == 0``; a ``NOT IN`` list holding a NULL is never TRUE, so it drops every file;
    * a comparison with a NULL literal is never TRUE and drops every file; column-vs-column
@@ -62,6 +63,7 @@ import datetime as _dt
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -167,6 +169,7 @@ class _Files:
         self.max_values = _child(stats, "maxValues")
         self.null_count = _child(stats, "nullCount")
         self._bounds: dict[tuple[str, ...], tuple[pa.Array | None, pa.Array | None]] = {}
+        self._nulls: dict[tuple[str, tuple[str, ...]], pa.Array] = {}
         self._part_missing: pa.Array | None = None
         arrays: list[pa.Array] = []
         names: list[str] = []
@@ -248,21 +251,27 @@ class _Files:
         return arr
 
     def all_null(self, c: Column) -> pa.Array:
-        """True where every (valid) row of the file has a null in ``c``."""
-        nc = self.null_count_of(c)
-        if nc is None or self.num_records is None:
-            return _const(self.n, False)
-        try:
-            return pc.fill_null(pc.equal(nc, self.num_records), False)
-        except Exception:
-            return _const(self.n, False)
+        """True where every (valid) row of the file has a null in ``c`` (cached per column: a
+        WHERE of hundreds of conditions may name one column in each)."""
+        key = ("all", c.path)
+        if key not in self._nulls:
+            nc = self.null_count_of(c)
+            out = _const(self.n, False)
+            if nc is not None and self.num_records is not None:
+                try:
+                    out = pc.fill_null(pc.equal(nc, self.num_records), False)
+                except Exception:
+                    pass
+            self._nulls[key] = out
+        return self._nulls[key]
 
     def no_null(self, c: Column) -> pa.Array:
-        """True where no (valid) row of the file has a null in ``c``."""
-        nc = self.null_count_of(c)
-        if nc is None:
-            return _const(self.n, False)
-        return pc.fill_null(pc.equal(nc, 0), False)
+        """True where no (valid) row of the file has a null in ``c`` (cached per column)."""
+        key = ("none", c.path)
+        if key not in self._nulls:
+            nc = self.null_count_of(c)
+            self._nulls[key] = _const(self.n, False) if nc is None else pc.fill_null(pc.equal(nc, 0), False)
+        return self._nulls[key]
 
     def bounds(self, c: Column) -> tuple[pa.Array | None, pa.Array | None]:
         """(lower, upper) bounds of the non-null, non-NaN values; null entries mean unknown."""
@@ -335,6 +344,104 @@ def _combine(pred: And | Or, evaluate: Any) -> pa.Array:
     for c in pred.children[1:]:
         out = op(out, evaluate(c))
     return out
+
+
+# ---- IN lists: one sort of the values and the files' bounds, not a comparison per value ----
+
+
+def _value_arrays(values: Sequence[Literal]) -> tuple[list[pa.Array], bool]:
+    """An IN list's literals as Arrow arrays without nulls, one per literal type (a list from
+    SQL has one type), and whether the list holds a NULL."""
+    scalars = [v.value for v in values]
+    try:
+        groups = [pa.array(scalars)]
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # "cannot mix scalars with different types"
+        by_type: dict[pa.DataType, list[pa.Scalar]] = {}
+        for sc in scalars:
+            by_type.setdefault(sc.type, []).append(sc)
+        groups = [pa.array(group, type=t) for t, group in by_type.items()]
+    has_null = any(g.null_count for g in groups)
+    return [g.drop_null() for g in groups if g.null_count < len(g)], has_null
+
+
+def _has_nan(arrays: list[pa.Array]) -> bool:
+    return any(pa.types.is_floating(a.type) and pc.any(pc.is_nan(a)).as_py() for a in arrays)
+
+
+def _numeric(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+
+
+def _exact_cast(arr: pa.Array, t: pa.DataType) -> pa.Array | None:
+    """``arr`` as type ``t`` when every value converts exactly and the two types order their
+    values alike (numbers, dates, timestamps of one time zone, strings); else None."""
+    if arr.type == t:
+        return arr
+    a = arr.type
+    if pa.types.is_timestamp(a) and pa.types.is_timestamp(t):
+        alike = a.tz == t.tz
+    else:
+        alike = (_numeric(a) and _numeric(t)) or _comparable(a, t)
+    if not alike:
+        return None
+    try:
+        out = arr.cast(t)  # safe: refuses overflow and truncation
+        back = out.cast(a, safe=False)  # and the round trip catches silent rounding
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+    return out if pc.all(pc.equal(back, arr)).as_py() else None
+
+
+def _same_type(values: pa.Array, bounds: list[pa.Array]) -> tuple[pa.Array, list[pa.Array]] | None:
+    """``values`` and ``bounds`` converted exactly to one type (the bounds' or the values'), so
+    that sorting them together orders them as comparing them would; None when impossible."""
+    for target in (bounds[0].type, values.type):
+        vals = _exact_cast(values, target)
+        cast = [_exact_cast(b, target) for b in bounds]
+        if vals is not None and all(b is not None for b in cast):
+            return vals, cast  # type: ignore[return-value]
+    return None
+
+
+def _any_between(values: pa.Array, lo: pa.Array | None, hi: pa.Array | None, n: int) -> pa.Array:
+    """True where some of ``values`` (non-null) lies in ``[lo, hi]``; a null or absent bound is
+    no bound. Values and bounds are sorted together once, a lower bound before the values equal
+    to it and an upper bound after them: a file may hold a value iff more values sort before its
+    upper bound than before its lower bound. Raises if the types cannot be ordered together."""
+    bounds = [b for b in (lo, hi) if b is not None]
+    if not bounds:
+        return _const(n, True)
+    same = _same_type(values, bounds)
+    if same is None:
+        raise TypeError(f"IN list of {values.type} against bounds of {bounds[0].type}")
+    values, bounds = same
+    k = len(values)
+    tags = [np.ones(k, np.int8)] + [np.full(n, t, np.int8) for b, t in ((lo, 0), (hi, 2)) if b is not None]
+    keys = pa.table({"v": pa.concat_arrays([values, *bounds]), "t": np.concatenate(tags)})
+    order = pc.sort_indices(keys, sort_keys=[("v", "ascending"), ("t", "ascending")]).to_numpy()
+    sorted_before = np.empty(len(order), np.int64)
+    sorted_before[order] = np.cumsum(order < k)  # values sorted at or before each element
+    below = np.zeros(n, np.int64)
+    upto = np.full(n, k, np.int64)
+    at = k
+    for b, out in ((lo, below), (hi, upto)):
+        if b is None:
+            continue
+        valid = b.is_valid().to_numpy(zero_copy_only=False)
+        out[valid] = sorted_before[at : at + n][valid]
+        at += n
+    return pa.array(upto > below)
+
+
+def _listed(arr: pa.Array, values: list[pa.Array]) -> pa.Array:
+    """True where ``arr`` (a per-file bound) equals one of ``values``; False where it is null or
+    cannot be compared with them."""
+    hit = _const(len(arr), False)
+    for vals in values:
+        same = _same_type(vals, [arr])
+        if same is not None:
+            hit = pc.or_(hit, pc.fill_null(pc.is_in(same[1][0], value_set=same[0]), False))
+    return hit
 
 
 class _Evaluator:
@@ -425,42 +532,36 @@ class _Evaluator:
         x = pred.operand
         if isinstance(x, Literal):
             return self.f.exact_partition(pred)
-        values = [v for v in pred.values if not v.is_null]
-        has_null = len(values) != len(pred.values)
+        values, has_null = _value_arrays(pred.values)
         possible = pc.invert(self.f.all_null(x))
         if pred.negated:
             if has_null:
                 return _const(self.n, False)  # x NOT IN (..., NULL) is never TRUE
-            if self._is_float(x, values[0] if values else None) or not values:
-                return possible
+            t = self.f.column_type(x)
+            types = [t] if t is not None else [a.type for a in values]
+            if not values or any(pa.types.is_floating(u) for u in types):
+                return possible  # NaN rows are not in the bounds
             mn, mx = self.f.bounds(x)
             if mn is None or mx is None:
                 return possible
             try:
                 single = pc.fill_null(pc.equal(mn, mx), False)
-                hit = _const(self.n, False)
-                for v in values:
-                    hit = pc.or_(hit, pc.fill_null(pc.equal(mn, v.value), False))
+                hit = _listed(mn, values)
                 excluded = pc.and_(pc.and_(single, hit), self.f.no_null(x))
                 return pc.and_(possible, pc.invert(excluded))
             except Exception:
                 return possible
         if not values:
             return _const(self.n, False)  # x IN (NULL, ...) is never TRUE
-        if any(v.is_nan for v in values):
+        if _has_nan(values):
             return possible
         mn, mx = self.f.bounds(x)
         if mn is None and mx is None:
             return possible
         try:
             any_inside = _const(self.n, False)
-            for v in values:
-                inside = _const(self.n, True)
-                if mn is not None:
-                    inside = pc.and_(inside, _true_unless_false(pc.less_equal(mn, v.value)))
-                if mx is not None:
-                    inside = pc.and_(inside, _true_unless_false(pc.greater_equal(mx, v.value)))
-                any_inside = pc.or_(any_inside, inside)
+            for vals in values:  # one array per literal type (one from SQL)
+                any_inside = pc.or_(any_inside, _any_between(vals, mn, mx, self.n))
             return pc.and_(possible, any_inside)
         except Exception:
             return possible
@@ -533,23 +634,19 @@ class _AllMatchEvaluator:
         if not isinstance(x, Column):
             return _const(self.n, False)
         bounds = self._bounds(x)
-        values = [v for v in pred.values if not v.is_null]
-        if bounds is None or not values or not all(_exact_bounds(v.type) for v in values):
+        values, has_null = _value_arrays(pred.values)
+        if bounds is None or not values or not all(_exact_bounds(a.type) for a in values):
             return _const(self.n, False)
         mn, mx = bounds
         if pred.negated:
-            if len(values) != len(pred.values):
+            if has_null:
                 return _const(self.n, False)  # NOT IN (..., NULL) is never TRUE
-            holds = _const(self.n, True)
-            for v in values:
-                outside = pc.or_(pc.less(mx, v.value), pc.greater(mn, v.value))
-                holds = pc.and_(holds, pc.fill_null(outside, False))
+            holds = pc.and_(pc.is_valid(mn), pc.is_valid(mx))
+            for vals in values:
+                holds = pc.and_(holds, pc.invert(_any_between(vals, mn, mx, self.n)))
         else:
             single = pc.fill_null(pc.equal(mn, mx), False)
-            listed = _const(self.n, False)
-            for v in values:
-                listed = pc.or_(listed, pc.fill_null(pc.equal(mn, v.value), False))
-            holds = pc.and_(single, listed)
+            holds = pc.and_(single, _listed(mn, values))
         return pc.and_(holds, self.f.no_null(x))
 
 

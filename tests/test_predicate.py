@@ -992,3 +992,50 @@ def test_sql_text_predicate_with_many_conditions(tmp_path):
     text = " AND ".join(f"(id > {k} OR p = 'x')" for k in range(250))
     got = DeltaTable(str(tmp_path / "t")).snapshot().scan(predicate=text).to_table()
     assert sorted(got.column("id").to_pylist()) == [i for i in range(100) if i % 9 == 0]
+
+
+def test_chains_are_read_without_recursion_and_deep_nesting_is_refused(tmp_path):
+    """A left-deep chain of 3,000 ANDs (as DataFusion pushes a long WHERE) or ORs is read into one
+    flat AND / OR: reading it link by link exceeded Python's recursion limit. Nesting of another
+    kind (AND in OR in AND ...) deeper than MAX_NESTING levels is refused with a PredicateError
+    saying so, from a pyarrow Expression and from a tree built by hand, never a RecursionError."""
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+
+    schema = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+    chain = pc.field("a") != 0
+    either = pc.field("a") == 0
+    for k in range(1, 3000):
+        chain = chain & (pc.field("a") != k)
+        either = either | (pc.field("a") == k)
+    pred = from_pyarrow(chain, schema)
+    assert isinstance(pred, And) and len(pred.children) == 3000
+    assert pred.children[1] == P.ne(col("a"), 1)  # in order
+    assert isinstance(from_pyarrow(either, schema), Or)
+
+    nested = pc.field("b") > 0
+    for k in range(P.MAX_NESTING + 5):
+        nested = (nested & (pc.field("a") != k)) if k % 2 else (nested | (pc.field("a") == k))
+    with pytest.raises(PredicateError, match="nested more than 64 levels"):
+        from_pyarrow(nested, schema)
+    shallow = pc.field("b") > 0
+    for k in range(P.MAX_NESTING - 2):
+        shallow = (shallow & (pc.field("a") != k)) if k % 2 else (shallow | (pc.field("a") == k))
+    assert referenced_columns(from_pyarrow(shallow, schema)) == {"a", "b"}
+
+    rows = pa.table({"a": list(range(100)), "b": [k % 7 for k in range(100)]})
+    write_deltalake(str(tmp_path / "t"), rows)
+    snap = dd.DeltaTable(str(tmp_path / "t")).snapshot()
+    by_hand: P.Predicate = P.gt(col("b"), 0)
+    for k in range(3000):
+        by_hand = And((by_hand, P.ne(col("a"), k * 2)))  # not flattened: a chain 3,000 deep
+    got = snap.scan(predicate=by_hand).to_table().column("a").to_pylist()
+    assert sorted(got) == [k for k in range(100) if k % 2 and k % 7]
+    assert snap.scan(predicate=chain).to_table().num_rows == 0
+    deep: P.Predicate = P.gt(col("b"), 0)
+    for _ in range(5000):
+        deep = Not(deep)
+    for bad in (deep, nested):
+        with pytest.raises(PredicateError, match="nested more than"):
+            snap.scan(predicate=bad)

@@ -324,6 +324,50 @@ def test_partition_columns_from_the_log(session, where: str, monkeypatch: pytest
     ), where
 
 
+def _check_plan_and_rows(session, where: str, after_partitions: set[int], after_stats: set[int]) -> None:
+    ctx, ds = session
+    got = ctx.sql(f"SELECT * FROM t WHERE {where}").to_arrow_table()
+    plan = ds.last_plan
+    assert plan is not None and plan.filter
+    counts = (plan.files_total, plan.files_after_partition_pruning, plan.files_after_stats_pruning)
+    assert counts == (N_FILES, len(after_partitions), len(after_stats)), f"{where[:80]}: {counts}"
+    expected = ctx.sql(f"SELECT * FROM ref WHERE {where}").to_arrow_table()
+    assert _sorted_rows(got) == _sorted_rows(expected), where[:80]
+    assert {r["id"] // ROWS_PER_FILE for r in got.to_pylist()} <= after_stats
+
+
+def test_long_in_lists_prune_and_match(session) -> None:
+    """IN lists of thousands of values (pruned with one sort of the values and the files' bounds,
+    not a comparison per value and file) keep exactly the files holding a listed value and return
+    what DataFusion returns in memory; NOT IN lists that long prune nothing here (no file is one
+    value) and still return the right rows. (DataFusion 55 keeps long IN lists of timestamps
+    above the scan: tests/test_skipping.py covers their pruning.)"""
+    files = [3, 17, 38]
+    listed = [i * ROWS_PER_FILE + k for i in files for k in range(0, ROWS_PER_FILE, 3)]
+    outside = list(range(10 * N_FILES * ROWS_PER_FILE, 10 * N_FILES * ROWS_PER_FILE + 3000))
+    ids = ", ".join(map(str, listed + outside))
+    _check_plan_and_rows(session, f"id IN ({ids})", ALL, set(files))
+    _check_plan_and_rows(
+        session, f"id IN ({ids}) AND region = 'ap'", _files(lambda i: region(i) == "ap"), {38}
+    )
+    _check_plan_and_rows(session, f"id NOT IN ({ids})", ALL, ALL)
+    _check_plan_and_rows(session, f"opt NOT IN ({ids})", ALL, _files(lambda i: i % 5 != 0))
+    strings = ", ".join(f"'k{v:05d}'" for v in listed) + ", " + ", ".join(f"'k{v}x'" for v in outside)
+    _check_plan_and_rows(session, f"s IN ({strings})", ALL, set(files))
+
+
+def test_chains_of_600_conditions(session) -> None:
+    """DataFusion pushes a WHERE's conjuncts as one left-deep AND chain: 600 conditions exceeded
+    Python's recursion limit while the filter was read (RecursionError: the query failed). The
+    chain is read with a stack; partition and statistics pruning still apply to it."""
+    excluded = " AND ".join(f"id <> {j * 7}" for j in range(600))
+    _check_plan_and_rows(session, excluded, ALL, ALL)
+    where = f"region = 'us' AND {excluded} AND id < 2000"
+    _check_plan_and_rows(session, where, _files(lambda i: region(i) == "us"), {1, 5, 9, 13, 17})
+    either = " OR ".join(f"(id = {j * 7} AND opt IS NOT NULL)" for j in range(600))
+    _check_plan_and_rows(session, either, ALL, _files(lambda i: i * ROWS_PER_FILE <= 599 * 7 and i % 5 != 0))
+
+
 def test_partition_columns_with_a_data_column_are_read(session) -> None:
     """One file column in the projection and every file is read (sums come from the data)."""
     ctx, _ = session

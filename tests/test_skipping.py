@@ -733,3 +733,140 @@ def test_mask_is_vectorised_over_many_files():
     table = pa.table({"stats": st_})
     mask = file_keep_mask(P.and_(P.ge(i, 500), P.lt(i, 530)), table, SCHEMA, PARTS)
     assert pc.sum(mask).as_py() == 3
+
+
+class _CountingCompute:
+    """Stands in for ``pyarrow.compute`` in the skipping module and counts the kernel calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __getattr__(self, name: str):
+        f = getattr(pc, name)
+        if not callable(f) or isinstance(f, type):
+            return f
+
+        def counted(*args, **kwargs):
+            self.calls += 1
+            return f(*args, **kwargs)
+
+        return counted
+
+
+def test_in_list_pruning_does_not_loop_over_the_values(monkeypatch):
+    """An IN list is pruned with one sort of its values and the files' bounds: the number of
+    Arrow kernel calls does not grow with the list (it was several per value, so a pushed list
+    of 20,000 ids took about a second to plan)."""
+    import delta_datafusion.skipping as skipping
+
+    n = 200
+    lo = pa.array(range(0, 10 * n, 10), pa.int64())
+    stats_ = pa.StructArray.from_arrays(
+        [
+            pa.array([10] * n, pa.int64()),
+            pa.StructArray.from_arrays([lo], names=["i"]),
+            pa.StructArray.from_arrays([pc.add(lo, 9)], names=["i"]),
+            pa.StructArray.from_arrays([pa.array([0] * n, pa.int64())], names=["i"]),
+        ],
+        names=["numRecords", "minValues", "maxValues", "nullCount"],
+    )
+    table = pa.table({"stats": stats_})
+
+    def calls(values: list[int]) -> tuple[int, int, int]:
+        counter = _CountingCompute()
+        monkeypatch.setattr(skipping, "pc", counter)
+        keep = file_keep_mask(P.is_in(i, values), table, SCHEMA, PARTS)
+        kept = pc.sum(keep).as_py()
+        file_keep_mask(P.not_in(i, values), table, SCHEMA, PARTS)
+        file_all_match_mask(P.is_in(i, values), table, SCHEMA, PARTS)
+        file_all_match_mask(P.not_in(i, values), table, SCHEMA, PARTS)
+        monkeypatch.setattr(skipping, "pc", pc)
+        return counter.calls, kept, len({v // 10 for v in values if 0 <= v < 10 * n})
+
+    few = calls([5, 17, 1999, 5000])
+    many = calls(list(range(-3000, 0)) + list(range(5, 10 * n, 40)) + list(range(10**6, 10**6 + 3000)))
+    assert few[1] == few[2] and many[1] == many[2]  # the right files are kept
+    assert many[0] == few[0], f"{few[0]} kernel calls for 4 values, {many[0]} for 6,050"
+
+
+def _hvalue(name: str):
+    """Literal values for long IN lists: the pool's, plus others of the column's type."""
+    other = {
+        "i": st.integers(-20, 20),
+        "f": st.floats(-20, 20, allow_nan=False),
+        "s": st.text("abzé\U0001f600", max_size=3),
+        "ts": st.integers(-6000, 6000),
+        "d": st.integers(-3, 12),
+    }[name]
+    return st.one_of(st.sampled_from(H_POOLS[name]), other)
+
+
+@st.composite
+def _long_in(draw):
+    if draw(st.integers(0, 5)) == 0:
+        name, values = "p", draw(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=40))
+        lits = [Literal(pa.scalar(v, pa.string())) for v in values]
+        null = Literal(pa.scalar(None, pa.string()))
+    else:
+        name = draw(st.sampled_from(sorted(H_POOLS)))
+        lits = [_hlit(name, v) for v in draw(st.lists(_hvalue(name), min_size=1, max_size=40))]
+        null = _hlit(name, None)
+    if draw(st.integers(0, 4)) == 0:
+        lits.insert(draw(st.integers(0, len(lits))), null)
+    return In(col(name), tuple(lits), draw(st.booleans()))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fs=st.lists(_file(), min_size=1, max_size=6), pred=_long_in())
+def test_in_lists_prune_like_their_comparisons(fs, pred):
+    """``x IN (v1, ..., vn)`` keeps exactly the files ``x = v1 OR ... OR x = vn`` keeps, and
+    ``x NOT IN (...)`` those ``x <> v1 AND ... AND x <> vn`` keeps (NULL items included); the
+    same for files judged all-matching. The comparisons are pruned one value at a time, the list
+    with one sort of values and bounds. No file holding a matching row is dropped, and no file
+    holding a row that does not match is judged all-matching."""
+    op = "!=" if pred.negated else "="
+    parts = tuple(Comparison(op, pred.operand, v) for v in pred.values)
+    spelled = P.And(parts) if pred.negated else P.Or(parts)
+    table = _files_table(fs)
+    keep = file_keep_mask(pred, table, H_SCHEMA, ["p"]).to_pylist()
+    assert keep == file_keep_mask(spelled, table, H_SCHEMA, ["p"]).to_pylist(), str(pred)
+    every = file_all_match_mask(pred, table, H_SCHEMA, ["p"]).to_pylist()
+    assert every == file_all_match_mask(spelled, table, H_SCHEMA, ["p"]).to_pylist(), str(pred)
+    row_filter = to_pyarrow(pred)
+    for k, x in enumerate(fs):
+        rows = _rows_table(x["rows"], x["p"])
+        matches = rows.filter(row_filter).num_rows
+        assert keep[k] or not matches, f"file {k} has {matches} matching rows but was dropped: {pred}\n{x}"
+        assert not every[k] or matches == rows.num_rows, f"file {k}: {pred}\n{x}"
+
+
+def test_in_lists_of_mixed_literal_types():
+    """A hand-built list may mix literal types. Each type is pruned on its own, converted exactly
+    to the bounds' type (or the bounds to its type); what converts exactly neither way keeps the
+    files (2.5 against int64 bounds past 2**53, which a float64 cannot hold; strings against
+    integers)."""
+
+    def one(column: str, lo, hi) -> dict:
+        return {"stats": stats(10, {column: lo}, {column: hi}, {column: 0})}
+
+    big = 2**53
+    entries = [
+        one("i", 0, 10),
+        one("i", 20, 30),
+        one("i", big + 10, big + 20),
+        one("f", 0.0, 1.5),
+        one("i", 7, 7),
+    ]
+    cases = [
+        (P.is_in(i, [lit(40.0), lit(5, pa.int32())]), [True, False, False, True, False]),
+        (P.is_in(i, [lit(float(big + 16)), lit(100)]), [False, False, True, True, False]),
+        (P.is_in(i, [lit(5, pa.int32()), lit(5)]), [True, False, False, True, False]),
+        (P.is_in(i, [lit(2.5), lit(25)]), [True] * 5),
+        (P.is_in(i, [lit("5"), lit(25)]), [True] * 5),
+        (P.is_in(f, [lit(1), lit(7.5)]), [True] * 5),
+        (P.is_in(f, [lit(2)]), [True, True, True, False, True]),
+        (P.not_in(i, [lit(7.0), lit(100)]), [True, True, True, True, False]),
+        (P.not_in(i, [lit(7.5)]), [True] * 5),
+    ]
+    for pred, expected in cases:
+        assert keep(pred, entries) == expected, str(pred)
