@@ -1,6 +1,6 @@
 """SQL text as a scan predicate: ``snapshot.scan(predicate="part = 'p3' AND id < 10")``.
 
-The text is planned by DataFusion as ``SELECT * FROM t WHERE <text>`` over a stand-in dataset
+The text is planned by DataFusion as ``SELECT 1 FROM t WHERE <text>`` over a stand-in dataset
 with the scan's schema, so it means exactly what it would mean in a query: DataFusion's parser,
 type coercion and simplification, then the same pushed filter the provider receives. A conjunct
 DataFusion keeps above the scan (functions, nested fields) cannot be applied by a Python scan, so
@@ -64,10 +64,17 @@ def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) ->
         return PredicateError(f"predicate {text!r}: {' '.join(first[:3])}")
 
     try:
-        df = ctx.sql(f"SELECT * FROM t WHERE {text}")
+        # not SELECT *: DataFusion 55 expands a wildcard in time quadratic in the columns (4,000
+        # columns: 1.9 s, against 0.1 s for this)
+        df = ctx.sql(f"SELECT 1 FROM t WHERE {text}")
         nodes = [kind for kind, _ in _plan_nodes(df.logical_plan())]
-    except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
-        raise planning_error(e) from e
+    except Exception:  # noqa: BLE001 - planned again as written, for its own error or plan
+        try:
+            # "... UNION ALL SELECT * FROM t" plans only after a wildcard (same column count)
+            df = ctx.sql(f"SELECT * FROM t WHERE {text}")
+            nodes = [kind for kind, _ in _plan_nodes(df.logical_plan())]
+        except Exception as e:  # noqa: BLE001 - DataFusion's parse / type errors, as the package's
+            raise planning_error(e) from e
     # "i > 5 UNION ALL SELECT ...", "i > 5 LIMIT 0", "i > 5 ORDER BY i": more than a WHERE clause
     _single_scan(nodes, text, empty_ok=False)
     null_lists = _null_in_lists(df.logical_plan())
