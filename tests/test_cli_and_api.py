@@ -462,6 +462,23 @@ def test_sql_predicate_folded_to_false_selects_nothing(tmp_path, text):
     assert DeltaTable(path).snapshot().scan(predicate="1 = 1").to_table().num_rows == 3
 
 
+def test_never_true_predicate_text_is_still_type_checked(tmp_path):
+    """A NOT IN list holding NULL makes the text select nothing, but the rest of the text must
+    still be valid: SQL refuses `bin > 1.5` (binary vs float), so the scan must too, not return
+    0 rows (the check used to stop at the NULL, before DataFusion's type coercion)."""
+    import pyarrow as pa
+
+    from delta_datafusion.errors import PredicateError
+
+    path = _api_table(tmp_path, pa.table({"i": [1, 5, 7], "bin": [b"a", b"b", b"c"]}))
+    scan = DeltaTable(path).snapshot().scan
+    with pytest.raises(PredicateError, match="Binary > Float64"):
+        scan(predicate="bin > 1.5 AND i NOT IN (5, NULL)")
+    with pytest.raises(PredicateError, match="Binary > Float64"):
+        scan(predicate="bin > 1.5")
+    assert scan(predicate="i > 1 AND i NOT IN (5, NULL)").to_table().num_rows == 0
+
+
 @pytest.mark.parametrize(
     ("text", "want"),
     [

@@ -79,6 +79,11 @@ def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) ->
     _single_scan(nodes, text, empty_ok=False)
     null_lists = _null_in_lists(df.logical_plan())
     if null_lists == "false":
+        try:  # never TRUE, but the text must still be valid SQL: types are checked from here on
+            df.optimized_logical_plan()
+            df.execution_plan()
+        except Exception as e:  # noqa: BLE001
+            raise planning_error(e) from e
         return BoolLiteral(False), False
     if null_lists == "refuse":
         raise PredicateError(
