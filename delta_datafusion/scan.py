@@ -152,12 +152,14 @@ def check_evaluable(pred: Any, schema: pa.Schema) -> None:
     if) a file is read."""
     from . import predicate as P
 
-    # the columns it reads, one row of NULLs: pyarrow skips the kernels (and their type checks)
-    # on no rows, and a row of every column of a wide table cost ~25 ms per 1,000 columns
+    # the columns it reads, a row of NULLs and a row of plain values: pyarrow skips the kernels
+    # (and their type checks) on no rows, some casts only happen for values (a binary column IN
+    # (1) parses the column's values as integers), and a row of every column of a wide table cost
+    # ~25 ms per 1,000 columns
     read = [schema.get_field_index(name) for name in sorted(P.referenced_columns(pred))]
     schema = pa.schema([schema.field(i) for i in read if i >= 0])
     try:
-        sample = pa.Table.from_arrays([pa.nulls(1, f.type) for f in schema], schema=schema)
+        sample = pa.Table.from_arrays([_sample_values(f.type) for f in schema], schema=schema)
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
         sample = schema.empty_table()
     try:
@@ -166,6 +168,22 @@ def check_evaluable(pred: Any, schema: pa.Schema) -> None:
         raise P.PredicateError(
             f"predicate {pred} cannot be evaluated on the table's column types: {str(e).splitlines()[0]}"
         ) from e
+
+
+def _sample_values(t: pa.DataType) -> pa.Array:
+    """[NULL, a plain value of ``t``] (an empty string, zero, the epoch); [NULL, NULL] where ``t``
+    has no such value at hand (nested types)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return pa.array([None, ""], t)
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return pa.array([None, b""], t)
+    if pa.types.is_boolean(t):
+        return pa.array([None, False], t)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return pa.array([None, 0], pa.int8()).cast(t)
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return pa.array([None, 0], pa.int32() if t.bit_width == 32 else pa.int64()).view(t)
+    return pa.nulls(2, t)
 
 
 class Scan:
