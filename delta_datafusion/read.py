@@ -687,8 +687,11 @@ class UnitReader:
 
     def _file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
         named = _named_in(units, str(e))
-        missing = self._missing_files(units, named)
         where = self._where
+        try:
+            missing = self._missing_files(units, named)
+        except StorageError as denied:  # a file or folder the store does not let us look at
+            return StorageError(f"{where}: {denied}")
         if missing:
             # in a change feed, the commit whose change needs the file (not the range's end)
             versions = {u.constants.get(COMMIT_VERSION) for u in units if u.location == missing[0]}

@@ -383,8 +383,16 @@ class Storage:
         return out
 
     def exists(self, path: str) -> bool:
+        """Whether ``path`` exists; a StorageError when the store cannot tell (no permission to
+        look: "missing" would send the user looking for a VACUUM that never happened)."""
         if self.is_local:
-            return os.path.exists(path)
+            try:
+                os.stat(path)
+            except PermissionError as e:
+                raise StorageError(f"cannot look up {path}: permission denied") from e
+            except (OSError, ValueError):  # not there, a symlink loop, a name too long
+                return False
+            return True
         with _store_errors("look up", path):
             return bool(self.fs.exists(path))
 
@@ -637,9 +645,9 @@ def _local_names(path: str) -> list[str]:
     except (FileNotFoundError, NotADirectoryError):
         return []
     except PermissionError as e:
-        raise DeltaError(f"cannot list {path}: permission denied") from e
+        raise StorageError(f"cannot list {path}: permission denied") from e
     except OSError as e:  # a symlink loop, a name too long, an I/O error: not a crash
-        raise DeltaError(f"cannot list {path}: {e.strerror or e}") from e
+        raise StorageError(f"cannot list {path}: {e.strerror or e}") from e
     names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
     return names
 

@@ -207,6 +207,55 @@ def test_missing_data_file(partitioned: Path) -> None:
     assert _run(ctx, "SELECT count(*) AS n FROM t WHERE id >= 20").to_pydict() == {"n": [10]}
 
 
+_DENIED_SCRIPT = """
+import sys
+import delta_datafusion as dd
+from datafusion import SessionContext
+for what, run in (
+    ("sql", lambda: (lambda c: (dd.register_table(c, "t", sys.argv[1]), c.sql("SELECT sum(id) FROM t").to_pylist()))(SessionContext())),
+    ("api", lambda: dd.DeltaTable(sys.argv[1]).snapshot().scan().to_table()),
+    ("log", lambda: dd.DeltaTable(sys.argv[2]).snapshot()),
+):
+    try:
+        run()
+        print(what, "read")
+    except Exception as e:
+        e = dd.from_datafusion(e)
+        print(what, type(e).__name__, str(e).splitlines()[0])
+"""
+
+
+def test_folders_denied_to_the_reader_are_storage_errors(partitioned: Path, tmp_path: Path) -> None:
+    """A partition folder the process may not look into is a StorageError saying so, not a data
+    file "removed by VACUUM" (existence was checked with os.path.exists, False when denied); a
+    log folder it may not list is a StorageError too (it was a plain DeltaError)."""
+    import subprocess
+    import sys
+
+    denied_log = copy_table(partitioned, tmp_path / "log_denied")
+    folder = partitioned / "p=b"
+    command = [sys.executable, "-c", _DENIED_SCRIPT, str(partitioned), str(denied_log)]
+    if os.geteuid() == 0:  # root reads everything: drop the capabilities that let it
+        if shutil.which("setpriv") is None:
+            pytest.skip("running as root without setpriv: cannot deny a folder to the reader")
+        drop = "-dac_override,-dac_read_search"
+        command = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", *command]
+    folder.chmod(0)
+    (denied_log / "_delta_log").chmod(0)
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    finally:
+        folder.chmod(0o755)
+        (denied_log / "_delta_log").chmod(0o755)
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines())
+    assert set(lines) == {"sql", "api", "log"}, out.stdout + out.stderr
+    for what in ("sql", "api"):
+        assert lines[what].startswith("StorageError "), lines[what]
+        assert "permission denied" in lines[what] and "p=b" in lines[what], lines[what]
+        assert "VACUUM" not in lines[what], lines[what]
+    assert lines["log"].startswith("StorageError ") and "permission denied" in lines["log"], lines["log"]
+
+
 def _caught(ctx: SessionContext, sql: str) -> Exception:
     with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
         _run(ctx, sql)
