@@ -1,4 +1,4 @@
-"""Command line: ``delta-datafusion demo | sql | info``.
+"""Command line: ``delta-datafusion demo | sql | info`` (no command: ``demo``).
 
 ``demo`` runs SQL over the bundled example table (a partitioned table with the change feed
 enabled, updated and deleted from), showing pruning, time travel and ``table_changes()``.
@@ -122,7 +122,7 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     from .table import DeltaTable
 
-    snap = DeltaTable(args.uri).snapshot(version=args.version)
+    snap = DeltaTable(args.uri).snapshot(version=args.version, timestamp=args.timestamp)
     files = snap.files()
     print(f"table: {snap.table_root}", file=out)
     print(f"version: {snap.version}", file=out)
@@ -132,11 +132,19 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
         file=out,
     )
     print(f"partition columns: {snap.partition_columns}", file=out)
+    props = snap.properties
+    print(
+        "properties:" + "".join(f"\n  {k} = {props[k]}" for k in sorted(props))
+        if props
+        else "properties: none",
+        file=out,
+    )
     sizes = files.column("size")
     total = pc.sum(sizes).as_py() or 0
     unknown = f" ({sizes.null_count} of unknown size)" if sizes.null_count else ""
     print(f"live files: {files.num_rows}, bytes: {total}{unknown}", file=out)
     delta_types = {f.get("name"): f.get("type") for f in snap.metadata.schema_json.get("fields", [])}
+    print("columns:", file=out)
     for f in snap.schema:
         # a VARIANT is served as its parquet struct of binaries: say so
         kind = f"variant, read as {f.type}" if delta_types.get(f.name) == "variant" else f"{f.type}"
@@ -152,22 +160,31 @@ def _non_negative(text: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
+
     parser = argparse.ArgumentParser(
         prog="delta-datafusion", description=__doc__.splitlines()[0].replace("``", "")
     )
+    parser.add_argument("--version", action="version", version=f"delta-datafusion {__version__}")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("demo", help="run SQL over the bundled example Delta table")
+    sub.add_parser("demo", help="run SQL over the bundled example Delta table (the default)")
     p_sql = sub.add_parser("sql", help="run one SQL query over Delta tables")
-    p_sql.add_argument("query")
+    p_sql.add_argument("query", help="one SQL statement (table_changes() is available)")
     p_sql.add_argument(
         "--table",
         action="append",
         help="NAME=URI of a Delta table (repeatable); SQL reads unquoted names in lower case",
     )
-    p_sql.add_argument("--max-rows", type=_non_negative, default=50)
+    p_sql.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
     p_info = sub.add_parser("info", help="describe a Delta table")
-    p_info.add_argument("uri")
-    p_info.add_argument("--version", type=_non_negative, default=None)
+    p_info.add_argument("uri", help="the table's path or URL")
+    when = p_info.add_mutually_exclusive_group()
+    when.add_argument("--version", type=_non_negative, default=None, help="the table at this version")
+    when.add_argument(
+        "--timestamp",
+        default=None,
+        help="the table at this time (ISO-8601; the latest commit at or before it)",
+    )
     args = parser.parse_args(argv)
     # a terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, a C locale) gets escapes for
     # what it cannot show (a non-ASCII table path, values), not an error instead of the output
@@ -182,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sql":
             return sql(args)
         return info(args)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 128 + 2  # the status of a tool stopped by SIGINT
     except BrokenPipeError:
         # the reader went away (`| head`): stop quietly with the status of a tool killed by
         # SIGPIPE, as other command line tools do; stdout points at devnull so that the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import json
 import os
@@ -15,6 +16,7 @@ import pyarrow as pa
 import pytest
 from conftest import corpus_table
 
+import delta_datafusion as dd
 from delta_datafusion import DeltaTable, cli
 from delta_datafusion.errors import DeltaError
 
@@ -88,6 +90,30 @@ def test_cli_sql_and_info(capsys):
     assert cli.main(["info", path]) == 0
     out = capsys.readouterr().out
     assert "version: 5" in out and "partition columns: ['city']" in out and "live files: 4" in out
+
+
+def test_cli_info_at_a_time_with_properties_and_the_package_version(capsys, monkeypatch):
+    path = str(cli.example_table())
+    first = DeltaTable(path).timeline().timestamp(0)
+    at = dt.datetime.fromtimestamp(first / 1000, dt.timezone.utc).isoformat()
+    assert cli.main(["info", path, "--timestamp", at]) == 0
+    out = capsys.readouterr().out
+    assert "version: 0" in out and "delta.enableChangeDataFeed = true" in out, out
+    assert out.index("columns:") < out.index("  trip_id: int64")
+    with pytest.raises(SystemExit):
+        cli.main(["info", path, "--version", "1", "--timestamp", at])
+    assert "not allowed with argument --version" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.strip() == f"delta-datafusion {dd.__version__}"
+    # Ctrl-C: a short word and the status of a tool stopped by SIGINT, not a traceback
+    monkeypatch.setattr(cli, "demo", lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+    assert cli.main([]) == 130
+    assert capsys.readouterr().err == "interrupted\n"
+    run = subprocess.run(
+        [sys.executable, "-m", "delta_datafusion", "--version"], capture_output=True, text=True
+    )
+    assert run.returncode == 0 and run.stdout.startswith("delta-datafusion "), run
 
 
 def test_cli_reports_errors_with_exit_code(tmp_path, capsys):
