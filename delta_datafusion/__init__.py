@@ -43,13 +43,20 @@ from .table import DeltaTable
 __version__ = "0.1.0"
 
 
+_LAZY = ("register", "register_table", "register_catalog", "explain")
+
+
 def __getattr__(name: str):
     # The DataFusion glue is imported lazily so log replay works without importing datafusion.
-    if name in ("register", "register_table", "register_catalog", "explain"):
+    if name in _LAZY:
         from . import datafusion as _df
 
         return getattr(_df, name)
-    raise AttributeError(name)
+    raise AttributeError(f"module 'delta_datafusion' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 __all__ = [

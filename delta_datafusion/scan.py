@@ -254,7 +254,12 @@ class Scan:
         where = f"table {self.snapshot.table_root} at version {self.snapshot.version}"
         return rows_through_datafusion(table_dataset(self.snapshot), self.schema, self.sql_filter, where)
 
+    def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
+        """The selected rows, streamed (nothing is read before the first batch is pulled)."""
+        return pa.RecordBatchReader.from_batches(self.schema, self.to_batches(batch_size))
+
     def to_table(self) -> pa.Table:
+        """The selected rows, collected."""
         return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
 
     def parallel_scan_metadata(self) -> SequentialPhase:

@@ -297,6 +297,16 @@ def test_cli_counts_rows_in_words(tmp_path, capsys):
     assert "``" not in capsys.readouterr().out
 
 
+def test_scan_streams_and_the_lazy_names_are_listed():
+    snap = DeltaTable(str(cli.example_table())).snapshot()
+    reader = snap.scan(columns=["trip_id"], predicate="city = 'Porto'").to_reader(batch_size=7)
+    assert isinstance(reader, pa.RecordBatchReader) and reader.schema.names == ["trip_id"]
+    batches = list(reader)
+    assert all(b.num_rows <= 7 for b in batches)
+    assert sum(b.num_rows for b in batches) == snap.scan(predicate="city = 'Porto'").to_table().num_rows > 0
+    assert {"register", "register_table", "register_catalog", "explain", "DeltaTable"} <= set(dir(dd))
+
+
 def test_scan_api_prunes_and_reads():
     import pyarrow.compute as pc
 
