@@ -42,6 +42,7 @@ from datafusion import SessionContext  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
+from delta_datafusion.errors import DeltaError  # noqa: E402
 
 N_FILES = 40
 ROWS_PER_FILE = 100
@@ -548,6 +549,17 @@ def test_dd_explain_reports_pruning_counts(session) -> None:
     text = dd.explain(ctx, "SELECT * FROM t")
     line = next(line for line in text.splitlines() if "DeltaScan:" in line)
     assert "files_total=40 after_partition_pruning=40 after_stats_pruning=40" in line, line
+
+
+def test_dd_explain_raises_what_running_the_statement_raises(session) -> None:
+    """DataFusion's EXPLAIN shows a failed planning step as a row of its output; dd.explain
+    returned that text as the plan, where the query itself fails."""
+    ctx, _ = session
+    with pytest.raises(Exception, match="Cannot cast string 'x'"):  # noqa: B017 - DataFusion's own
+        ctx.sql("SELECT * FROM t WHERE id = 'x'").collect()
+    with pytest.raises(DeltaError, match="cannot be planned: .*Cannot cast string 'x' to value of Int64"):
+        dd.explain(ctx, "SELECT * FROM t WHERE id = 'x'")
+    assert "DeltaScan:" in dd.explain(ctx, "SELECT * FROM t WHERE id = 5")
 
 
 def test_dd_explain_lists_every_scan(session, table_path: Path) -> None:

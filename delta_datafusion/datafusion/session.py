@@ -563,6 +563,13 @@ def explain(ctx: SessionContext, sql: str) -> str:
         plans.extend(d.plans_since(counted.get(id(d), 0), thread=me))
     if table_changes_calls(sid) != calls_before:  # this statement called table_changes
         plans.extend(recent_plans(sid))
+    failed = [(k, p) for k, p in zip(rows["plan_type"], rows["plan"], strict=True) if k.endswith(" failed")]
+    if failed:
+        # DataFusion's EXPLAIN shows the planning step that failed as a row, where running the
+        # statement raises that error: so does explain()
+        kind, plan = failed[0]
+        step = kind.removeprefix("logical_plan after ").removesuffix(" failed")
+        raise DeltaError(f"explain: the statement cannot be planned: {step} failed: {' '.join(plan.split())}")
     lines = []
     for kind, plan in zip(rows["plan_type"], rows["plan"], strict=True):
         lines.append(f"{kind}:")
