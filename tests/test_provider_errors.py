@@ -82,6 +82,20 @@ def test_register_catalog_on_a_missing_folder_or_a_file(tmp_path: Path) -> None:
             dd.register_catalog(_ctx(), "lake", str(root))
 
 
+def test_register_catalog_on_a_table_or_with_an_empty_name(partitioned: Path) -> None:
+    """A table's own folder as a catalog root served an empty catalog (its subfolders are
+    partitions); an empty catalog name was accepted."""
+    with pytest.raises(DeltaError, match=r"is a Delta table, not a folder of Delta tables.*register_table"):
+        dd.register_catalog(_ctx(), "lake", str(partitioned))
+    for catalog, schema in (("", "default"), ("lake", " ")):
+        with pytest.raises(DeltaError, match="name must be a non-empty string"):
+            dd.register_catalog(_ctx(), catalog, str(partitioned.parent), schema=schema)
+    ctx = _ctx()
+    dd.register_catalog(ctx, "lake", str(partitioned.parent))
+    rows = ctx.sql(f"SELECT count(*) AS n FROM lake.default.{partitioned.name}").to_pydict()
+    assert rows == {"n": [30]}
+
+
 def test_register_table_on_missing_path(tmp_path: Path) -> None:
     missing = tmp_path / "does" / "not" / "exist"
     with pytest.raises(TableNotFoundError) as info:

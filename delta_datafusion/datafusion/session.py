@@ -500,9 +500,19 @@ def register_catalog(
 ) -> DeltaSchemaProvider:
     """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
     _require_context(ctx, "register_catalog")
+    for what, name in (("catalog", catalog), ("schema", schema)):
+        if not isinstance(name, str) or not name.strip():
+            raise DeltaError(f"register_catalog: the {what} name must be a non-empty string, got {name!r}")
     provider = DeltaSchemaProvider(root, storage_options)
-    if not provider.storage.isdir(provider.storage.root):
+    storage = provider.storage
+    if not storage.isdir(storage.root):
         raise TableNotFoundError(f"register_catalog({catalog!r}): {root} is not a folder")
+    if storage.isdir(storage.child_location("_delta_log")):
+        raise DeltaError(
+            f"register_catalog({catalog!r}): {root} is a Delta table, not a folder of Delta tables "
+            "(a catalog serves the tables in the folder's subfolders): use register_table for it"
+        )
+    provider._folders()  # a root the store will not list fails here, not in every later query
     ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
     _track(ctx)
     with _REGISTRY_LOCK:
