@@ -15,6 +15,7 @@ if "dateutil.relativedelta" not in _sys.modules and _importlib_util.find_spec("d
     _sys.modules["dateutil.relativedelta"] = None  # type: ignore[assignment]
 
 from .errors import (
+    ArgumentError,
     CdfNotEnabledError,
     ChangeDataFeedError,
     DataFileNotFoundError,
@@ -60,6 +61,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ArgumentError",
     "DeltaTable",
     "Snapshot",
     "Scan",

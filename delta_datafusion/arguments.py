@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numbers
 
-from .errors import DeltaError
+from .errors import ArgumentError
 
 
 def integer(value: object, argument: str) -> int:
     """``value`` as an int (numpy integers too); bools and other types are refused."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise DeltaError(f"{argument} must be an integer, got {value!r}")
+        raise ArgumentError(f"{argument} must be an integer, got {value!r}")
     return int(value)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import DeltaError, InvalidRangeError, VersionNotFoundError
+from .errors import ArgumentError, DeltaError, InvalidRangeError, VersionNotFoundError
 from .log.segment import LogListing
 from .lru import LruCache
 from .timestamps import CommitTimeline, below_micros, parse_iso, to_micros
@@ -49,7 +49,7 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
     if isinstance(value, Instant):
         return value
     if isinstance(value, bool):
-        raise DeltaError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
+        raise ArgumentError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
     if isinstance(value, (int, np.integer)):
         v = int(value)
         if v < 0:
@@ -61,13 +61,15 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
             return int(text)
         parsed = parse_iso(text)
         if parsed is None:
-            raise DeltaError(f"{what}: {argument} {value!r} is neither a version nor an ISO-8601 timestamp")
+            raise ArgumentError(
+                f"{what}: {argument} {value!r} is neither a version nor an ISO-8601 timestamp"
+            )
         value, finer = parsed
         if finer and argument == "start":  # the first commit at or after it: round up
             return Instant(to_micros(value) + 1)
     if isinstance(value, np.datetime64):
         if np.isnat(value):
-            raise DeltaError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
+            raise ArgumentError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
         micros = to_micros(value, f"{what}: {argument}")  # floored
         return Instant(micros + 1 if argument == "start" and below_micros(value) else micros)
     if isinstance(value, dt.datetime) and hasattr(value, "value") and hasattr(value, "to_pydatetime"):

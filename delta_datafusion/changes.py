@@ -1436,6 +1436,9 @@ class ChangeScan:
 
     def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
         """The change rows, streamed (nothing is read before the first batch is pulled)."""
+        from .read import checked_batch_size
+
+        checked_batch_size(batch_size)  # refused now, not at the first batch
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches(batch_size))
 
     def to_table(self) -> pa.Table:

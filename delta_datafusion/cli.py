@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TextIO
 
-from .errors import DeltaError, describe
+from .errors import ArgumentError, DeltaError, describe
 
 
 def example_table() -> Path:
@@ -105,7 +105,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for spec in args.table or []:
         name, _, uri = spec.partition("=")
         if not uri:
-            raise DeltaError(f"--table expects NAME=URI, got {spec!r}")
+            raise ArgumentError(f"--table expects NAME=URI, got {spec!r}")
         # as SQL reads names: T, t and public.t are one table, "T" another
         earlier = next((s for n, s in given if same_table(n, name)), None)
         if earlier is not None:

@@ -14,6 +14,12 @@ class DeltaError(Exception):
     """Base class of every error raised by delta_datafusion."""
 
 
+class ArgumentError(DeltaError, ValueError, TypeError):
+    """An argument has the wrong type or value (a version that is not an integer, a bad
+    timestamp string, an empty name): also a ``ValueError`` and a ``TypeError``, so code written
+    against Python's conventions catches it."""
+
+
 class StorageError(DeltaError):
     """The filesystem failed a listing or a read (network, timeout, I/O): the path and the
     store's own error are named; a retry may succeed."""

@@ -64,7 +64,7 @@ import pyarrow.compute as pc
 
 from .arguments import integer
 from .arrow_threads import arrow_threads
-from .errors import DeltaError, LogCorruptError, ParallelStateError, StorageError
+from .errors import ArgumentError, DeltaError, LogCorruptError, ParallelStateError, StorageError
 from .log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from .log.checkpoint import LEAF_WHAT, LeafFile, open_leaf, read_leaf
 from .log.segment import checkpoint_file_version, is_multi_part_checkpoint
@@ -955,7 +955,7 @@ def split_leaves(
     files = [_as_leaf(f) for f in files]
     parts = integer(parts, "parts")
     if parts < 1:
-        raise DeltaError(f"parts must be at least 1, got {parts}")
+        raise ArgumentError(f"parts must be at least 1, got {parts}")
     if not files:
         return []
     storage = storage or _local_storage()
@@ -1135,7 +1135,7 @@ def _default_workers() -> int:
 
 def _check_transport(transport: str) -> None:
     if transport not in ("auto", "pickle", "shared"):
-        raise DeltaError(f"transport must be 'auto', 'pickle' or 'shared', got {transport!r}")
+        raise ArgumentError(f"transport must be 'auto', 'pickle' or 'shared', got {transport!r}")
 
 
 def execute_parallel(

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from .dv import DeletionVectorDescriptor, default_cache, deleted_row_mask
 from .errors import (
+    ArgumentError,
     ChangeDataFeedError,
     DataFileNotFoundError,
     DeletionVectorError,
@@ -64,15 +65,22 @@ MIN_BATCH_SIZE = 131072
 MAX_BATCH_SIZE = 2**31 - 1
 
 
+def checked_batch_size(batch_size: Any) -> int | None:
+    """The Python API's ``batch_size`` argument: None or a positive integer."""
+    if batch_size is None:
+        return None
+    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
+        raise ArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return int(batch_size)
+
+
 def batches_of_at_most(batches: Iterator[pa.RecordBatch], batch_size: int | None) -> Iterator[pa.RecordBatch]:
     """The Python API's ``batch_size``: decoding uses large batches (MIN_BATCH_SIZE), handed out
     in zero-copy slices of at most ``batch_size`` rows."""
     if batch_size is None:
         yield from batches
         return
-    if isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size <= 0:
-        raise DeltaError(f"batch_size must be a positive integer, got {batch_size!r}")
-    batch_size = int(batch_size)
+    batch_size = checked_batch_size(batch_size)
     for batch in batches:
         if batch.num_rows <= batch_size:
             yield batch

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import DeltaError
+from .errors import ArgumentError, DeltaError
 from .scan_unit import ScanUnit, units_from_files
 
 if TYPE_CHECKING:
@@ -32,13 +32,13 @@ def requested_columns(columns: Sequence[str] | None, names: Sequence[str], of: s
     if columns is None:
         return None
     if isinstance(columns, (str, bytes)):
-        raise DeltaError(f"columns must be a list of column names, not a string ({columns!r})")
+        raise ArgumentError(f"columns must be a list of column names, not a string ({columns!r})")
     if not isinstance(columns, Iterable):
-        raise DeltaError(f"columns must be a list of column names, got {columns!r}")
+        raise ArgumentError(f"columns must be a list of column names, got {columns!r}")
     columns = list(columns)
     odd = [c for c in columns if not isinstance(c, str)]
     if odd:
-        raise DeltaError(f"columns must be column names (strings), got {odd[0]!r} among them")
+        raise ArgumentError(f"columns must be column names (strings), got {odd[0]!r} among them")
     repeated = sorted(c for c, n in Counter(columns).items() if n > 1)
     if repeated:
         raise DeltaError(f"columns {repeated} are listed more than once")
@@ -256,6 +256,9 @@ class Scan:
 
     def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
         """The selected rows, streamed (nothing is read before the first batch is pulled)."""
+        from .read import checked_batch_size
+
+        checked_batch_size(batch_size)  # refused now, not at the first batch
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches(batch_size))
 
     def to_table(self) -> pa.Table:

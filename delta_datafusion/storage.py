@@ -20,7 +20,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import DeltaError, MissingLogFileError, StorageError
+from .errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
 
 
 class FileInfo:
@@ -162,7 +162,7 @@ class Storage:
         if isinstance(uri, os.PathLike):
             uri = os.fspath(uri)
         if not isinstance(uri, str) or not uri:
-            raise DeltaError(f"table URI must be a non-empty string or path, got {uri!r}")
+            raise ArgumentError(f"table URI must be a non-empty string or path, got {uri!r}")
         if "\x00" in uri:
             raise DeltaError(f"table URI {uri!r} contains a NUL character")
         if storage_options is not None and not isinstance(storage_options, Mapping):

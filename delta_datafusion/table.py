@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from .arguments import integer
-from .errors import DeltaError, MissingLogFileError
+from .errors import ArgumentError, DeltaError, MissingLogFileError
 from .log.segment import LogListing, build_segment, list_log
 from .snapshot import Snapshot
 from .storage import Storage
@@ -102,7 +102,7 @@ class DeltaTable:
         import io
 
         if limit is not None and integer(limit, "limit") < 0:
-            raise DeltaError(f"limit must be at least 0, got {limit!r}")
+            raise ArgumentError(f"limit must be at least 0, got {limit!r}")
         listing = self.listing()
         timeline = self.timeline(listing)
         rows = []

@@ -15,7 +15,7 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
-from .errors import DeltaError, LogCorruptError, MissingLogFileError, VersionNotFoundError
+from .errors import ArgumentError, DeltaError, LogCorruptError, MissingLogFileError, VersionNotFoundError
 from .log.actions import parse_action
 from .log.segment import LogListing
 from .protocol import Metadata
@@ -50,17 +50,17 @@ def to_millis(value: object, argument: str = "timestamp") -> int:
 def to_micros(value: object, argument: str = "timestamp") -> int:
     """Like :func:`to_millis` but keeps microseconds."""
     if isinstance(value, bool):
-        raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
+        raise ArgumentError(f"{argument} must be a timestamp, got {value!r}")
     if isinstance(value, numbers.Integral):
         return int(value) * 1000
     if isinstance(value, np.datetime64):
         if np.isnat(value):
-            raise DeltaError(f"{argument} must be a timestamp, got {value!r}")
+            raise ArgumentError(f"{argument} must be a timestamp, got {value!r}")
         return _datetime64_micros(value, argument)
     if isinstance(value, str):
         parsed = parse_iso(value)
         if parsed is None:
-            raise DeltaError(f"{argument} {value!r} is not an ISO-8601 timestamp")
+            raise ArgumentError(f"{argument} {value!r} is not an ISO-8601 timestamp")
         value = parsed[0]
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:
@@ -69,7 +69,9 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
         return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
     if isinstance(value, dt.date):
         return (value - dt.date(1970, 1, 1)).days * 86_400_000_000
-    raise DeltaError(f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}")
+    raise ArgumentError(
+        f"{argument} must be a datetime, date, ISO string or epoch milliseconds, got {value!r}"
+    )
 
 
 #: ISO-8601 calendar date and time, each part extended or basic (consistently): date, then
@@ -140,7 +142,7 @@ def _datetime64_micros(value: np.datetime64, argument: str) -> int:
     else:
         micros = None
     if micros is None or not _MICROS_RANGE[0] <= micros <= _MICROS_RANGE[1]:
-        raise DeltaError(f"{argument} {value!r} is outside the years 1..9999")
+        raise ArgumentError(f"{argument} {value!r} is outside the years 1..9999")
     return micros
 
 

@@ -297,6 +297,29 @@ def test_cli_counts_rows_in_words(tmp_path, capsys):
     assert "``" not in capsys.readouterr().out
 
 
+def test_argument_errors_are_value_and_type_errors_too(capsys):
+    """Bad arguments are the package's ArgumentError, which Python-convention code catches as
+    ValueError or TypeError (they were bare DeltaErrors)."""
+    from delta_datafusion.errors import ArgumentError
+
+    table = DeltaTable(str(cli.example_table()))
+    calls = [
+        lambda: table.snapshot(version="1"),
+        lambda: table.snapshot(timestamp="not a time"),
+        lambda: table.history(limit=-1),
+        lambda: table.changes(start=True),
+        lambda: table.snapshot().scan(columns="trip_id"),
+        lambda: table.snapshot().scan().to_reader(batch_size=0),
+        lambda: DeltaTable(""),
+    ]
+    for call in calls:
+        for kind in (ArgumentError, ValueError, TypeError, DeltaError):
+            with pytest.raises(kind):
+                call()
+    assert cli.main(["sql", "SELECT 1", "--table", "nothing"]) == 2
+    assert "error: ArgumentError: --table expects NAME=URI" in capsys.readouterr().err
+
+
 def test_scan_streams_and_the_lazy_names_are_listed():
     snap = DeltaTable(str(cli.example_table())).snapshot()
     reader = snap.scan(columns=["trip_id"], predicate="city = 'Porto'").to_reader(batch_size=7)

@@ -20,7 +20,7 @@ from typing import Any
 from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
-from ..errors import DeltaError, TableNotFoundError
+from ..errors import ArgumentError, DeltaError, TableNotFoundError
 from ..storage import Storage, _store_errors, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error
@@ -214,7 +214,7 @@ def _edits(a: str, b: str) -> int:
 
 def _require_context(ctx: Any, what: str) -> None:
     if not isinstance(ctx, SessionContext):
-        raise DeltaError(f"{what}: expected a datafusion SessionContext, got {type(ctx).__name__}")
+        raise ArgumentError(f"{what}: expected a datafusion SessionContext, got {type(ctx).__name__}")
 
 
 def register_table(
@@ -231,7 +231,7 @@ def register_table(
     commits); a name some other table holds is refused."""
     _require_context(ctx, "register_table")
     if not isinstance(name, str) or not name:
-        raise DeltaError(f"table name must be a non-empty string, got {name!r}")
+        raise ArgumentError(f"table name must be a non-empty string, got {name!r}")
     dataset = open_dataset(uri, storage_options, version, timestamp, label=name)
     # check, swap and remember at once: a thread refreshing the same name in between would see
     # the session hold a dataset the registry does not know yet, and be refused
@@ -271,7 +271,7 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
         if k == "version":
             # ASCII digits only: int() also takes '٣' (Arabic-Indic three) and '1_000'
             if not re.fullmatch(r"\s*-?[0-9]+\s*", value):
-                raise DeltaError(f"OPTIONS 'version' must be an integer, got {value!r}")
+                raise ArgumentError(f"OPTIONS 'version' must be an integer, got {value!r}")
             version = int(value)
         elif k == "timestamp":
             timestamp = value
@@ -502,7 +502,7 @@ def register_catalog(
     _require_context(ctx, "register_catalog")
     for what, name in (("catalog", catalog), ("schema", schema)):
         if not isinstance(name, str) or not name.strip():
-            raise DeltaError(f"register_catalog: the {what} name must be a non-empty string, got {name!r}")
+            raise ArgumentError(f"register_catalog: the {what} name must be a non-empty string, got {name!r}")
     provider = DeltaSchemaProvider(root, storage_options)
     storage = provider.storage
     if not storage.isdir(storage.root):
@@ -556,9 +556,9 @@ def explain(ctx: SessionContext, sql: str) -> str:
 
     _require_context(ctx, "explain")
     if not isinstance(sql, str) or not sql.strip():
-        raise DeltaError(f"explain: the query must be a non-empty SQL string, got {sql!r}")
+        raise ArgumentError(f"explain: the query must be a non-empty SQL string, got {sql!r}")
     if re.match(r"\s*explain\b", sql, re.IGNORECASE):
-        raise DeltaError("explain: pass the query itself; explain() adds the EXPLAIN")
+        raise ArgumentError("explain: pass the query itself; explain() adds the EXPLAIN")
     sid = ctx.session_id()
     # the datasets themselves are kept: one refreshed by another thread meanwhile (replaced in
     # the session) may be the one this statement planned, and its id must not be reused

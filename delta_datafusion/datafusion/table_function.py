@@ -39,7 +39,14 @@ from datafusion import SessionContext, Table, udtf
 
 from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
-from ..errors import DeltaError, InvalidRangeError, StorageError, TableNotFoundError, VersionNotFoundError
+from ..errors import (
+    ArgumentError,
+    DeltaError,
+    InvalidRangeError,
+    StorageError,
+    TableNotFoundError,
+    VersionNotFoundError,
+)
 from ..table import DeltaTable
 from .dataset import SCAN_THREADS, DeltaDataset, ScanPlanInfo, lookup_dataset
 from .names import normalized, quoted, relation_readings, split_reference, sql_name
@@ -415,7 +422,7 @@ def _exists(table: DeltaTable) -> bool:
 
 def _table_changes(*args: Any, session: SessionContext) -> Table:
     if len(args) not in (2, 3):
-        raise DeltaError(f"table_changes(table, start [, end]) takes 2 or 3 arguments, got {len(args)}")
+        raise ArgumentError(f"table_changes(table, start [, end]) takes 2 or 3 arguments, got {len(args)}")
     arg = _table_argument(args[0])
     name = arg.shown
     start = _bound_argument(args[1], "start", name)
