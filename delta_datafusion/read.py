@@ -738,7 +738,12 @@ class UnitReader:
         if not self.storage.is_local:
             others = others[:MAX_EXISTENCE_CHECKS]
         for group in (named, others):
-            missing = [u.location for u in group if not self.storage.exists(u.location)]
+            try:
+                missing = [u.location for u in group if not self.storage.exists(u.location)]
+            except StorageError:
+                if group is others and named:  # the error named its file: that one is the culprit
+                    return []
+                raise
             if missing:
                 return missing
         return []

@@ -379,7 +379,8 @@ def _exact_cast(arr: pa.Array, t: pa.DataType) -> pa.Array | None:
         return arr
     a = arr.type
     if pa.types.is_timestamp(a) and pa.types.is_timestamp(t):
-        alike = a.tz == t.tz
+        # zoned values are instants (UTC underneath) whichever zone names them; naive ones are not
+        alike = (a.tz is None) == (t.tz is None)
     else:
         alike = (_numeric(a) and _numeric(t)) or _comparable(a, t)
     if not alike:
@@ -403,33 +404,54 @@ def _same_type(values: pa.Array, bounds: list[pa.Array]) -> tuple[pa.Array, list
     return None
 
 
+#: How an IN list is judged: a binary search of the sorted values costs ~10-45 ms over 300,000
+#: files (their bounds to numpy) and well under 1 ms over 3,000 whatever the list's length; one
+#: comparison per value costs ~0.25 ms per value over 300,000 files, ~0.03 over 3,000.
+_SEARCH_FROM = 8
+_SEARCH_FROM_MANY_FILES = 96
+_MANY_FILES = 20_000
+
+
 def _any_between(values: pa.Array, lo: pa.Array | None, hi: pa.Array | None, n: int) -> pa.Array:
     """True where some of ``values`` (non-null) lies in ``[lo, hi]``; a null or absent bound is
-    no bound. Values and bounds are sorted together once, a lower bound before the values equal
-    to it and an upper bound after them: a file may hold a value iff more values sort before its
-    upper bound than before its lower bound. Raises if the types cannot be ordered together."""
+    no bound. Raises if the types cannot be ordered together.
+
+    Long lists: the values are sorted once and each bound binary-searched among them (values
+    below a lower bound, values at or below an upper bound): a file may hold a value iff there
+    are more of the second (a 20,000-id list took 0.9 s by comparisons per value)."""
     bounds = [b for b in (lo, hi) if b is not None]
     if not bounds:
         return _const(n, True)
     same = _same_type(values, bounds)
     if same is None:
         raise TypeError(f"IN list of {values.type} against bounds of {bounds[0].type}")
-    values, bounds = same
+    values, converted = same
+    it = iter(converted)
+    lo = next(it) if lo is not None else None
+    hi = next(it) if hi is not None else None
     k = len(values)
-    tags = [np.ones(k, np.int8)] + [np.full(n, t, np.int8) for b, t in ((lo, 0), (hi, 2)) if b is not None]
-    keys = pa.table({"v": pa.concat_arrays([values, *bounds]), "t": np.concatenate(tags)})
-    order = pc.sort_indices(keys, sort_keys=[("v", "ascending"), ("t", "ascending")]).to_numpy()
-    sorted_before = np.empty(len(order), np.int64)
-    sorted_before[order] = np.cumsum(order < k)  # values sorted at or before each element
+    if k < (_SEARCH_FROM_MANY_FILES if n > _MANY_FILES else _SEARCH_FROM):
+        inside = _const(n, False)
+        for v in values:
+            one = _const(n, True)
+            if lo is not None:
+                one = pc.and_(one, pc.fill_null(pc.less_equal(lo, v), True))
+            if hi is not None:
+                one = pc.and_(one, pc.fill_null(pc.greater_equal(hi, v), True))
+            inside = pc.or_(inside, one)
+        return inside
+    # numpy orders these as Arrow compares them: numbers, dates and timestamps natively (one
+    # type on both sides), strings as Python str (code points: UTF-8 byte order), decimals as
+    # Decimal objects
+    ordered = values.sort().to_numpy(zero_copy_only=False)
     below = np.zeros(n, np.int64)
     upto = np.full(n, k, np.int64)
-    at = k
-    for b, out in ((lo, below), (hi, upto)):
+    for b, out, side in ((lo, below, "left"), (hi, upto, "right")):
         if b is None:
             continue
-        valid = b.is_valid().to_numpy(zero_copy_only=False)
-        out[valid] = sorted_before[at : at + n][valid]
-        at += n
+        valid = b.is_valid()
+        mask = valid.to_numpy(zero_copy_only=False)
+        out[mask] = np.searchsorted(ordered, b.filter(valid).to_numpy(zero_copy_only=False), side=side)
     return pa.array(upto > below)
 
 

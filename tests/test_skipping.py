@@ -754,9 +754,9 @@ class _CountingCompute:
 
 
 def test_in_list_pruning_does_not_loop_over_the_values(monkeypatch):
-    """An IN list is pruned with one sort of its values and the files' bounds: the number of
-    Arrow kernel calls does not grow with the list (it was several per value, so a pushed list
-    of 20,000 ids took about a second to plan)."""
+    """A long IN list is pruned by a binary search of its sorted values: the number of Arrow
+    kernel calls does not grow with the list (it was several per value, so a pushed list of
+    20,000 ids took about a second to plan)."""
     import delta_datafusion.skipping as skipping
 
     n = 200
@@ -783,10 +783,12 @@ def test_in_list_pruning_does_not_loop_over_the_values(monkeypatch):
         monkeypatch.setattr(skipping, "pc", pc)
         return counter.calls, kept, len({v // 10 for v in values if 0 <= v < 10 * n})
 
-    few = calls([5, 17, 1999, 5000])
+    few = calls([5, 17, 1999, 5000, -4, 10**6, 77, 1234])
     many = calls(list(range(-3000, 0)) + list(range(5, 10 * n, 40)) + list(range(10**6, 10**6 + 3000)))
     assert few[1] == few[2] and many[1] == many[2]  # the right files are kept
-    assert many[0] == few[0], f"{few[0]} kernel calls for 4 values, {many[0]} for 6,050"
+    assert many[0] == few[0], f"{few[0]} kernel calls for 8 values, {many[0]} for 6,050"
+    short = calls([5, 17, 1999])  # below skipping._SEARCH_FROM: a comparison per value, cheaper
+    assert short[1] == short[2]
 
 
 def _hvalue(name: str):
@@ -870,3 +872,24 @@ def test_in_lists_of_mixed_literal_types():
     ]
     for pred, expected in cases:
         assert keep(pred, entries) == expected, str(pred)
+
+
+def test_in_lists_of_zoned_timestamps_prune_whatever_zone_names_them():
+    """Zoned timestamps are instants: a list whose literals are in another zone than the column
+    (``+00:00`` against ``UTC``, ``+02:00``) prunes as the same instants in the column's zone
+    (the review: such a list kept every file)."""
+    ts = col("ts")
+
+    def at(hour: int) -> dt.datetime:
+        return dt.datetime(2024, 1, 1, hour, tzinfo=UTC)
+
+    entries = [{"stats": stats(10, {"ts": at(h)}, {"ts": at(h + 1)}, {"ts": 0})} for h in (0, 4, 8, 12)]
+    plus2 = dt.timezone(dt.timedelta(hours=2))
+    for zone, when in (("+00:00", at(4)), ("+02:00", at(8).astimezone(plus2))):
+        values = [lit(pa.scalar(when, pa.timestamp("us", tz=zone)))]
+        values += [
+            lit(pa.scalar(at(20) + dt.timedelta(minutes=m), pa.timestamp("us", tz=zone))) for m in range(12)
+        ]
+        hit = 1 if zone == "+00:00" else 2
+        for pred in (P.is_in(ts, values[:1]), P.is_in(ts, values)):  # a short list and a searched one
+            assert keep(pred, entries) == [k == hit for k in range(4)], (zone, str(pred))

@@ -59,7 +59,7 @@ def _listed_again(old: Snapshot, label: str) -> Snapshot:
             f"{label}: a log cleanup removed the files of version {old.version} of {old.table_root}, "
             f"which this query reads, after the table was opened; open it again ({e})"
         ) from e
-    if (fresh.protocol, fresh.metadata) != (old.protocol, old.metadata):
+    if not _same_table_version(old, fresh):
         # the folder was deleted and written again up to the same version: not the table opened
         raise DeltaError(
             f"{label}: {old.table_root} was replaced by another table after it was opened (version "
@@ -67,3 +67,19 @@ def _listed_again(old: Snapshot, label: str) -> Snapshot:
         )
     fresh.files()
     return fresh
+
+
+def _same_table_version(a: Snapshot, b: Snapshot) -> bool:
+    """Do two listings' snapshots of one version describe the same table? Compared by what they
+    mean, not the log's text: a checkpoint may write the schema string in another JSON form
+    (spacing, key order) than the commits it replaces."""
+    ma, mb = a.metadata, b.metadata
+    return (
+        a.protocol == b.protocol
+        and ma.id == mb.id
+        and ma.partition_columns == mb.partition_columns
+        and ma.column_mapping_mode == mb.column_mapping_mode
+        and ma.configuration == mb.configuration
+        and ma.arrow_schema.equals(mb.arrow_schema, check_metadata=True)
+        and ma.physical_schema.equals(mb.physical_schema, check_metadata=True)
+    )
