@@ -727,7 +727,9 @@ def from_pyarrow(expr: pc.Expression | None, schema: pa.Schema) -> Predicate:
     # pyarrow 26's to_substrait serialises each call's arguments twice: its output doubles per
     # nesting level (a WHERE of 20 conjuncts, which DataFusion pushes as one left-deep chain: 4 s
     # and 0.9 GB; 22: 21 s, 3 GB). Nested filters take the payload route alone, which is linear.
-    depth = _nesting(str(expr))
+    text = expression_text(expr)
+    # unprintable (see expression_text): nesting unknown, the payload route is safe at any depth
+    depth = _nesting(text) if text is not _UNPRINTABLE else _SUBSTRAIT_MAX_DEPTH + 1
     routes = (_from_pickle,) if depth > _SUBSTRAIT_MAX_DEPTH else (_from_substrait, _from_pickle)
     for route in routes:
         try:
@@ -740,4 +742,17 @@ def from_pyarrow(expr: pc.Expression | None, schema: pa.Schema) -> Predicate:
         except Exception as e:  # defensive: any surprise means "cannot parse"
             errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     # the second route's reason is this package's own wording (the first's is pyarrow's)
-    raise PredicateError(f"cannot interpret filter {expr}: {errors[-1] or errors[0]}")
+    raise PredicateError(f"cannot interpret filter {text}: {errors[-1] or errors[0]}")
+
+
+_UNPRINTABLE = "<a filter pyarrow cannot print>"
+
+
+def expression_text(expr: Any) -> str:
+    """``str(expr)``, which never fails: pyarrow prints a long ``is_in`` string list shortened by
+    bytes, and the cut can split a multi-byte character ("'\uffff' * 40" in a list of five:
+    UnicodeDecodeError, or a Rust panic when DataFusion formats that error)."""
+    try:
+        return str(expr)
+    except UnicodeDecodeError:
+        return _UNPRINTABLE

@@ -886,3 +886,31 @@ def test_history_limit_gives_the_newest_commits():
         table.history(limit=-1)
     with pytest.raises(DeltaError, match="limit must be an integer"):
         table.history(limit="2")
+
+
+def test_long_non_ascii_strings_in_in_lists(tmp_path):
+    """pyarrow 26 prints a long string of an IN list cut by bytes, possibly inside a character,
+    and the print fails (UnicodeDecodeError from str(), a Rust panic where datafusion-python 55
+    prints the pushed filter). The package parsed the filter only after printing it: the Python
+    API failed with a bare UnicodeDecodeError or a PanicException (the randomized differential)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from deltalake import write_deltalake
+
+    from delta_datafusion.predicate_parse import from_pyarrow
+
+    long = "\uffff" * 40
+    path = str(tmp_path / "t")
+    schema = pa.schema([("id", pa.int64()), ("s", pa.string())])
+    rows = pa.table({"id": [1, 2, 3], "s": ["a", long, "é" * 60]}, schema=schema)
+    write_deltalake(path, rows, configuration={"delta.enableChangeDataFeed": "true"})
+    listed = [long, "b", "c", "d", "é" * 60]
+    expr = pc.field("s").isin(listed)
+    assert str(from_pyarrow(expr, schema)).startswith("s IN (")
+    snap = DeltaTable(path).snapshot()
+    assert sorted(snap.scan(predicate=expr).to_table().column("id").to_pylist()) == [2, 3]
+    text = "s IN (" + ", ".join(f"'{v}'" for v in listed) + ")"
+    assert sorted(snap.scan(predicate=text).to_table().column("id").to_pylist()) == [2, 3]
+    assert sorted(snap.scan(predicate="NOT " + text).to_table().column("id").to_pylist()) == [1]
+    feed = DeltaTable(path).changes(0, 0, predicate=text).to_table()
+    assert sorted(feed.column("id").to_pylist()) == [2, 3]

@@ -31,7 +31,7 @@ from ..errors import DeltaError, PredicateError
 # Imported eagerly: every query parses its pushed filter, and the substrait protobuf modules
 # take ~0.25 s to import, which would otherwise land on the first query of a process.
 from ..predicate import BoolLiteral
-from ..predicate_parse import from_pyarrow
+from ..predicate_parse import expression_text, from_pyarrow
 from ..read import UnitReader
 from ..scan_unit import ScanUnit
 
@@ -396,7 +396,9 @@ class DeltaDataset(ds.Dataset):
         try:
             pred = from_pyarrow(filter, self._schema)
         except PredicateError as e:
-            raise DeltaError(f"{self.label}: cannot interpret pushed filter {filter}: {e}") from e
+            raise DeltaError(
+                f"{self.label}: cannot interpret pushed filter {expression_text(filter)}: {e}"
+            ) from e
         if self._kernel_gaps_possible(pred):
             from ..scan import check_evaluable
 

@@ -105,6 +105,13 @@ def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) ->
         df.execution_plan()
     except Exception as e:  # noqa: BLE001
         raise planning_error(e) from e
+    except BaseException as e:
+        # datafusion-python 55 prints the pushed pyarrow filter once it has it, and pyarrow 26
+        # cuts a long string of an IN list by bytes, possibly inside a character: the print
+        # fails and the Rust side panics (plain pyarrow datasets too). The filter was captured
+        # before the print; the package reads it without printing it.
+        if type(e).__name__ != "PanicException" or not capture.filters:
+            raise
     kept = [node for kind, node in plan if kind == "Filter"]
     if kept and not allow_rest:
         part = _inline_extracted(kept[0].predicate().canonical_name(), optimized.display_indent())
