@@ -324,6 +324,11 @@ _SIMPLE_LITERALS = {
     "binary": pa.binary(),
 }
 
+#: Substrait type kinds read as they are (a type says "bool" where a literal says "boolean").
+_SIMPLE_TYPES = {("bool" if k == "boolean" else k): t for k, t in _SIMPLE_LITERALS.items()} | {
+    "date": pa.date32()
+}
+
 
 class _SubstraitReader:
     def __init__(self, ee: Any, schema: pa.Schema) -> None:
@@ -398,20 +403,8 @@ class _SubstraitReader:
 
     def arrow_type(self, t: Any, ctx: pa.DataType | None) -> pa.DataType:
         kind = t.WhichOneof("kind")
-        simple = {
-            "bool": pa.bool_(),
-            "i8": pa.int8(),
-            "i16": pa.int16(),
-            "i32": pa.int32(),
-            "i64": pa.int64(),
-            "fp32": pa.float32(),
-            "fp64": pa.float64(),
-            "string": pa.string(),
-            "binary": pa.binary(),
-            "date": pa.date32(),
-        }
-        if kind in simple:
-            return simple[kind]
+        if kind in _SIMPLE_TYPES:
+            return _SIMPLE_TYPES[kind]
         if kind == "decimal":
             return pa.decimal128(t.decimal.precision, t.decimal.scale)
         if kind == "fixed_binary":
