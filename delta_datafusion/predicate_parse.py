@@ -743,7 +743,7 @@ _UNPRINTABLE = "<a filter pyarrow cannot print>"
 
 def expression_text(expr: Any) -> str:
     """``str(expr)``, which never fails: pyarrow prints a long ``is_in`` string list shortened by
-    bytes, and the cut can split a multi-byte character ("'\uffff' * 40" in a list of five:
+    bytes, and the cut can split a multi-byte character (forty U+FFFF in a list of five:
     UnicodeDecodeError, or a Rust panic when DataFusion formats that error)."""
     try:
         return str(expr)

@@ -29,8 +29,8 @@ Rules (all conservative):
      false``, files with deletion vectors) need no special case: min/max stay valid bounds;
    * ``x < c`` / ``x <= c`` drop when ``min >= c`` / ``min > c``; ``x > c`` / ``x >= c`` drop when
      ``max <= c`` / ``max < c``; ``x = c`` drops when ``c`` is outside ``[min, max]``; ``x IN
-     (...)`` drops when every non-null literal is outside ``[min, max]`` (decided for all files
-     by one sort of the literals with the bounds, not per literal: lists of thousands of ids);
+     (...)`` drops when every non-null literal is outside ``[min, max]`` (a long list: each bound
+     binary-searched among the sorted literals, not a comparison per literal);
    * ``x != c`` and ``x NOT IN (...)`` drop only when ``min == max`` equals a listed literal and
      ``nullCount == 0``; a ``NOT IN`` list holding a NULL is never TRUE, so it drops every file;
    * a comparison with a NULL literal is never TRUE and drops every file; column-vs-column
@@ -346,7 +346,7 @@ def _combine(pred: And | Or, evaluate: Any) -> pa.Array:
     return out
 
 
-# ---- IN lists: one sort of the values and the files' bounds, not a comparison per value ----
+# ---- IN lists: long ones by a binary search of the sorted values, not a comparison per value ----
 
 
 def _value_arrays(values: Sequence[Literal]) -> tuple[list[pa.Array], bool]:
@@ -395,7 +395,7 @@ def _exact_cast(arr: pa.Array, t: pa.DataType) -> pa.Array | None:
 
 def _same_type(values: pa.Array, bounds: list[pa.Array]) -> tuple[pa.Array, list[pa.Array]] | None:
     """``values`` and ``bounds`` converted exactly to one type (the bounds' or the values'), so
-    that sorting them together orders them as comparing them would; None when impossible."""
+    that ordering them together orders them as comparing them would; None when impossible."""
     for target in (bounds[0].type, values.type):
         vals = _exact_cast(values, target)
         cast = [_exact_cast(b, target) for b in bounds]
@@ -435,9 +435,9 @@ def _any_between(values: pa.Array, lo: pa.Array | None, hi: pa.Array | None, n: 
         for v in values:
             one = _const(n, True)
             if lo is not None:
-                one = pc.and_(one, pc.fill_null(pc.less_equal(lo, v), True))
+                one = pc.and_(one, _true_unless_false(pc.less_equal(lo, v)))
             if hi is not None:
-                one = pc.and_(one, pc.fill_null(pc.greater_equal(hi, v), True))
+                one = pc.and_(one, _true_unless_false(pc.greater_equal(hi, v)))
             inside = pc.or_(inside, one)
         return inside
     # numpy orders these as Arrow compares them: numbers, dates and timestamps natively (one

@@ -823,8 +823,8 @@ def _long_in(draw):
 def test_in_lists_prune_like_their_comparisons(fs, pred):
     """``x IN (v1, ..., vn)`` keeps exactly the files ``x = v1 OR ... OR x = vn`` keeps, and
     ``x NOT IN (...)`` those ``x <> v1 AND ... AND x <> vn`` keeps (NULL items included); the
-    same for files judged all-matching. The comparisons are pruned one value at a time, the list
-    with one sort of values and bounds. No file holding a matching row is dropped, and no file
+    same for files judged all-matching. The comparisons are pruned one value at a time, a list of
+    8+ values by a binary search of its sorted values. No file holding a matching row is dropped, and no file
     holding a row that does not match is judged all-matching."""
     op = "!=" if pred.negated else "="
     parts = tuple(Comparison(op, pred.operand, v) for v in pred.values)

@@ -507,7 +507,7 @@ def register_catalog(
     storage = provider.storage
     if not storage.isdir(storage.root):
         raise TableNotFoundError(f"register_catalog({catalog!r}): {root} is not a folder")
-    if storage.isdir(storage.child_location("_delta_log")):
+    if storage.isdir(storage.join("_delta_log")):
         raise DeltaError(
             f"register_catalog({catalog!r}): {root} is a Delta table, not a folder of Delta tables "
             "(a catalog serves the tables in the folder's subfolders): use register_table for it"
