@@ -12,6 +12,7 @@ import collections
 import io
 import json
 from collections.abc import Collection
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -75,13 +76,28 @@ def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=pc.invert(arr.is_valid()))
     if arr.type == target:
-        return arr
+        return _within_precision(arr) if pa.types.is_decimal(target) else arr
     try:
         if pa.types.is_date(target) and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
             return pc.strptime(arr, format="%Y-%m-%d", unit="s", error_is_null=True).cast(pa.date32())
         return arr.cast(target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return pa.nulls(len(arr), target)
+
+
+def _within_precision(arr: pa.Array) -> pa.Array:
+    """Decimal bounds with more digits than their type holds become null: pyarrow's JSON reader
+    keeps them (deltalake logs a decimal(38,10) maximum as the double 1e+28, 39 digits) and an
+    array holding them fails validation and conversion."""
+    t = arr.type
+    if arr.null_count == len(arr):
+        return arr
+    wide = pa.decimal256(76, t.scale)
+    limit = pa.scalar(Decimal(10) ** (t.precision - t.scale), wide)
+    fits = pc.less(pc.abs(arr.cast(wide)), limit)
+    if pc.all(pc.fill_null(fits, True)).as_py():
+        return arr
+    return pc.if_else(fits, arr, pa.scalar(None, t))
 
 
 def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
@@ -130,23 +146,26 @@ def _ndjson_lines(strings: pa.Array) -> pa.Buffer:
 
 
 def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Array:
-    """Slow path for batches containing malformed stats: parse each row, garbage -> null."""
+    """Slow path for batches containing malformed stats: parse each row, garbage -> null. Rows
+    stay Arrow arrays (a round trip through Python objects fails on a decimal that pyarrow's
+    JSON reader parsed beyond its type's precision)."""
     schema = pa.schema([pa.field("s", parse_type)])
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+    missing = pa.nulls(1, parse_type)
     out = []
     for s in stats.to_pylist():
-        value = None
+        value = missing
         if s is not None:
             try:
                 obj = json.loads(s)
                 if isinstance(obj, dict):
                     line = json.dumps({"s": obj}).encode()
                     t = pajson.read_json(io.BytesIO(line), parse_options=opts)
-                    value = t.column("s")[0].as_py()
+                    value = t.column("s").combine_chunks()
             except (ValueError, RecursionError, pa.ArrowInvalid):
-                value = None
+                value = missing
         out.append(value)
-    return pa.array(out, parse_type)
+    return pa.concat_arrays(out)
 
 
 def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
