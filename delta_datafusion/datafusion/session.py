@@ -513,11 +513,38 @@ def register_catalog(
             "(a catalog serves the tables in the folder's subfolders): use register_table for it"
         )
     provider._folders()  # a root the store will not list fails here, not in every later query
-    ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
-    _track(ctx)
-    with _REGISTRY_LOCK:
-        _CATALOGS.setdefault(ctx.session_id(), []).append(provider)
+    with _REGISTER_LOCK:  # check, swap and remember at once (as register_table does)
+        replaced = _replaced_catalog(ctx, catalog)
+        ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
+        _track(ctx)
+        with _REGISTRY_LOCK:
+            kept = _CATALOGS.setdefault(ctx.session_id(), [])
+            if replaced is not None:  # its snapshots would otherwise live as long as the session
+                old = {id(p) for p in replaced._schemas.values()}
+                kept[:] = [p for p in kept if id(p) not in old]
+            kept.append(provider)
     return provider
+
+
+def _replaced_catalog(ctx: SessionContext, catalog: str) -> DeltaCatalogProvider | None:
+    """The folder catalog the session serves as ``catalog``, which registering the name again
+    replaces (None: no such catalog, or an empty one, such as the default catalog a session is
+    configured with to make the folder catalog its default). Another catalog holding tables is
+    refused: DataFusion would drop it with every table in it (over ``datafusion``, the default
+    catalog, every table registered so far)."""
+    if catalog not in ctx.catalog_names():
+        return None
+    held = ctx.catalog(catalog)
+    if isinstance(getattr(held, "catalog", None), DeltaCatalogProvider):
+        return held.catalog
+    tables = sorted(f"{s}.{t}" for s in held.schema_names() for t in held.schema(s).names())
+    if tables:
+        shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
+        raise DeltaError(
+            f"register_catalog({catalog!r}): the session already has a catalog {catalog!r} holding tables "
+            f"({shown}), not a Delta folder catalog; registering over it would drop them: choose another name"
+        )
+    return None
 
 
 # -- everything at once -------------------------------------------------------------------------

@@ -1,0 +1,60 @@
+"""The SQL surface a session offers around Delta tables: registering folder catalogs over names the
+session already uses, and what replacing one keeps alive. Tables are written by deltalake here."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+pytest.importorskip("deltalake")
+from datafusion import SessionContext  # noqa: E402
+from deltalake import write_deltalake  # noqa: E402
+
+import delta_datafusion as dd  # noqa: E402
+from delta_datafusion.errors import DeltaError  # noqa: E402
+
+
+def _lake(root: Path) -> Path:
+    """A folder holding one Delta table, ``t`` (ids 0..4)."""
+    write_deltalake(str(root / "t"), pa.table({"id": pa.array(range(5), pa.int64())}))
+    return root
+
+
+def _count(ctx: SessionContext, sql: str) -> int:
+    return ctx.sql(sql).to_pylist()[0]["n"]
+
+
+def test_register_catalog_refuses_the_default_catalogs_name(tmp_path: Path) -> None:
+    """Registering over ``datafusion`` replaced the default catalog: every table registered before
+    (Delta or not) was gone, and ``SELECT ... FROM t`` failed with 'table not found'."""
+    root = _lake(tmp_path)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(root / "t"))
+    ctx.register_record_batches("mem", [[pa.record_batch({"x": [1, 2]})]])
+    with pytest.raises(DeltaError, match="'datafusion' holding tables"):
+        dd.register_catalog(ctx, "datafusion", str(root))
+    assert _count(ctx, "SELECT count(*) AS n FROM t") == 5
+    assert _count(ctx, "SELECT count(*) AS n FROM mem") == 2
+
+
+def test_register_catalog_replaces_its_own_catalog_and_frees_the_old_one(tmp_path: Path) -> None:
+    """A folder catalog registered again under its name serves the new root; the catalog it
+    replaced (and the snapshots it cached) is no longer kept by the package."""
+    first = _lake(tmp_path / "one")
+    second = tmp_path / "two"
+    write_deltalake(str(second / "t"), pa.table({"id": pa.array(range(3), pa.int64())}))
+    ctx = SessionContext()
+    dd.register(ctx)
+    old = dd.register_catalog(ctx, "lake", str(first))
+    assert _count(ctx, "SELECT count(*) AS n FROM lake.default.t") == 5
+    gone = weakref.ref(old)
+    del old
+    dd.register_catalog(ctx, "lake", str(second))
+    assert _count(ctx, "SELECT count(*) AS n FROM lake.default.t") == 3
+    gc.collect()
+    assert gone() is None
