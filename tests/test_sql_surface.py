@@ -15,7 +15,7 @@ from datafusion import SessionContext  # noqa: E402
 from deltalake import write_deltalake  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
-from delta_datafusion.errors import DeltaError  # noqa: E402
+from delta_datafusion.errors import ArgumentError  # noqa: E402
 
 
 def _lake(root: Path) -> Path:
@@ -36,7 +36,7 @@ def test_register_catalog_refuses_the_default_catalogs_name(tmp_path: Path) -> N
     dd.register(ctx)
     dd.register_table(ctx, "t", str(root / "t"))
     ctx.register_record_batches("mem", [[pa.record_batch({"x": [1, 2]})]])
-    with pytest.raises(DeltaError, match="'datafusion' holding tables"):
+    with pytest.raises(ArgumentError, match="'datafusion' holding tables"):
         dd.register_catalog(ctx, "datafusion", str(root))
     assert _count(ctx, "SELECT count(*) AS n FROM t") == 5
     assert _count(ctx, "SELECT count(*) AS n FROM mem") == 2

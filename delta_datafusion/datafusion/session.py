@@ -540,7 +540,7 @@ def _replaced_catalog(ctx: SessionContext, catalog: str) -> DeltaCatalogProvider
     tables = sorted(f"{s}.{t}" for s in held.schema_names() for t in held.schema(s).names())
     if tables:
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
-        raise DeltaError(
+        raise ArgumentError(
             f"register_catalog({catalog!r}): the session already has a catalog {catalog!r} holding tables "
             f"({shown}), not a Delta folder catalog; registering over it would drop them: choose another name"
         )
