@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arguments import integer
-from .errors import DeltaError, LogCorruptError, MissingProtocolError, VersionNotFoundError
+from .errors import LogCorruptError, MissingProtocolError, VersionNotFoundError
 from .log.actions import (
     CommitData,
     commit_schema,
@@ -70,13 +70,6 @@ def _leaf_threads(storage: Storage) -> int:
     if LEAF_THREADS is not None:
         return max(1, LEAF_THREADS)
     return max(1, os.cpu_count() or 1) if storage.is_local else 8
-
-
-#: A classic checkpoint up to this size is read from the moment the snapshot's segment is known,
-#: on a thread, while the commits, protocol and metadata load (3,000-commit log, 6 MB checkpoint:
-#: its read starts ~5 ms earlier), for callers that will want the files. Bounded because a
-#: snapshot asked only for its schema holds that read until it is dropped (12 MB: ~100 MB).
-PREFETCH_MAX_BYTES = 16 << 20
 
 
 #: Columns of the scan-metadata file table, in order.
@@ -223,20 +216,11 @@ class TableVersionView:
 class Snapshot(TableVersionView):
     """The table at ``version``: protocol, metadata, schema, and (lazily) its live files."""
 
-    def __init__(
-        self,
-        storage: Storage,
-        segment: LogSegment,
-        commit_data: list[CommitData] | None = None,
-        prefetch: bool = False,
-    ):
-        """``prefetch``: the caller will want the live files, so a small classic checkpoint is
-        read at once on a thread (see :data:`PREFETCH_MAX_BYTES`)."""
+    def __init__(self, storage: Storage, segment: LogSegment, commit_data: list[CommitData] | None = None):
         self.storage = storage
         self.segment = segment
         self.version = segment.version
         self._lock = threading.Lock()
-        self._leaf_prefetch = self._start_prefetch() if prefetch else None
         self._commit_data = commit_data if commit_data is not None else read_commits(storage, segment.commits)
         self.protocol, self.metadata = self._load_protocol_metadata()
 
@@ -276,31 +260,6 @@ class Snapshot(TableVersionView):
         )
         proto.check_readable(p_where, md.schema_json)
         return proto, md
-
-    def _start_prefetch(self) -> tuple[LeafFile, Future] | None:
-        ckpt = self.segment.checkpoint
-        if ckpt is None or ckpt.kind != "classic" or len(ckpt.parts) != 1 or PREFETCH_MAX_BYTES <= 0:
-            return None
-        part = ckpt.parts[0]
-        if not part.name.endswith(".parquet") or _leaf_threads(self.storage) <= 1:
-            return None
-        try:
-            if not 0 < part.size <= PREFETCH_MAX_BYTES:  # a stat here when the listing had no size
-                return None
-        except DeltaError:  # gone since the listing: reported where the checkpoint is read
-            return None
-        leaf = LeafFile(part.path, part.size)
-        return leaf, _on_thread(lambda: read_leaf(self.storage, leaf), "delta-checkpoint-prefetch")
-
-    def _read_leaf(self, leaf: LeafFile) -> pa.Table:
-        """The leaf's actions, from the prefetch when it read this leaf (once: then forgotten)."""
-        pending, self._leaf_prefetch = self._leaf_prefetch, None
-        if pending is not None and pending[0] == leaf:
-            try:
-                return pending[1].result()
-            except Exception:  # noqa: BLE001 - read again here: a real error repeats, named as always
-                pass
-        return read_leaf(self.storage, leaf)
 
     @property
     def checkpoint_version(self) -> int | None:
@@ -376,7 +335,7 @@ class Snapshot(TableVersionView):
         if len(leaves) == 1 and "_commit_replay" not in self.__dict__ and _leaf_threads(self.storage) > 1:
             # one leaf (a classic checkpoint): read it while the commits replay on this thread
             # (pyarrow releases the GIL; 3,000-commit log: about 4 ms of its 55)
-            prefetch = _on_thread(lambda: self._read_leaf(leaves[0]), "delta-checkpoint-read")
+            prefetch = _on_thread(lambda: read_leaf(self.storage, leaves[0]), "delta-checkpoint-read")
         _, keys = self._commit_replay
 
         def reduce(table: pa.Table) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
@@ -390,7 +349,7 @@ class Snapshot(TableVersionView):
         if prefetch is not None:
             parts.append(reduce(prefetch.result()))
         elif threads <= 1:
-            parts += [reduce(self._read_leaf(leaf)) for leaf in leaves]
+            parts += [reduce(read_leaf(self.storage, leaf)) for leaf in leaves]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -441,7 +400,7 @@ class Snapshot(TableVersionView):
         keys_ready: Future = Future()  # the commit keys; None: the commit replay failed
 
         def work() -> tuple | None:
-            table = self._read_leaf(leaf)
+            table = read_leaf(self.storage, leaf)
             flat = self.leaf_adds(table, None)
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None

@@ -75,7 +75,7 @@ class DeltaTable:
 
     def _snapshot(self, version: int | None, timestamp: Any, listing: LogListing) -> Snapshot:
         if timestamp is None:
-            return Snapshot(self.storage, build_segment(listing, version), prefetch=True)
+            return Snapshot(self.storage, build_segment(listing, version))
         latest, timeline = self._latest_and_timeline(listing)
         version = timeline.version_at_or_before(to_millis(timestamp))
         if version == latest.version:
@@ -84,7 +84,7 @@ class DeltaTable:
         # the commits the latest snapshot read already (same checkpoint): not read again
         read = {c.version: c for c in latest.commit_data}
         reuse = [read[v] for v, _ in segment.commits] if all(v in read for v, _ in segment.commits) else None
-        return Snapshot(self.storage, segment, reuse, prefetch=True)
+        return Snapshot(self.storage, segment, reuse)
 
     def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
         return self._latest_and_timeline(listing if listing is not None else self.listing())[1]

@@ -1584,45 +1584,6 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     assert snap.domain_metadata == {}
 
 
-@pytest.mark.parametrize("case", ["prefetched", "prefetch failed", "too large to prefetch"])
-def test_checkpoint_prefetched_while_the_commits_load(tmp_path, monkeypatch, case):
-    """snapshot() starts reading a small classic checkpoint on a thread before the commits and
-    the protocol load; files() uses that read (the checkpoint is read once), reads it again itself
-    when that read failed (e.g. a transient store error), and a larger checkpoint is read only
-    when files() asks: the same files in every case."""
-    import threading
-
-    import delta_datafusion.snapshot as snapshot_module
-
-    _checkpoint_then_changes(tmp_path)
-    monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)
-    if case == "too large to prefetch":
-        monkeypatch.setattr(snapshot_module, "PREFETCH_MAX_BYTES", 100)
-    real = snapshot_module.read_leaf
-    readers: list[str] = []
-
-    def spy(*args, **kwargs):
-        readers.append(threading.current_thread().name)
-        if case == "prefetch failed" and len(readers) == 1:
-            raise OSError("connection reset")
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(snapshot_module, "read_leaf", spy)
-    snap = DeltaTable(str(tmp_path)).snapshot()
-    if case != "too large to prefetch":
-        assert readers[:1] == ["delta-checkpoint-prefetch"]  # started by snapshot(), not files()
-    files = snap.files()
-    assert files_summary(files) == oracle(tmp_path)
-    assert count_rows(files) == 400 - 150 + 10
-    expected = {
-        "prefetched": ["delta-checkpoint-prefetch"],
-        "prefetch failed": ["delta-checkpoint-prefetch", "delta-checkpoint-scan-files"],
-        "too large to prefetch": ["delta-checkpoint-scan-files"],
-    }
-    assert readers == expected[case]
-    assert snap.transactions == {"app0": 2, "app1": 9}
-
-
 @pytest.mark.parametrize("slow", ["commits", "sequential", "leaf, few touched"])
 def test_checkpoint_files_an_overwrite_removed_are_not_typed(tmp_path, monkeypatch, slow):
     """An overwrite that changed a partition column's type removed every checkpointed file: their
@@ -1798,15 +1759,6 @@ def test_a_log_file_removed_after_the_listing_is_listed_again(tmp_path, monkeypa
     assert ctx.sql("SELECT count(*) AS n FROM lake.default.t").to_pydict()["n"] == [4]
 
 
-@pytest.fixture
-def read_at_planning(monkeypatch):
-    """No checkpoint prefetch: the checkpoint is read when the first query plans, after the
-    cleanup these tests make in between (with the prefetch it may have been read already)."""
-    import delta_datafusion.snapshot as snapshot_module
-
-    monkeypatch.setattr(snapshot_module, "PREFETCH_MAX_BYTES", 0)
-
-
 def _table_with_an_old_checkpoint(t: Path, commits: int = 4) -> None:
     """Appends of one row each (``id`` = version), a checkpoint at version 1, no log retention."""
     conf = {"delta.logRetentionDuration": "interval 0 seconds"}
@@ -1825,9 +1777,7 @@ def _checkpoint_and_clean_up(t: Path) -> None:
     assert not (log_dir(t) / f"{1:020d}.checkpoint.parquet").exists()
 
 
-def test_log_cleanup_between_a_catalog_listing_and_its_checkpoint_read(
-    tmp_path, monkeypatch, read_at_planning
-):
+def test_log_cleanup_between_a_catalog_listing_and_its_checkpoint_read(tmp_path, monkeypatch):
     """A folder-catalog query opens the table (listing, commits) and reads the checkpoint later,
     when it plans the scan: a log cleanup in between removed that checkpoint, and the query (and
     every later one, served the cached table) failed with MissingLogFileError. The version is now
@@ -1860,9 +1810,7 @@ def test_log_cleanup_between_a_catalog_listing_and_its_checkpoint_read(
     assert "version=3 files_total=4" in dd.explain(ctx, "SELECT count(*) FROM lake.default.t WHERE id > 0")
 
 
-def test_log_cleanup_after_a_registration_is_listed_again_and_vacuum_stays_an_error(
-    tmp_path, read_at_planning
-):
+def test_log_cleanup_after_a_registration_is_listed_again_and_vacuum_stays_an_error(tmp_path):
     """A registered table's checkpoint is read when the first query plans; cleaned up before
     that, the version is listed again (read from the new checkpoint). A data file removed (a
     vacuum) is no log file: it stays an error naming the file, not a retry."""
@@ -1886,7 +1834,7 @@ def test_log_cleanup_after_a_registration_is_listed_again_and_vacuum_stays_an_er
     assert isinstance(error, DataFileNotFoundError) and gone.name in str(error)
 
 
-def test_log_cleanup_past_a_registered_version_is_a_clear_error(tmp_path, read_at_planning):
+def test_log_cleanup_past_a_registered_version_is_a_clear_error(tmp_path):
     """When the writer committed and cleaned up past the registered version, that version cannot
     be read any more: the query says so (log cleanup, the version), instead of a missing
     checkpoint file."""
@@ -1909,37 +1857,7 @@ def test_log_cleanup_past_a_registered_version_is_a_clear_error(tmp_path, read_a
     assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [5]}
 
 
-def test_log_cleanup_after_the_checkpoint_was_prefetched_reads_the_registered_version(tmp_path, monkeypatch):
-    """register_table's snapshot reads a small checkpoint at once: a log cleanup after that read
-    leaves the registered version readable (its data files are still there)."""
-    from datafusion import SessionContext
-
-    import delta_datafusion as dd
-    from delta_datafusion.datafusion import session
-
-    t = tmp_path / "t"
-    _table_with_an_old_checkpoint(t)
-    opened = session.table_dataset
-    snapshots = []
-
-    def keep_snapshot(snapshot, label=None):
-        snapshots.append(snapshot)
-        return opened(snapshot, label)
-
-    monkeypatch.setattr(session, "table_dataset", keep_snapshot)
-    ctx = SessionContext()
-    dataset = dd.register_table(ctx, "t", str(t))
-    deltalake.write_deltalake(str(t), pa.table({"id": [4]}), mode="append")
-    [snapshot] = snapshots
-    snapshot._leaf_prefetch[1].result()  # the read finished before the cleanup
-    _checkpoint_and_clean_up(t)
-    assert ctx.sql("SELECT id FROM t ORDER BY id").to_pydict() == {"id": [0, 1, 2, 3]}
-    assert dataset.last_plan.version == 3
-
-
-def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered_one(
-    tmp_path, read_at_planning
-):
+def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered_one(tmp_path):
     """The folder deleted and another table written there up to the registered version: listing
     again finds that version with other metadata, and the query is refused instead of reading
     the other table's files with the registered schema."""
