@@ -1191,6 +1191,33 @@ def test_stats_json_rows_parse_independently(string_type: pa.DataType, monkeypat
     assert stats_mod.parse_stats_json(clean, STATS_TYPE).to_pylist() == [_stats_of_json(v) for v in good[2:]]
 
 
+def test_one_bad_stats_string_does_not_send_its_batch_row_by_row(monkeypatch: pytest.MonkeyPatch):
+    """A batch whose parse fails is halved until the failing part is small: one garbage string
+    among 4,000 is parsed on its own (the whole batch went row by row: 100,000 strings 24 s), and
+    every row still parses to its own stats."""
+    from delta_datafusion import stats as stats_mod
+
+    good = [
+        json.dumps(
+            {"numRecords": i, "minValues": {"id": i, "s": f"v{i}", "d": "2024-01-02"}, "nullCount": {"id": 0}}
+        )
+        for i in range(4_000)
+    ]
+    for bad in ("{not json", "[1, 2]", ""):
+        values = good[:2_500] + [bad] + good[2_500:]
+        slow_rows: list[int] = []
+        real = stats_mod._parse_rows_individually
+
+        def counted(stats, parse_type, real=real, slow_rows=slow_rows):
+            slow_rows.append(len(stats))
+            return real(stats, parse_type)
+
+        monkeypatch.setattr(stats_mod, "_parse_rows_individually", counted)
+        got = stats_mod.parse_stats_json(pa.array(values), STATS_TYPE).to_pylist()
+        assert got == [_stats_of_json(v) for v in values], bad
+        assert sum(slow_rows) <= stats_mod.ROW_BY_ROW_MAX, (bad, slow_rows)
+
+
 def test_key_presence_pass_agrees_with_byte_search(monkeypatch: pytest.MonkeyPatch):
     """The one-pass (chunked regex) presence check of action keys finds a key wherever it sits:
     in the head, across a chunk boundary, at the very end, several keys in one chunk."""
