@@ -1192,6 +1192,28 @@ def test_dropped_name_is_not_resolved(flat_table):
     assert "Delta tables registered in this session: other)" in str(info.value)
 
 
+def test_name_registered_again_while_planning_says_so(flat_table, monkeypatch):
+    """register_table on another thread drops the name and adds it back: a table_changes() that
+    looked in between said the table was "not a table of this session" while listing it among
+    the registered ones; it says the table was being registered again, to run the query again."""
+    from delta_datafusion.datafusion import table_function
+
+    ctx = new_ctx()
+    dd.register_table(ctx, "flat", str(flat_table))
+    real = table_function._delta_table_named
+    looks: list[tuple] = []
+
+    def absent_at_first(session, ref):
+        looks.append(ref)
+        return False if len(looks) == 1 else real(session, ref)
+
+    monkeypatch.setattr(table_function, "_delta_table_named", absent_at_first)
+    with pytest.raises(Exception, match="TableNotFoundError") as info:
+        sql(ctx, "SELECT * FROM table_changes(flat, 3)")
+    assert "was being registered again (on another thread)" in str(info.value)
+    assert "not a table of this session" not in str(info.value)
+
+
 def test_name_resolution(flat_table, part_table, tmp_path):
     ctx = new_ctx()
     dd.register_table(ctx, "flat", str(flat_table))

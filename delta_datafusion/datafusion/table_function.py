@@ -404,6 +404,13 @@ def _resolve_table(session: SessionContext, arg: _TableArgument) -> tuple[DeltaT
 
 
 def _no_such_table(session: SessionContext, arg: _TableArgument) -> TableNotFoundError:
+    if any(_delta_table_named(session, ref) is not False for ref in _references(arg)):
+        # not there when looked up, there now: registered again on another thread meanwhile
+        # (register_table drops the name and adds it back), as a plain query can see it
+        return TableNotFoundError(
+            f"table_changes: {arg.shown!r} was being registered again (on another thread) while this "
+            "query planned: run the query again"
+        )
     what = "table name" if arg.readings is not None else "table name or location"
     return TableNotFoundError(
         f"table_changes: {arg.shown!r} is not a table of this session and no such path exists "
