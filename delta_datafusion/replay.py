@@ -159,14 +159,37 @@ def _dv_column(dv: pa.Array, n: int) -> pa.Array:
 
 
 def decode_paths(paths: pa.Array) -> pa.Array:
-    """URL-decode log paths; only the (rare) rows with a '%' go through Python."""
+    """URL-decode log paths; rows without a '%' stay as they are (see :func:`_unquote_by_folder`)."""
     if isinstance(paths, pa.ChunkedArray):
         paths = paths.combine_chunks()
     if not any_contains_byte(paths, ord("%")):
         return paths
     has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
-    decoded = pa.array([unquote(v) for v in paths.filter(has_pct).to_pylist()], paths.type)
-    return pc.replace_with_mask(paths, has_pct, decoded)
+    if pc.all(has_pct).as_py():
+        return _unquote_by_folder(paths)
+    return pc.replace_with_mask(paths, has_pct, _unquote_by_folder(paths.filter(has_pct)))
+
+
+def _unquote_by_folder(paths: pa.Array) -> pa.Array:
+    """``unquote`` of each (non-null) path with its folder part decoded once per distinct folder:
+    a timestamp partition puts a '%' in every path of a table (one by one: 2.2 s per 1,000,000
+    paths). An escape cannot span a literal '/', so folder and file name decode apart."""
+    split = pc.split_pattern(paths, "/", max_splits=1, reverse=True)  # [folder, name] or [name]
+    flat = split.flatten()
+    ends = split.offsets.to_numpy(zero_copy_only=False)
+    ends = ends - ends[0]  # flatten() starts at the first offset
+    has_folder = np.diff(ends) == 2
+    name = flat.take(pa.array(ends[1:] - 1))
+    in_name = pc.match_substring(name, "%")
+    if pc.any(in_name).as_py():  # file names rarely hold a '%': those go one by one
+        decoded = pa.array([unquote(v) for v in name.filter(in_name).to_pylist()], paths.type)
+        name = pc.replace_with_mask(name, in_name, decoded)
+    if not has_folder.any():
+        return name
+    codes = pc.dictionary_encode(flat.take(pa.array(ends[:-1], mask=~has_folder)))
+    folders = pa.array([unquote(v) for v in codes.dictionary.to_pylist()], paths.type)
+    joined = pc.binary_join_element_wise(folders.take(codes.indices), name, pa.scalar("/", paths.type))
+    return pc.if_else(pa.array(has_folder), joined, name)
 
 
 def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:

@@ -1367,6 +1367,35 @@ def test_absolute_paths_and_file_uris_are_the_same_file(tmp_path: Path):
 
 
 @pytest.mark.parametrize("large", [False, True])
+def test_percent_encoded_folders_are_decoded_once_each(large: bool, monkeypatch: pytest.MonkeyPatch):
+    """Timestamp partitions (or values with spaces) put a '%' in every path of a table: the folder
+    part is decoded once per distinct folder, and only file names holding a '%' are decoded one by
+    one (every path went through Python: 1,000,000 paths 2.6 s). Results equal unquote's."""
+    from delta_datafusion import replay
+
+    values = [f"ts=2024-01-0{i % 3 + 1}%2000%253A00%253A00/part-{i:04d}.parquet" for i in range(3_000)] + [
+        "a%2Fb/c%20d.parquet",  # an encoded '/' in a folder, a '%' in the file name
+        "no-folder%20here.parquet",
+        "plain/x.parquet",
+        "%C3/%A9",  # a byte sequence cut by a literal '/': invalid UTF-8 either way
+        "%E2%82%AC/%zz/x%",  # the euro sign; a malformed escape and a lone '%' stay as written
+        "/abs/%41/",
+        "",
+        None,
+    ]
+    calls: list[str] = []
+    real = replay.unquote
+    monkeypatch.setattr(replay, "unquote", lambda v: calls.append(v) or real(v))
+    typ = pa.large_string() if large else pa.string()
+    got = replay.decode_paths(pa.array(values, typ))
+    assert got.type == typ
+    assert got.to_pylist() == [None if v is None else real(v) for v in values]
+    assert len(calls) <= 20, len(calls)
+    every = pa.array(values[:3_000] + ["no-folder%20here.parquet", "%C3/%A9", "x%41/y"], typ).slice(1)
+    assert replay.decode_paths(every).to_pylist() == [real(v) for v in every.to_pylist()]
+
+
+@pytest.mark.parametrize("large", [False, True])
 def test_path_byte_checks_see_only_their_own_strings(large: bool):
     """The byte-level checks behind path decoding and resolution: sliced arrays, nulls whose
     slots hold bytes, empty strings, large offsets."""
