@@ -212,11 +212,10 @@ def resolve_paths(storage: Storage, decoded: pa.Array) -> pa.Array:
         absolute |= pc.fill_null(pc.match_substring(decoded, ":"), False).to_numpy(zero_copy_only=False)
     if not absolute.any():
         return joined
-    values = joined.to_pylist()
-    raw = decoded.to_pylist()
-    for i in np.flatnonzero(absolute):
-        values[i] = storage.resolve(raw[i])
-    return pa.array(values, pa.string())
+    # only the absolute paths go through Python (one among 1,000,000 sent them all: 0.71 s)
+    mask = pa.array(absolute)
+    resolved = pa.array([storage.resolve(p) for p in decoded.filter(mask).to_pylist()], joined.type)
+    return pc.replace_with_mask(joined, mask, resolved)
 
 
 def dv_unique_ids(dv: pa.Array) -> pa.Array:

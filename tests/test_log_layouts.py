@@ -1366,6 +1366,33 @@ def test_absolute_paths_and_file_uris_are_the_same_file(tmp_path: Path):
     assert DeltaTable(str(t)).snapshot().files().column("location").to_pylist() == [f"{other}/h#ash.parquet"]
 
 
+def test_one_absolute_path_among_many_is_the_only_one_resolved_alone(tmp_path: Path, monkeypatch):
+    """Relative paths are joined to the root in one Arrow call; an absolute path or URI among
+    them is resolved on its own (all 2,000 went through Python for one of them)."""
+    from delta_datafusion.storage import Storage
+
+    t = tmp_path / "t"
+    other = tmp_path / "elsewhere"
+    actions = [_add(f"part-{i:05d}.parquet", i + 1) for i in range(2_000)]
+    actions.insert(1_234, _add(f"file://{other}/far.parquet", 5_000))
+    actions.insert(77, _add(f"{other}/near.parquet", 5_001))
+    _plain_table(t, actions)
+    real = Storage.resolve
+    resolved: list[str] = []
+
+    def counted(self, path):
+        resolved.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(Storage, "resolve", counted)
+    files = DeltaTable(str(t)).snapshot().files()
+    by_size = dict(zip(files.column("size").to_pylist(), files.column("location").to_pylist(), strict=True))
+    assert len(by_size) == 2_002
+    assert by_size[5_000] == f"{other}/far.parquet" and by_size[5_001] == f"{other}/near.parquet"
+    assert by_size[1] == f"{t}/part-00000.parquet" and by_size[2_000] == f"{t}/part-01999.parquet"
+    assert sorted(resolved) == sorted([f"file://{other}/far.parquet", f"{other}/near.parquet"])
+
+
 @pytest.mark.parametrize("large", [False, True])
 def test_percent_encoded_folders_are_decoded_once_each(large: bool, monkeypatch: pytest.MonkeyPatch):
     """Timestamp partitions (or values with spaces) put a '%' in every path of a table: the folder
