@@ -539,6 +539,35 @@ def test_never_true_predicate_text_is_still_type_checked(tmp_path):
     assert scan(predicate="i > 1 AND i NOT IN (5, NULL)").to_table().num_rows == 0
 
 
+def test_predicate_text_without_in_skips_the_in_list_walk(tmp_path, monkeypatch):
+    """The walk looking for IN lists that hold NULL runs only for text with the word IN: it
+    copies a subtree at each step in datafusion-python (1,000 ORed ranges: 1.15 -> 0.97 s to
+    scan). Lists are still found in any case and inside other words' company."""
+    import pyarrow as pa
+
+    from delta_datafusion.datafusion import sql_predicate
+
+    path = _api_table(tmp_path, pa.table({"i": [1, 5, 7], "s": ["in", "x", "y"]}))
+    walked: list[int] = []
+    real = sql_predicate._null_in_lists
+
+    def counted(plan):
+        walked.append(1)
+        return real(plan)
+
+    monkeypatch.setattr(sql_predicate, "_null_in_lists", counted)
+    scan = DeltaTable(path).snapshot().scan
+    ors = " OR ".join(f"(i > {k} AND i < {k + 2})" for k in range(50))
+    assert scan(predicate=ors).to_table().num_rows == 3
+    assert scan(predicate="s = 'x' OR i = 7").to_table().num_rows == 2
+    assert walked == []
+    assert scan(predicate="i > 1 AND i not In (5, NULL)").to_table().num_rows == 0
+    assert walked
+    walked.clear()
+    assert scan(predicate="i\nIN (1, 7)").to_table().num_rows == 2
+    assert walked
+
+
 @pytest.mark.parametrize(
     ("text", "want"),
     [
