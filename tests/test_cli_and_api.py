@@ -591,6 +591,9 @@ def test_predicate_text_without_in_skips_the_in_list_walk(tmp_path, monkeypatch)
         ("i IN (2, 3) AND i NOT IN (1, TRY_CAST('abc' AS BIGINT))", None),
         ("i IN (2, 3) AND i IN (CASE WHEN i NOT IN (5, NULL) THEN 2 ELSE 3 END, 8)", None),
         ("i IN (2, 3) AND i NOT IN (1, CAST('4' AS BIGINT))", [2, 3]),
+        # IN right after a number, no space: no word boundary before it (the fourth review)
+        ("i+0IN (1, 2) AND NOT (i+0IN (3, NULL))", None),
+        ("NOT (5IN (i, NULL)) AND i > 0", None),
         # a list of values under NOT reads as written
         ("NOT (i IN (1, 2)) AND i < 5", [3, 4]),
         ("i NOT IN (3) AND i > 3", [4, 8]),

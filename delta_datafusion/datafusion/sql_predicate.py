@@ -160,7 +160,9 @@ def _plan_nodes(plan: Any) -> list[tuple[str, Any]]:
     return out
 
 
-_MAY_HOLD_IN = re.compile(r"\bin\b", re.IGNORECASE)
+#: The keyword IN ends a word but may follow a number with no space ("i+0IN (3, NULL)" is an IN
+#: list): no word boundary is asked for before it.
+_MAY_HOLD_IN = re.compile(r"in\b", re.IGNORECASE)
 
 
 def _null_in_lists(plan: Any) -> str | None:
