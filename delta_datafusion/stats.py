@@ -178,13 +178,23 @@ def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Arr
             try:
                 obj = json.loads(s)
                 if isinstance(obj, dict):
-                    line = json.dumps({"s": obj}).encode()
-                    t = pajson.read_json(io.BytesIO(line), parse_options=opts)
-                    value = t.column("s").combine_chunks()
+                    value = _parse_one(s, obj, opts)
             except (ValueError, RecursionError, pa.ArrowInvalid):
                 value = missing
         out.append(value)
     return pa.concat_arrays(out)
+
+
+def _parse_one(text: str, obj: dict, opts: pajson.ParseOptions) -> pa.Array:
+    """One stats object (valid JSON) as a one-row array: from its own text, so that numbers keep
+    every digit (through Python a decimal bound became a float: 1.12345678901234567891 read
+    as 1.1234567890123457), else from Python's reading of it (e.g. a key given twice)."""
+    line = '{"s":' + text.replace("\r", " ").replace("\n", " ") + "}"  # newlines are whitespace here
+    try:
+        return pajson.read_json(io.BytesIO(line.encode()), parse_options=opts).column("s").combine_chunks()
+    except pa.ArrowInvalid:
+        line = json.dumps({"s": obj})
+        return pajson.read_json(io.BytesIO(line.encode()), parse_options=opts).column("s").combine_chunks()
 
 
 def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.StructArray:

@@ -1219,6 +1219,25 @@ def test_one_bad_stats_string_does_not_send_its_batch_row_by_row(monkeypatch: py
         assert sum(slow_rows) <= stats_mod.ROW_BY_ROW_MAX, (bad, slow_rows)
 
 
+def test_stats_parsed_one_by_one_keep_every_digit():
+    """Stats strings next to a garbage one are parsed one by one; their decimal bounds keep
+    every digit as in a clean batch (they went through a Python float: 1.12345678901234567891
+    became 1.12345678901234570000), and a key given twice is still read."""
+    from decimal import Decimal
+
+    from delta_datafusion import stats as stats_mod
+
+    typ = pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("d", pa.decimal128(38, 20))]))])
+    exact = '{"numRecords": 1, "minValues": {"d": 1.12345678901234567891}}'
+    pretty = '{"numRecords": 2,\n "minValues": {"d": 2.5}}'
+    twice = '{"numRecords": 3, "numRecords": 4}'
+    for values in ([exact, pretty], [exact, "{garbage", pretty, twice]):
+        got = stats_mod.parse_stats_json(pa.array(values), typ).to_pylist()
+        assert got[0] == {"numRecords": 1, "minValues": {"d": Decimal("1.12345678901234567891")}}
+        assert got[values.index(pretty)] == {"numRecords": 2, "minValues": {"d": Decimal("2.5")}}
+    assert got[1] is None and got[3]["numRecords"] in (3, 4)
+
+
 def test_key_presence_pass_agrees_with_byte_search(monkeypatch: pytest.MonkeyPatch):
     """The one-pass (chunked regex) presence check of action keys finds a key wherever it sits:
     in the head, across a chunk boundary, at the very end, several keys in one chunk."""
