@@ -189,12 +189,14 @@ def _parse_one(text: str, obj: dict, opts: pajson.ParseOptions) -> pa.Array:
     """One stats object (valid JSON) as a one-row array: from its own text, so that numbers keep
     every digit (through Python a decimal bound became a float: 1.12345678901234567891 read
     as 1.1234567890123457), else from Python's reading of it (e.g. a key given twice)."""
-    line = '{"s":' + text.replace("\r", " ").replace("\n", " ") + "}"  # newlines are whitespace here
-    try:
+
+    def row(line: str) -> pa.Array:
         return pajson.read_json(io.BytesIO(line.encode()), parse_options=opts).column("s").combine_chunks()
+
+    try:  # newlines outside strings (valid JSON has no others) are whitespace
+        return row('{"s":' + text.replace("\r", " ").replace("\n", " ") + "}")
     except pa.ArrowInvalid:
-        line = json.dumps({"s": obj})
-        return pajson.read_json(io.BytesIO(line.encode()), parse_options=opts).column("s").combine_chunks()
+        return row(json.dumps({"s": obj}))
 
 
 def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
