@@ -49,6 +49,9 @@ from delta_datafusion.parallel import (
     scan_leaf_files,
     split_leaves,
 )
+from delta_datafusion.parallel import execute as par_execute
+from delta_datafusion.parallel import state as par_state
+from delta_datafusion.scan import ScanMetadata
 
 REPO = Path(__file__).resolve().parents[1]
 from conftest import CORPUS, MANIFEST, corpus_table  # noqa: E402
@@ -635,14 +638,14 @@ def test_corrupted_state_is_refused(generated, mangle, message):
 
 def test_other_versions_are_refused(generated, monkeypatch):
     state = _state(generated)
-    monkeypatch.setattr(par, "_package_version", lambda: "0.0.1-other")
+    monkeypatch.setattr(par_state, "_package_version", lambda: "0.0.1-other")
     other_pkg = state.to_bytes()
     monkeypatch.undo()
     with pytest.raises(
         ParallelStateError, match=r"written by delta_datafusion 0\.0\.1-other, this is delta_datafusion"
     ):
         ParallelState.from_bytes(other_pkg)
-    monkeypatch.setattr(par, "FORMAT_VERSION", 99)
+    monkeypatch.setattr(par_state, "FORMAT_VERSION", 99)
     other_fmt = state.to_bytes()
     monkeypatch.undo()
     with pytest.raises(ParallelStateError, match="format version 99"):
@@ -652,7 +655,7 @@ def test_other_versions_are_refused(generated, monkeypatch):
     with pytest.raises(ParallelStateError):
         ParallelScanMetadata(12, [])  # type: ignore[arg-type]
     # a worker given bytes of another version fails with the same error
-    monkeypatch.setattr(par, "_package_version", lambda: "9.9.9")
+    monkeypatch.setattr(par_state, "_package_version", lambda: "9.9.9")
     blob = state.to_bytes()
     monkeypatch.undo()
     with pytest.raises(ParallelStateError, match="9.9.9"):
@@ -664,17 +667,17 @@ def test_consistent_header_but_bad_content_is_refused(generated):
     state = _state(generated)
     header = state.header()
     header["num_keys"] += 1
-    bad = _reassemble(header, par._keys_ipc(state.seen_keys))
+    bad = _reassemble(header, par_state._keys_ipc(state.seen_keys))
     with pytest.raises(ParallelStateError, match="announces"):
         ParallelState.from_bytes(bad)
     header = state.header()
     del header["metaData"]
     with pytest.raises(ParallelStateError, match="header lacks"):
-        ParallelState.from_bytes(_reassemble(header, par._keys_ipc(state.seen_keys)))
+        ParallelState.from_bytes(_reassemble(header, par_state._keys_ipc(state.seen_keys)))
     header = state.header()
     header["predicate"] = {"$dc": "os:system", "fields": {}}
     with pytest.raises(ParallelStateError, match="outside the delta_datafusion package"):
-        ParallelState.from_bytes(_reassemble(header, par._keys_ipc(state.seen_keys)))
+        ParallelState.from_bytes(_reassemble(header, par_state._keys_ipc(state.seen_keys)))
     with pytest.raises(ParallelStateError, match="corrupted"):
         ParallelState.from_bytes(_reassemble(state.header(), b"not arrow"))
 
@@ -685,7 +688,7 @@ def test_deeply_nested_predicate_in_a_state_is_refused(generated):
     header["predicate"] = "__P__"
     text = json.dumps(header).replace('"__P__"', "[" * 600 + "1" + "]" * 600)
     with pytest.raises(ParallelStateError, match="RecursionError"):
-        ParallelState.from_bytes(_reassemble(json.loads(text), par._keys_ipc(state.seen_keys)))
+        ParallelState.from_bytes(_reassemble(json.loads(text), par_state._keys_ipc(state.seen_keys)))
 
 
 def test_table_replaced_between_the_phases_is_refused(tmp_path):
@@ -809,11 +812,24 @@ def _reassemble(header: dict, keys: bytes) -> bytes:
     import hashlib
 
     h = json.dumps(header).encode()
-    pkg = par._package_version().encode()
-    body = par._U32.pack(len(h)) + h + par._U64.pack(len(keys)) + keys
-    total = len(par.MAGIC) + par._FIXED.size + len(pkg) + par._U64.size + len(body) + par._DIGEST
-    blob = par.MAGIC + par._FIXED.pack(par.FORMAT_VERSION, len(pkg)) + pkg + par._U64.pack(total) + body
-    return blob + hashlib.blake2b(blob, digest_size=par._DIGEST).digest()
+    pkg = par_state._package_version().encode()
+    body = par_state._U32.pack(len(h)) + h + par_state._U64.pack(len(keys)) + keys
+    total = (
+        len(par.MAGIC)
+        + par_state._FIXED.size
+        + len(pkg)
+        + par_state._U64.size
+        + len(body)
+        + par_state._DIGEST
+    )
+    blob = (
+        par.MAGIC
+        + par_state._FIXED.pack(par.FORMAT_VERSION, len(pkg))
+        + pkg
+        + par_state._U64.pack(total)
+        + body
+    )
+    return blob + hashlib.blake2b(blob, digest_size=par_state._DIGEST).digest()
 
 
 def test_unserializable_storage_options_are_refused(generated):
@@ -957,8 +973,8 @@ def test_single_threaded_leaf_tasks(generated, name, monkeypatch):
     assert seen and all(seen)
     assert_same_files(single, pooled, name)
     # the drivers' choice: one thread per task once the tasks fill this machine's CPUs
-    monkeypatch.setattr(par, "_default_workers", lambda: 2)
-    assert par._arrow_threads_for(1) and not par._arrow_threads_for(2)
+    monkeypatch.setattr(par_execute, "_default_workers", lambda: 2)
+    assert par_execute._arrow_threads_for(1) and not par_execute._arrow_threads_for(2)
 
 
 def test_run_parallel_threads_corpus():
@@ -1017,13 +1033,13 @@ def test_shared_transport_in_process(generated):
     batches, after = sequential(g.path)
     before = _shared_leftovers()
     items = par.scan_leaf_files_shared(after.state.to_bytes(), after.files, par.shared_dir())
-    assert all(isinstance(i, par._SharedBatch) for i in items)
-    received = par._receive(items)
+    assert all(isinstance(i, par_execute._SharedBatch) for i in items)
+    received = par_execute._receive(items)
     assert _shared_leftovers() <= before
     assert_same_files(concat_files(list(batches) + received), reference_files(g.path), "shared transport")
     # an unwritable directory falls back to returning the batches themselves
     items = par.scan_leaf_files_shared(after.state.to_bytes(), after.files, "/nonexistent/dir")
-    assert all(isinstance(i, par.ScanMetadata) for i in items)
+    assert all(isinstance(i, ScanMetadata) for i in items)
 
 
 def test_spawned_worker_refuses_corrupted_state(generated, spawn_pool):
@@ -1062,7 +1078,7 @@ def test_dask_distributed(generated, monkeypatch):
             for transport in ("auto", "pickle"):
                 out = run_with_dask(DeltaTable(g.path).snapshot().scan(), client, transport=transport)
                 assert_same_files(concat_files(out), expected, f"{name} dask {transport}")
-        assert par._is_local_cluster(client)
+        assert par_execute._is_local_cluster(client)
         # by hand: ship the state bytes and one file list per task, gather
         g = generated["v2-parquet"]
         batches, after = sequential(g.path)
@@ -1164,14 +1180,25 @@ def test_state_header_fields_of_the_wrong_type_are_refused():
         header = forged.header()
         header[field] = value
         body = json.dumps(header, separators=(",", ":")).encode()
-        keys = par._keys_ipc(forged.seen_keys)
-        pkg = par._package_version().encode("ascii")
-        payload = b"".join([par._U32.pack(len(body)), body, par._U64.pack(len(keys)), keys])
-        total = len(par.MAGIC) + par._FIXED.size + len(pkg) + par._U64.size + len(payload) + par._DIGEST
-        blob = (
-            par.MAGIC + par._FIXED.pack(par.FORMAT_VERSION, len(pkg)) + pkg + par._U64.pack(total) + payload
+        keys = par_state._keys_ipc(forged.seen_keys)
+        pkg = par_state._package_version().encode("ascii")
+        payload = b"".join([par_state._U32.pack(len(body)), body, par_state._U64.pack(len(keys)), keys])
+        total = (
+            len(par.MAGIC)
+            + par_state._FIXED.size
+            + len(pkg)
+            + par_state._U64.size
+            + len(payload)
+            + par_state._DIGEST
         )
-        blob += hashlib.blake2b(blob, digest_size=par._DIGEST).digest()
+        blob = (
+            par.MAGIC
+            + par_state._FIXED.pack(par.FORMAT_VERSION, len(pkg))
+            + pkg
+            + par_state._U64.pack(total)
+            + payload
+        )
+        blob += hashlib.blake2b(blob, digest_size=par_state._DIGEST).digest()
         with pytest.raises(ParallelStateError, match="wrong type"):
             par.ParallelState.from_bytes(blob)
 

@@ -1,0 +1,324 @@
+"""Running the parallel phase: local threads, any ``concurrent.futures`` executor, or Dask.
+
+Drivers split the leaves, ship the state (in memory to threads, as bytes to processes and
+Dask workers), and bring the result tables back, through ``/dev/shm`` files the driver maps
+when the workers share its machine. Worker entry points are top-level so they pickle by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import posixpath
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ArgumentError, DeltaError, LogCorruptError
+from ..log.checkpoint import LeafFile
+from ..log.segment import is_multi_part_checkpoint
+from ..replay import file_keys
+from ..scan import Scan, ScanMetadata
+from .phases import Done, Parallel, ParallelScanMetadata
+from .split import _as_leaf, split_leaves
+from .state import ParallelState
+
+_STATE_CACHE: dict[bytes, ParallelState] = {}
+_STATE_CACHE_LOCK = threading.Lock()
+_STATE_CACHE_SIZE = 4
+
+
+def _cached_state(state_bytes: bytes) -> ParallelState:
+    digest = hashlib.blake2b(state_bytes, digest_size=16).digest()
+    with _STATE_CACHE_LOCK:
+        state = _STATE_CACHE.get(digest)
+    if state is None:
+        state = ParallelState.from_bytes(state_bytes)
+        with _STATE_CACHE_LOCK:
+            while len(_STATE_CACHE) >= _STATE_CACHE_SIZE:
+                _STATE_CACHE.pop(next(iter(_STATE_CACHE)))
+            _STATE_CACHE[digest] = state
+    return state
+
+
+def scan_leaf_files(
+    state_bytes: bytes, files: Sequence[LeafFile | str], arrow_threads: bool = True
+) -> list[ScanMetadata]:
+    """Worker entry point (top-level, picklable): phase two over ``files`` from serialized state.
+
+    The decoded state is cached per process (by digest), so a worker running many tasks of one
+    scan decodes it once. ``arrow_threads`` as in :class:`ParallelScanMetadata`.
+    """
+    state = _cached_state(bytes(state_bytes))
+    return list(ParallelScanMetadata(state, files, arrow_threads))
+
+
+@dataclass(frozen=True)
+class _SharedBatch:
+    """A ScanMetadata whose file table waits in an Arrow IPC file (tmpfs) for the driver to map."""
+
+    path: str
+    files_before_pruning: int
+    extra: dict[str, Any]
+
+
+def shared_dir() -> str:
+    """Where workers on this machine leave result tables: ``/dev/shm`` when usable, else the temp dir."""
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return tempfile.gettempdir()
+
+
+def scan_leaf_files_shared(
+    state_bytes: bytes, files: Sequence[LeafFile | str], directory: str, arrow_threads: bool = True
+) -> list[Any]:
+    """Like :func:`scan_leaf_files`, for workers on the driver's machine: each batch's table is written
+    as an Arrow IPC file in ``directory`` (normally tmpfs) and only its name travels back, so the
+    driver maps it instead of unpickling a copy. Falls back to returning the batch when it cannot write.
+    """
+    out: list[Any] = []
+    for batch in scan_leaf_files(state_bytes, files, arrow_threads):
+        path = None
+        try:
+            fd, path = tempfile.mkstemp(prefix="delta-leaf-", suffix=".arrow", dir=directory)
+            os.close(fd)
+            with pa.OSFile(path, "wb") as sink, pa.ipc.new_file(sink, batch.files.schema) as writer:
+                writer.write_table(batch.files)
+            out.append(_SharedBatch(path, batch.files_before_pruning, batch.extra))
+        except OSError:
+            if path is not None:
+                _unlink(path)
+            out.append(batch)
+    return out
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _receive(items: list[Any]) -> list[ScanMetadata]:
+    """Map shared batches (zero-copy; the file is unlinked at once, the mapping lives on)."""
+    out = []
+    try:
+        for item in items:
+            if isinstance(item, _SharedBatch):
+                table = pa.ipc.open_file(pa.memory_map(item.path)).read_all()
+                _unlink(item.path)
+                out.append(
+                    ScanMetadata(table, files_before_pruning=item.files_before_pruning, extra=item.extra)
+                )
+            else:
+                out.append(item)
+    finally:
+        for item in items:
+            if isinstance(item, _SharedBatch):
+                _unlink(item.path)
+    return out
+
+
+def _discard(futures: Sequence[Any]) -> None:
+    """After a failure: wait for the other tasks, then drop the shared files of those that finished."""
+    from concurrent.futures import wait
+
+    wait(futures)
+    for f in futures:
+        if not f.cancelled() and f.exception() is None:
+            _discard_items(f.result())
+
+
+def _scan_leaves_local(
+    state: ParallelState, files: Sequence[LeafFile], threads: bool = True
+) -> list[ScanMetadata]:
+    return list(ParallelScanMetadata(state, files, threads))
+
+
+def _arrow_threads_for(tasks: int) -> bool:
+    """pyarrow's own pool only while the tasks leave this machine's CPUs idle."""
+    return tasks < _default_workers()
+
+
+def _default_workers() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_transport(transport: str) -> None:
+    if transport not in ("auto", "pickle", "shared"):
+        raise ArgumentError(f"transport must be 'auto', 'pickle' or 'shared', got {transport!r}")
+
+
+def execute_parallel(
+    state: ParallelState,
+    files: Sequence[LeafFile],
+    executor: Executor | None = None,
+    workers: int | None = None,
+    transport: str = "auto",
+) -> list[ScanMetadata]:
+    """Run phase two over ``files`` and return its batches (in a deterministic order).
+
+    The leaves are split into ``workers`` balanced groups (:func:`split_leaves`; default: the
+    executor's worker count, else the usable CPUs), one task per group.
+
+    * no executor: inline when there is a single group, else on a private thread pool;
+    * a ``ThreadPoolExecutor``: the in-memory state is shared, nothing is serialized;
+    * any other executor: tasks get the state bytes and a file list. With ``transport="shared"``
+      (the default, ``"auto"``, for a ``ProcessPoolExecutor``, whose workers share this machine)
+      result tables come back as Arrow IPC files in ``/dev/shm`` that are memory-mapped here;
+      with ``"pickle"`` (``"auto"`` for other executors, which may be remote) they are pickled.
+    """
+    _check_transport(transport)
+    files = [_as_leaf(f) for f in files]
+    if not files:
+        return []
+    workers = workers or getattr(executor, "_max_workers", None) or _default_workers()
+    groups = split_leaves(files, workers, state.storage)
+    local = isinstance(executor, ThreadPoolExecutor | ProcessPoolExecutor) or executor is None
+    # several tasks on this machine's CPUs: each parses on its own thread only
+    threads = _arrow_threads_for(min(len(groups), workers)) if local else True
+    if executor is None:
+        if len(groups) <= 1:
+            return _refuse_repeated_files(_scan_leaves_local(state, files), files)
+        with ThreadPoolExecutor(len(groups), thread_name_prefix="delta-leaf") as pool:
+            results = list(pool.map(lambda g: _scan_leaves_local(state, g, threads), groups))
+        return _refuse_repeated_files([m for batch in results for m in batch], files)
+    if isinstance(executor, ThreadPoolExecutor):
+        futures = [executor.submit(_scan_leaves_local, state, g, threads) for g in groups]
+        return _refuse_repeated_files([m for f in futures for m in f.result()], files)
+    shared = transport == "shared" or (transport == "auto" and isinstance(executor, ProcessPoolExecutor))
+    blob = state.to_bytes()
+    if shared:
+        directory = shared_dir()
+        futures = [executor.submit(scan_leaf_files_shared, blob, g, directory, threads) for g in groups]
+    else:
+        futures = [executor.submit(scan_leaf_files, blob, g, threads) for g in groups]
+    try:
+        out = [m for f in futures for m in _receive(f.result())]
+    except BaseException:
+        _discard(futures)
+        raise
+    return _refuse_repeated_files(out, files)
+
+
+def _refuse_repeated_files(batches: list[ScanMetadata], leaves: Sequence[LeafFile]) -> list[ScanMetadata]:
+    """The parts of a multi-part checkpoint hold each live file once. A part repeating another's
+    files (a copied part) gives their rows twice; the sequential replay refuses it, and so does
+    this union of the workers' batches (one worker sees only its own parts)."""
+    parts = {leaf.path for leaf in leaves if is_multi_part_checkpoint(posixpath.basename(leaf.path))}
+    if len(parts) < 2:
+        return batches
+    keys = [
+        file_keys(
+            b.files.column("location").combine_chunks(), b.files.column("deletion_vector").combine_chunks()
+        )
+        for b in batches
+        if b.num_files
+    ]
+    if keys:
+        every = pa.concat_arrays(keys)
+        if pc.count_distinct(every).as_py() != len(every):
+            first = min(parts)
+            raise LogCorruptError(
+                f"{first}: the parts of this multi-part checkpoint list a file more than once"
+            )
+    return batches
+
+
+def run_parallel(
+    scan: Scan, executor: Executor | None = None, workers: int | None = None, transport: str = "auto"
+) -> list[ScanMetadata]:
+    """Both phases: the sequential batches, then the leaves' batches (see :func:`execute_parallel`).
+
+    The union of the returned batches' files is exactly ``scan.scan_metadata()``'s.
+    """
+    _check_transport(transport)
+    phase = scan.parallel_scan_metadata()
+    out = list(phase)
+    after = phase.finish()
+    if isinstance(after, Parallel):
+        out.extend(execute_parallel(after.state, after.files, executor, workers, transport))
+    return out
+
+
+def _is_local_cluster(client: Any) -> bool:
+    hosts = set()
+    for addr in client.scheduler_info().get("workers", {}):
+        host = addr.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+        hosts.add(host)
+    return bool(hosts) and hosts <= {"127.0.0.1", "localhost", "::1"}
+
+
+def run_with_dask(
+    scan: Scan, client: Any, workers: int | None = None, transport: str = "auto"
+) -> list[ScanMetadata]:
+    """Both phases, the second on a ``distributed.Client``.
+
+    The state bytes are broadcast once to every worker (``client.scatter``); each task is
+    :func:`scan_leaf_files` over one balanced group of leaf files (``workers`` groups, default:
+    the cluster's total thread count); results are gathered back in group order. ``transport``
+    as in :func:`execute_parallel`; ``"auto"`` uses shared files only when every worker listens on
+    a loopback address (so it is on this machine), else Dask's own serialization.
+    """
+    _check_transport(transport)
+    phase = scan.parallel_scan_metadata()
+    out = list(phase)
+    after = phase.finish()
+    if isinstance(after, Done):
+        return out
+    if workers is None:
+        info = client.scheduler_info()
+        workers = sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()) or 1
+    groups = split_leaves(after.files, workers, after.state.storage)
+    blob = after.state.to_bytes()
+    on_this_machine = _is_local_cluster(client)
+    shared = transport == "shared" or (transport == "auto" and on_this_machine)
+    # several tasks on this machine's CPUs: each parses on its own thread only
+    threads = _arrow_threads_for(min(len(groups), workers)) if on_this_machine else True
+    state_future = client.scatter(blob, broadcast=True, hash=False)
+    if shared:
+        directory = shared_dir()
+        futures = [
+            client.submit(scan_leaf_files_shared, state_future, g, directory, threads, pure=False)
+            for g in groups
+        ]
+    else:
+        futures = [client.submit(scan_leaf_files, state_future, g, threads, pure=False) for g in groups]
+    try:
+        results = client.gather(futures)
+    except BaseException:
+        from distributed import wait
+
+        wait(futures)
+        for f in futures:
+            if f.status == "finished":
+                _discard_items(f.result())
+        raise
+    finally:
+        client.cancel([state_future])
+    leaf_batches = [m for items in results for m in _receive(items)]
+    return out + _refuse_repeated_files(leaf_batches, after.files)
+
+
+def _discard_items(items: Sequence[Any]) -> None:
+    for item in items or []:
+        if isinstance(item, _SharedBatch):
+            _unlink(item.path)
+
+
+def concat_files(batches: Iterable[ScanMetadata]) -> pa.Table:
+    """One file table from ScanMetadata batches."""
+    tables = [b.files for b in batches]
+    if not tables:
+        raise DeltaError("no ScanMetadata batches to concatenate")
+    return pa.concat_tables(tables, promote_options="permissive")
