@@ -946,6 +946,26 @@ def test_run_parallel_threads(generated, name):
     assert_same_files(concat_files(out), expected, f"{name} explicit thread pool")
 
 
+def test_worker_count_checked_before_any_work(generated):
+    """``workers=0`` (or a non-integer) is refused by name by every driver, before the sequential
+    phase reads anything (Dask's driver split the leaves into 0 groups and failed on "parts", the
+    others took 0 as the default)."""
+    from delta_datafusion.errors import ArgumentError
+
+    g = generated["v2-json"]
+    phase = DeltaTable(g.path).snapshot().scan().parallel_scan_metadata()
+    list(phase)
+    after = phase.finish()
+    assert isinstance(after, Parallel)
+    for bad in (0, -2, 1.5, True):
+        with pytest.raises(ArgumentError, match="workers"):
+            run_parallel(DeltaTable(g.path).snapshot().scan(), workers=bad)
+        with pytest.raises(ArgumentError, match="workers"):
+            par.execute_parallel(after.state, after.files, workers=bad)
+        with pytest.raises(ArgumentError, match="workers"):
+            par.run_with_dask(DeltaTable(g.path).snapshot().scan(), client=None, workers=bad)
+
+
 @pytest.mark.parametrize("name", ["v2-json", "multi"])
 def test_single_threaded_leaf_tasks(generated, name, monkeypatch):
     """``arrow_threads=False`` (what local pools use when the tasks fill the CPUs) reads and parses

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arguments import integer
 from ..errors import ArgumentError, DeltaError, LogCorruptError
 from ..log.checkpoint import LeafFile
 from ..log.segment import is_multi_part_checkpoint
@@ -159,6 +160,16 @@ def _check_transport(transport: str) -> None:
         raise ArgumentError(f"transport must be 'auto', 'pickle' or 'shared', got {transport!r}")
 
 
+def _check_workers(workers: int | None) -> int | None:
+    """None (the default count) or a count of at least one, checked before any work starts."""
+    if workers is None:
+        return None
+    workers = integer(workers, "workers")
+    if workers < 1:
+        raise ArgumentError(f"workers must be at least 1 (or None for the default), got {workers}")
+    return workers
+
+
 def execute_parallel(
     state: ParallelState,
     files: Sequence[LeafFile],
@@ -179,6 +190,7 @@ def execute_parallel(
       with ``"pickle"`` (``"auto"`` for other executors, which may be remote) they are pickled.
     """
     _check_transport(transport)
+    workers = _check_workers(workers)
     files = [_as_leaf(f) for f in files]
     if not files:
         return []
@@ -243,6 +255,7 @@ def run_parallel(
     The union of the returned batches' files is exactly ``scan.scan_metadata()``'s.
     """
     _check_transport(transport)
+    _check_workers(workers)
     phase = scan.parallel_scan_metadata()
     out = list(phase)
     after = phase.finish()
@@ -271,6 +284,7 @@ def run_with_dask(
     a loopback address (so it is on this machine), else Dask's own serialization.
     """
     _check_transport(transport)
+    workers = _check_workers(workers)
     phase = scan.parallel_scan_metadata()
     out = list(phase)
     after = phase.finish()
