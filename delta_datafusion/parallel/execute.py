@@ -201,7 +201,7 @@ def execute_parallel(
     threads = _arrow_threads_for(min(len(groups), workers)) if local else True
     if executor is None:
         if len(groups) <= 1:
-            return _refuse_repeated_files(_scan_leaves_local(state, files), files)
+            return _refuse_repeated_files(_scan_leaves_local(state, files, threads), files)
         with ThreadPoolExecutor(len(groups), thread_name_prefix="delta-leaf") as pool:
             results = list(pool.map(lambda g: _scan_leaves_local(state, g, threads), groups))
         return _refuse_repeated_files([m for batch in results for m in batch], files)
