@@ -186,7 +186,7 @@ class Storage:
         if not self.is_local:
             self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
         self.root = path.rstrip("/") if path not in ("/", "") else path
-        self._known_sizes: dict[str, int] = {}  # data file sizes from the log (note_sizes)
+        self._known_sizes: dict[str, int] = {}  # sizes from the log and listings (note_sizes)
 
     def _open_chain(self, uri: str) -> str:
         import fsspec.core
@@ -403,18 +403,30 @@ class Storage:
             return bool(self.fs.isdir(path))
 
     def open_remote(self, path: str) -> Any:
-        """A file of a remote store opened for pyarrow, its failed requests StorageError."""
+        """A file of a remote store opened for pyarrow, its failed requests StorageError; opened
+        with the size its listing gave when :meth:`note_sizes` was told it."""
         with _store_errors("open", path):
-            return _StoreFile(self.fs.open(path, "rb"), path)
+            return _StoreFile(self._open(path, self._known_sizes.get(self.fs._strip_protocol(path))), path)
 
-    def _open(self, path: str):
-        return open(path, "rb") if self.is_local else self.fs.open(path, "rb")  # noqa: SIM115
+    def _open(self, path: str, size: int | None = None):
+        """Opened for reading. A remote file whose size is known is opened with it: object-store
+        filesystems (s3fs, gcsfs, HTTP) otherwise ask the store for the size first, a round trip
+        before the read (one per commit of a snapshot)."""
+        if self.is_local:
+            return open(path, "rb")  # noqa: SIM115
+        if size:
+            try:
+                return self.fs.open(path, "rb", size=size)
+            except TypeError:  # a filesystem whose open takes no size
+                pass
+        return self.fs.open(path, "rb")
 
-    def read_bytes(self, path: str) -> bytes:
-        """The whole file. Not found stays FileNotFoundError (callers say what was missing); any
-        other failure of the store is a StorageError naming the file."""
+    def read_bytes(self, path: str, size: int | None = None) -> bytes:
+        """The whole file (``size``: what a listing said it holds). Not found stays
+        FileNotFoundError (callers say what was missing); any other failure of the store is a
+        StorageError naming the file."""
         with _store_errors("read", path):
-            with self._open(path) as f:
+            with self._open(path, size) as f:
                 return f.read()
 
     def read_listed(self, path: str, size: int | None = None) -> bytes:
@@ -422,7 +434,7 @@ class Storage:
         MissingLogFileError naming it; fewer bytes than the listing's ``size`` is a StorageError
         (a store that ends a read early must not drop a commit's last actions)."""
         try:
-            data = self.read_bytes(path)
+            data = self.read_bytes(path, size)
         except FileNotFoundError as e:
             raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
         if size is not None and len(data) < size:
@@ -430,10 +442,18 @@ class Storage:
         return data
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` (fewer at the end of the file). On a remote store one
+        ranged request: opening the file would ask the store for its size first, and read ahead
+        a whole block (s3fs: 50 MB) for a deletion vector of a few bytes."""
         with _store_errors("read", path):
-            with self._open(path) as f:
-                f.seek(offset)
-                return f.read(length)
+            if self.is_local:
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    return f.read(length)
+            data = self.fs.cat_file(path, start=offset, end=offset + length)
+            if len(data) > length:  # an HTTP server that ignores Range sends the whole file
+                data = data[offset : offset + length]
+            return data
 
     def info(self, path: str) -> FileInfo:
         with _store_errors("look up", path):

@@ -321,3 +321,64 @@ def test_table_changes_on_a_location_asks_nothing_before_listing_its_log(tmp_pat
     assert not [c for c in CALLS if c[1] == root and c[0] in METADATA], CALLS
     with pytest.raises(Exception, match="no such path exists"):
         ctx.sql(f"SELECT * FROM table_changes('ddcount://{root}-nope', 0)").collect()
+
+
+class _HeadingStore(_CountingMemoryFS):
+    """Opens files as s3fs, gcsfs and HTTP do without a listing cache: an open given no size asks
+    the store for it (a HEAD request, counted as ``info``); ``cat_file`` is one GET."""
+
+    protocol = "ddhead"
+    cat_file = _counted("get")(MemoryFileSystem.cat_file)
+
+    def _open(self, path, mode="rb", size=None, **kwargs):
+        if size is None:
+            self.info(path)
+        return super()._open(path, mode, **kwargs)
+
+
+def test_log_and_deletion_vector_reads_ask_no_sizes(store) -> None:
+    """Commits and checkpoints are read with the sizes their listing gave, deletion vectors by a
+    ranged read: no size request before any read (it was one per commit, two per checkpoint and
+    one per deletion vector file, each a round trip, the checkpoint's on every first query)."""
+    from conftest import corpus_table
+
+    fsspec.register_implementation("ddhead", _HeadingStore, clobber=True)
+    fs, root = store
+    local = corpus_table("dv-with-columnmapping")  # checkpoint at 10, commits to 15, DV files
+    _upload(fs, local, root)
+    want = dd.DeltaTable(str(local)).snapshot().scan().to_table()
+    CALLS.clear()
+    snap = dd.DeltaTable(f"ddhead://{root}").snapshot()
+    got = snap.scan().to_table()
+    assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr)
+    assert not [c for c in CALLS if c[0] in METADATA and c[1] != f"{root}/_delta_log"], CALLS
+    assert any(path.endswith(".bin") for kind, path, _ in CALLS if kind == "get"), CALLS  # DVs read
+
+
+class _NoRangeStore(_HeadingStore):
+    """A store whose ranged reads give the whole file, as an HTTP server ignoring Range does."""
+
+    protocol = "ddnorange"
+
+    def cat_file(self, path, start=None, end=None, **kwargs):
+        return super().cat_file(path)
+
+
+def test_ranged_reads_from_a_store_ignoring_ranges(tmp_path: Path, store) -> None:
+    """A deletion vector is read by a ranged request; a store that answers with the whole file
+    still gives the bytes at the offset (they were the file's first bytes), and a table with
+    deletion vectors reads the same."""
+    from conftest import corpus_table
+
+    from delta_datafusion.storage import Storage
+
+    fsspec.register_implementation("ddnorange", _NoRangeStore, clobber=True)
+    fs, root = store
+    fs.pipe(f"{root}/blob", bytes(range(100)))
+    assert Storage(f"ddnorange://{root}").read_range(f"{root}/blob", 40, 5) == bytes(range(40, 45))
+    assert Storage(f"ddnorange://{root}").read_range(f"{root}/blob", 98, 5) == bytes([98, 99])
+    local = corpus_table("dv-with-columnmapping")
+    _upload(fs, local, f"{root}/t")
+    want = dd.DeltaTable(str(local)).snapshot().scan().to_table()
+    got = dd.DeltaTable(f"ddnorange://{root}/t").snapshot().scan().to_table()
+    assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr)

@@ -198,6 +198,8 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             f"{storage.root} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}"
         )
     listing = LogListing(log_dir, commits)
+    # checkpoint parquet files open with their listed sizes (an object store asks otherwise)
+    storage.note_sizes((f.path, f.listed_size) for f in files if f.name.endswith(".parquet"))
     multi: dict[tuple[int, int], dict[int, FileInfo]] = {}
     for f in files:
         name = f.name
