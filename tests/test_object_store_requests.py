@@ -382,3 +382,41 @@ def test_ranged_reads_from_a_store_ignoring_ranges(tmp_path: Path, store) -> Non
     want = dd.DeltaTable(str(local)).snapshot().scan().to_table()
     got = dd.DeltaTable(f"ddnorange://{root}/t").snapshot().scan().to_table()
     assert sorted(got.to_pylist(), key=repr) == sorted(want.to_pylist(), key=repr)
+
+
+class _SlowOpenStore(_CountingMemoryFS):
+    """Opens take a while, as a round trip does (widens the window in which threads overlap)."""
+
+    protocol = "ddslowopen"
+
+    def _open(self, path, mode="rb", **kwargs):
+        import time
+
+        time.sleep(0.05)
+        return super()._open(path, mode, **kwargs)
+
+
+def test_scan_partitions_read_the_format_sample_once(tmp_path: Path, store) -> None:
+    """The scan's parquet format is chosen from one file's footer, once per reader: partitions
+    starting together each read it (one footer request per partition, before any scan)."""
+    fsspec.register_implementation("ddslowopen", _SlowOpenStore, clobber=True)
+    fs, root = store
+    path = tmp_path / "s"
+    deltalake.write_deltalake(str(path), pa.table({"id": [1, 2], "name": ["a", "b"]}))
+    _upload(fs, path, root)
+    scan = dd.DeltaTable(f"ddslowopen://{root}").snapshot().scan()
+    reader, unit = scan.reader(), scan.scan_units()[0]
+    reader.storage.note_sizes([(unit.location, unit.size)])
+    barrier = threading.Barrier(4)
+
+    def choose() -> None:
+        barrier.wait()
+        reader._format(unit)
+
+    CALLS.clear()
+    threads = [threading.Thread(target=choose) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len([c for c in CALLS if c[0] == "open" and c[1].endswith(".parquet")]) == 1, CALLS
