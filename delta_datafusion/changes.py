@@ -448,14 +448,14 @@ class ChangeFeed:
         listing = listing if listing is not None else table.listing()
         where = storage.root_uri
         _require_commits(listing, start, end, where)
-        commits = read_commits(storage, [(v, listing.commits[v]) for v in range(start, end + 1)])
-        # The start snapshot gives protocol and metadata in force at the start.
+        # The start snapshot gives protocol and metadata in force at the start. Its commits and
+        # the range's are read in one batch, each once (on an object store, a round trip each).
         segment = build_segment(listing, start)
-        reuse = {c.version: c for c in commits}
-        seg_data = None
-        if all(v in reuse for v, _ in segment.commits):
-            seg_data = [reuse[v] for v, _ in segment.commits]
-        start_snap = Snapshot(storage, segment, seg_data)
+        older = [(v, info) for v, info in segment.commits if v < start]
+        in_range = [(v, listing.commits[v]) for v in range(start, end + 1)]
+        read = {c.version: c for c in read_commits(storage, older + in_range)}
+        commits = [read[v] for v, _ in in_range]
+        start_snap = Snapshot(storage, segment, [read[v] for v, _ in segment.commits])
         if not start_snap.metadata.change_data_feed_enabled:
             raise CdfNotEnabledError(
                 f"change data feed is not enabled at version {start} of {where} (table property "

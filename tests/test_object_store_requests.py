@@ -420,3 +420,22 @@ def test_scan_partitions_read_the_format_sample_once(tmp_path: Path, store) -> N
     for t in threads:
         t.join()
     assert len([c for c in CALLS if c[0] == "open" and c[1].endswith(".parquet")]) == 1, CALLS
+
+
+def test_table_changes_reads_each_commit_once(tmp_path: Path, store) -> None:
+    """The start snapshot of a change range reuses the range's commits it needs (the start
+    commit was read twice when the start snapshot also needed older commits)."""
+    fs, root = store
+    path = tmp_path / "c"
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
+    for _ in range(5):
+        deltalake.write_deltalake(str(path), rows, mode="append")
+    _upload(fs, path, root)
+    ctx = SessionContext()
+    dd.register(ctx)
+    CALLS.clear()
+    got = ctx.sql(f"SELECT count(*) AS n FROM table_changes('ddcount://{root}', 3, 5)").to_pydict()
+    assert got == {"n": [6]}
+    opened = Counter(path for kind, path, _ in CALLS if kind == "open" and path.endswith(".json"))
+    assert len(opened) == 6 and max(opened.values()) == 1, opened  # commits 0-5, each once
