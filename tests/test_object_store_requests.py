@@ -439,3 +439,37 @@ def test_table_changes_reads_each_commit_once(tmp_path: Path, store) -> None:
     assert got == {"n": [6]}
     opened = Counter(path for kind, path, _ in CALLS if kind == "open" and path.endswith(".json"))
     assert len(opened) == 6 and max(opened.values()) == 1, opened  # commits 0-5, each once
+
+
+class _RangedFile(AbstractBufferedFile):
+    def _fetch_range(self, start, end):
+        CALLS.append(("range", self.path, end - start))
+        return MemoryFileSystem.store[self.path].getvalue()[start:end]
+
+
+class _RangeStore(_CountingMemoryFS):
+    """Files read by ranged requests, each recorded, as an object store's are."""
+
+    protocol = "ddrange"
+
+    def _open(self, path, mode="rb", size=None, cache_type="none", **kwargs):
+        size = size if size is not None else self.info(path)["size"]
+        return _RangedFile(self, self._strip_protocol(path), mode, size=size, cache_type=cache_type)
+
+
+def test_small_data_files_are_read_in_one_request(tmp_path: Path, store) -> None:
+    """pyarrow first reads a parquet file's last 64 KB for its footer: a smaller file arrives
+    whole, and its columns are not asked for again (they were, a second request per file)."""
+    fsspec.register_implementation("ddrange", _RangeStore, clobber=True)
+    fs, root = store
+    _upload(fs, _table(tmp_path, "t", 6), root)
+    sizes = _data_files(root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddrange://{root}")
+    ctx.sql("SELECT max(id) FROM t").collect()  # the log read, and the format chosen from a footer
+    CALLS.clear()
+    got = ctx.sql("SELECT id, part FROM t WHERE id >= 0").to_pydict()
+    assert sorted(got["id"]) == list(range(60))
+    reads = Counter(path for kind, path, _ in CALLS if kind == "range")
+    assert reads == dict.fromkeys(sizes, 1), reads
+    assert sum(n for kind, _, n in CALLS if kind == "range") == sum(sizes.values())
