@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,8 +21,10 @@ from .schema import (
     check_type_changes,
     column_mapping_mode,
     contains_type,
+    known_prefix,
     parse_schema_string,
     physical_name,
+    text_metadata,
     to_arrow_schema,
 )
 
@@ -141,21 +144,48 @@ class ParsedSchema:
     schema_json: dict[str, Any]
     #: the first field with a column-mapping physical name (see :func:`annotated_field`)
     annotated: str | None
+    #: (the schema parsed before it, how many leading fields they share; see :func:`known_prefix`)
+    base: tuple[weakref.ref[ParsedSchema], int] | None = field(default=None, repr=False)
+    #: see :func:`text_metadata`
+    plain: bool = False
     _arrow: dict[str, tuple[pa.Schema, pa.Schema]] = field(default_factory=dict, repr=False)
 
     def arrow(self, mode: str, where: str) -> tuple[pa.Schema, pa.Schema]:
         """(logical, physical) Arrow schemas under ``mode``; errors name ``where`` and are not kept."""
         hit = self._arrow.get(mode)
         if hit is None:
+            known, n = self._base_arrow(mode)
+            rest = {"fields": self.schema_json["fields"][n:]}
             try:
                 hit = (
-                    to_arrow_schema(self.schema_json, mode, physical=False),
-                    to_arrow_schema(self.schema_json, mode, physical=True),
+                    _appended(known[0], to_arrow_schema(rest, mode, physical=False)),
+                    _appended(known[1], to_arrow_schema(rest, mode, physical=True)),
                 )
             except SchemaError as e:
                 raise SchemaError(f"{where}: {e}") from e
             hit = self._arrow.setdefault(mode, hit)  # two threads may both convert; one is kept
         return hit
+
+    def _base_arrow(self, mode: str) -> tuple[tuple[pa.Schema | None, pa.Schema | None], int]:
+        """The Arrow schemas of the fields this schema shares with :attr:`base` (converted under
+        ``mode`` already) and their number; ``((None, None), 0)`` when there are none. Equal fields
+        convert alike only where :attr:`plain` (``1`` equals ``true`` in Python, not in Arrow
+        metadata)."""
+        base = self.base[0]() if self.base is not None else None
+        done = base._arrow.get(mode) if base is not None and base.plain else None
+        if done is None:
+            return (None, None), 0
+        return done, self.base[1]
+
+
+def _appended(known: pa.Schema | None, rest: pa.Schema) -> pa.Schema:
+    if known is None:
+        return rest
+    if len(rest) > 8:
+        return pa.schema([*known, *rest])
+    for f in rest:  # a column or a few appended: no Python object per known field
+        known = known.append(f)
+    return known
 
 
 #: schemas a process keeps parsed; a table rarely has more than a few distinct ones in a range
@@ -172,10 +202,24 @@ def _parsed_schema(schema_string: Any, where: str) -> ParsedSchema:
     return _SCHEMAS.get_or_make(schema_string, lambda: _parse(schema_string, where))
 
 
+#: the schema parsed last (a weak reference): a schema appending columns to it checks and
+#: converts only those (see :func:`known_prefix`)
+_LAST: list[weakref.ref[ParsedSchema]] = []
+
+
 def _parse(schema_string: Any, where: str) -> ParsedSchema:
-    schema_json = parse_schema_string(schema_string, where)
-    check_type_changes(schema_json, where)
-    return ParsedSchema(schema_string, schema_json, annotated_field(schema_json))
+    last = _LAST[-1]() if _LAST else None
+    known = last.schema_json["fields"] if last is not None else None
+    schema_json = parse_schema_string(schema_string, where, known)
+    n = known_prefix(schema_json["fields"], known)
+    check_type_changes(schema_json, where, n)
+    annotated = annotated_field(schema_json, skip=n, skipped=last.annotated if n else None)
+    base = (weakref.ref(last), n) if n else None
+    # fields equal to plain ones are plain: only the others are walked
+    plain = (n == 0 or last.plain) and text_metadata(schema_json["fields"][n:])
+    parsed = ParsedSchema(schema_string, schema_json, annotated, base, plain)
+    _LAST[:] = [weakref.ref(parsed)]
+    return parsed
 
 
 def clear_schema_cache() -> None:
