@@ -234,6 +234,12 @@ class ReadSchema:
     file_columns: frozenset[str]
 
     def to_physical(self) -> dict[str, str]:
+        """Logical -> physical column names; made once (every read asks: a change feed reads
+        commit by commit), so treat it as read-only."""
+        return self._to_physical
+
+    @cached_property
+    def _to_physical(self) -> dict[str, str]:
         return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
 
     @cached_property
@@ -263,7 +269,7 @@ class ReadSchema:
         """The physical schema with its field metadata (ids, names), as a hashable key."""
         return self.physical.serialize().to_pybytes()
 
-    @property
+    @cached_property
     def id_mode(self) -> bool:
         """Column mapping id mode: the physical schema carries parquet field ids."""
         return any(field_id(f) is not None for f in self.physical)
