@@ -1046,6 +1046,32 @@ def test_commits_appending_columns_are_checked_and_converted_once_each(tmp_path,
     ]
 
 
+def test_schema_appending_columns_reuses_only_the_same_arrow_fields():
+    """A schema appending a column to the one parsed before converts only that column, but only
+    where the shared fields are the same JSON: ``1`` equals ``true`` in Python, while the Arrow
+    metadata of the field is "1" for one and "true" for the other."""
+    from delta_datafusion.protocol import Metadata, clear_schema_cache
+    from delta_datafusion.schema import to_arrow_schema
+
+    def action(value, *more: str) -> dict:
+        fields = [{"name": "a", "type": "long", "nullable": True, "metadata": {"k": value}}]
+        fields += [{"name": m, "type": "string", "nullable": True, "metadata": {}} for m in more]
+        text = json.dumps({"type": "struct", "fields": fields})
+        return {"id": "t", "schemaString": text, "partitionColumns": [], "configuration": {}}
+
+    clear_schema_cache()
+    assert Metadata.from_action(action(1), "v0").arrow_schema.field("a").metadata == {b"k": b"1"}
+    appended = Metadata.from_action(action(True, "b"), "v1")
+    assert appended.arrow_schema.names == ["a", "b"]
+    assert appended.arrow_schema.field("a").metadata == {b"k": b"true"}
+    Metadata.from_action(action("x", "b"), "v2")
+    again = Metadata.from_action(action("x", "b", "c", "d"), "v3")  # converted from v2's
+    assert again.arrow_schema.equals(to_arrow_schema(again.schema_json), check_metadata=True)
+    assert again.physical_schema.equals(
+        to_arrow_schema(again.schema_json, physical=True), check_metadata=True
+    )
+
+
 def test_columns_appended_around_an_incompatible_change_keep_their_refusals(tmp_path):
     """Commits appending columns before and after a retyping: the retyped column is refused for
     every version before the retyping (those appending columns too), one added just before it
