@@ -226,7 +226,10 @@ class Scan:
         return pa.concat_tables([m.files for m in self.scan_metadata()])
 
     def scan_units(self) -> list[ScanUnit]:
-        return [u for m in self.scan_metadata() for u in m.scan_units(self.snapshot, self.predicate)]
+        """The files to read, selected as a query selects them: only the predicate's columns'
+        stats are typed (typing every column's cost seconds on a table of thousands of columns)."""
+        files, _, _ = self.snapshot.select_files(self.predicate)
+        return ScanMetadata(files).scan_units(self.snapshot, self.predicate)
 
     # -- reading ------------------------------------------------------------------------------
     def reader(self, constants: list[pa.Field] | None = None) -> UnitReader:
