@@ -930,7 +930,7 @@ def test_property_only_metadata_commits_parse_each_schema_once(tmp_path, monkeyp
     schemaString once and compares schemas only where they change: 4,000 such commits of a
     300-column table took 10.5 s and 1.4 GB to plan (every action's schema parsed, checked and
     converted again, and the metadata of every suffix of the range compared)."""
-    import delta_datafusion.changes as changes_module
+    import delta_datafusion.changes.feed as feed_module
     import delta_datafusion.protocol as protocol_module
 
     p = str(tmp_path / "props")
@@ -944,14 +944,14 @@ def test_property_only_metadata_commits_parse_each_schema_once(tmp_path, monkeyp
     write_deltalake(p, extra, mode="append")  # v14
     parsed: list[str] = []
     compared: list[int] = []
-    parse, compare = protocol_module.parse_schema_string, changes_module._incompatible_columns
+    parse, compare = protocol_module.parse_schema_string, feed_module._incompatible_columns
     monkeypatch.setattr(
         protocol_module,
         "parse_schema_string",
         lambda text, where, *known: parsed.append(text) or parse(text, where, *known),
     )
     monkeypatch.setattr(
-        changes_module,
+        feed_module,
         "_incompatible_columns",
         lambda chain, memo=None: compared.append(len(chain)) or compare(chain, memo),
     )
@@ -1009,6 +1009,7 @@ def test_commits_appending_columns_are_checked_and_converted_once_each(tmp_path,
     the end's columns traced back through every suffix of the range: 1,000 such commits took
     14 s to plan). The rows: each version's own column set, the columns added later NULL."""
     import delta_datafusion.changes as changes_module
+    import delta_datafusion.changes.feed as feed_module
     import delta_datafusion.schema as schema_module
 
     n = 12
@@ -1017,12 +1018,12 @@ def test_commits_appending_columns_are_checked_and_converted_once_each(tmp_path,
     changes_module.clear_cache()  # the schemas are parsed here
     converted: list[str] = []
     compared: list[int] = []
-    convert, compare = schema_module.delta_field_to_arrow, changes_module._incompatible_columns
+    convert, compare = schema_module.delta_field_to_arrow, feed_module._incompatible_columns
     monkeypatch.setattr(
         schema_module, "delta_field_to_arrow", lambda f, *a: converted.append(f["name"]) or convert(f, *a)
     )
     monkeypatch.setattr(
-        changes_module,
+        feed_module,
         "_incompatible_columns",
         lambda chain, memo=None: compared.append(len(chain)) or compare(chain, memo),
     )

@@ -1,0 +1,65 @@
+"""The change data feed (CDF): the rows inserted, deleted and updated between two versions.
+
+Semantics follow PROTOCOL.md (Add CDC File, Deletion Vectors, In-Commit Timestamps) and
+delta-kernel-rs ``table_changes``:
+
+* a commit holding ``cdc`` actions contributes only its change data files; the files store
+  ``_change_type`` themselves, ``_commit_version`` / ``_commit_timestamp`` are constants;
+* any other commit contributes its ``add`` (``insert``) and ``remove`` (``delete``) actions with
+  ``dataChange = true``; ``dataChange = false`` actions (OPTIMIZE, ...) contribute nothing;
+* an ``add`` with a deletion vector contributes its rows not deleted by that vector, a ``remove``
+  with one its rows that were still live (the vector's rows are skipped);
+* a commit that removes a file and re-adds the same path (a new deletion vector) contributes only
+  the rows whose deletion state changed: rows in the new vector but not the old one as ``delete``,
+  rows in the old vector but not the new one as ``insert`` (un-deleted);
+* ``_commit_timestamp`` is the in-commit timestamp where in-commit timestamps are enabled, else the
+  commit file's modification time (made strictly increasing, as time travel does), as
+  ``timestamp[us, UTC]``;
+* timestamps resolve to versions like time travel: a start timestamp selects the first commit at
+  or after it, an end timestamp the last commit at or before it; ``end`` is inclusive;
+* the change data feed must be enabled (``delta.enableChangeDataFeed``) at the start version and in
+  every ``metaData`` action inside the range, else :class:`~.errors.CdfNotEnabledError` names the
+  version. Protocols in the range must be readable.
+* the output schema is the end version's schema plus ``_change_type``, ``_commit_version`` and
+  ``_commit_timestamp``. Schema changes inside the range are allowed as long as the columns read
+  are compatible (same physical column, same or widened type, same partitioning); columns added
+  later read as NULL for older changes. Reading an incompatible column is a
+  :class:`~.errors.ChangeDataFeedError` naming the column and the version. When the start commit
+  itself changes the schema, the files it removes are checked against the schema before it.
+
+Planning (:meth:`ChangeFeed.plan`) works on one Arrow table of *change sources* (one row per file
+to read, with kind, change type, version, timestamp, typed partition values and stats, and the
+row selection) and prunes them in three stages before any data is read: by the conjuncts on the
+change columns (evaluated on each source's constants; a cdc file may hold any change type), then
+by partition values, then by file statistics (adds and removes that carry stats; cdc files have
+none and are kept). Rows are read by :class:`~.read.UnitReader`, which fills partition values and
+the change constants and applies row selection, projection and the row filter.
+
+Modules, by job:
+
+* ``feed``: :class:`ChangeFeed`, the checked and typed change sources of one range, and its
+  planning (:class:`PlanResult`);
+* ``sources``: the change-source table (:data:`SOURCE_COLUMNS`) built from a range's file actions;
+* ``schema_compat``: which end-schema columns can be read from files written under earlier metadata;
+* ``change_types``: the ``_change_type`` values a cdc file may hold for a predicate;
+* ``cache``: :func:`load_change_feed`, the process cache of feeds, and :func:`clear_cache`;
+* ``scan``: :class:`ChangeScan` and :func:`changes`, the Python API's read of a range.
+"""
+
+from .cache import clear_cache, load_change_feed
+from .feed import CHANGE_COLUMNS, CHANGE_FIELDS, ChangeFeed, PlanResult
+from .scan import ChangeScan, changes
+from .schema_compat import _retyped_columns as _retyped_columns  # tests check it directly
+from .sources import SOURCE_COLUMNS
+
+__all__ = [
+    "CHANGE_COLUMNS",
+    "CHANGE_FIELDS",
+    "ChangeFeed",
+    "ChangeScan",
+    "PlanResult",
+    "SOURCE_COLUMNS",
+    "changes",
+    "clear_cache",
+    "load_change_feed",
+]

@@ -1,0 +1,728 @@
+"""The change feed of one version range (:class:`ChangeFeed`): its commits' protocol and
+metadata checked, its change sources typed, and the planning that prunes those sources for a
+predicate. It is the immutable, shareable unit the cache keeps and scans plan from."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import (
+    CdfNotEnabledError,
+    ChangeDataFeedError,
+    DeltaError,
+    LogCorruptError,
+    VersionNotFoundError,
+)
+from ..footers import FooterStats, footer_stats, footer_type_ok, typed_values
+from ..log.actions import (
+    CommitData,
+    find_protocol_and_metadata,
+    parse_json_actions,
+    partition_values_type,
+    read_commits,
+)
+from ..log.segment import LogListing, build_segment, missing_versions
+from ..partition_values import typed_partition_column
+from ..protocol import Metadata, Protocol
+from ..replay import decode_paths, flatten_file_actions, resolve_paths
+from ..scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
+from ..schema import logical_to_physical_names
+from ..stats import typed_stats, widened_columns
+from ..timestamps import CommitTimeline, read_in_commit_timestamp
+from .change_types import _change_type_candidates, _change_type_literals, _without_column
+from .schema_compat import _appends_columns, _incompatible_columns, _layout_changes, _retyped_columns
+from .sources import (
+    KIND_ADD,
+    KIND_CDC,
+    KIND_REMOVE,
+    _changes_commit_schema,
+    _dv_update_pieces,
+    _empty_raw_sources,
+    _merged_partition_values,
+    _once_per_commit,
+    _pair_key,
+    _piece,
+    _with_add_stats,
+)
+
+if TYPE_CHECKING:
+    from ..read import UnitReader
+    from ..table import DeltaTable
+
+
+CHANGE_COLUMNS = (CHANGE_TYPE, COMMIT_VERSION, COMMIT_TIMESTAMP)
+
+
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+
+CHANGE_FIELDS = (
+    pa.field(CHANGE_TYPE, pa.string()),
+    pa.field(COMMIT_VERSION, pa.int64()),
+    pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE),
+)
+
+
+@dataclass
+class PlanResult:
+    """What :meth:`ChangeFeed.plan` selected and how many sources each pruning stage left."""
+
+    units: list[ScanUnit]
+    selected: pa.Table
+    total: int
+    after_change: int
+    after_partition: int
+    after_stats: int
+    predicate: Any = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ChangeFeed:
+    """The change sources of ``start..end`` of a table (immutable, cached, shareable)."""
+
+    def __init__(self, table: DeltaTable, start: int, end: int, listing: LogListing | None = None):
+        from ..snapshot import Snapshot
+
+        self.table = table
+        self.storage = storage = table.storage
+        self.start = start
+        self.end = end
+        #: the timeline the commit timestamps taken from file times came from (see same_file_times)
+        self._file_timeline: CommitTimeline | None = None
+        listing = listing if listing is not None else table.listing()
+        where = storage.root_uri
+        _require_commits(listing, start, end, where)
+        # The start snapshot gives protocol and metadata in force at the start. Its commits and
+        # the range's are read in one batch, each once (on an object store, a round trip each).
+        segment = build_segment(listing, start)
+        older = [(v, info) for v, info in segment.commits if v < start]
+        in_range = [(v, listing.commits[v]) for v in range(start, end + 1)]
+        read = {c.version: c for c in read_commits(storage, older + in_range)}
+        commits = [read[v] for v, _ in in_range]
+        start_snap = Snapshot(storage, segment, [read[v] for v, _ in segment.commits])
+        if not start_snap.metadata.change_data_feed_enabled:
+            raise CdfNotEnabledError(
+                f"change data feed is not enabled at version {start} of {where} (table property "
+                f"delta.enableChangeDataFeed is not 'true'); it must be enabled for every version of the range "
+                f"{start}..{end}"
+            )
+        # Walk the protocol/metaData actions of the range (byte search: cheap for big commits).
+        segments: list[tuple[int, Metadata]] = [(start, start_snap.metadata)]
+        if start > 0 and commits and find_protocol_and_metadata(commits[0].data, commits[0].info.path)[1]:
+            # The start commit changes the metadata: the files it removes were written under the
+            # schema before it, which decides whether they can be read with the end schema.
+            try:
+                before = Snapshot(storage, build_segment(listing, start - 1)).metadata
+            except DeltaError:  # the earlier version is gone (log cleaned up): nothing to compare
+                before = None
+            if before is not None:
+                segments.insert(0, (start - 1, before))
+        protocol = start_snap.protocol
+        # in-commit timestamps as configured at each commit (they may be switched off mid-range)
+        current = start_snap.metadata
+        self._ict: dict[int, tuple[int, int] | None] = {
+            start: _ict_of(current, f"{where} at version {start}")
+        }
+        for c in commits:
+            if c.version == start:
+                continue
+            p, m = find_protocol_and_metadata(c.data, c.info.path)
+            if p is not None:
+                protocol = Protocol.from_action(p, c.info.path)
+                protocol.check_readable(c.info.path, defer_variant=True)
+            md = Metadata.from_action(m, c.info.path, protocol) if m is not None else None
+            if md is not None:
+                current = md
+            elif p is not None:
+                current = dataclasses.replace(current, ict_feature=protocol.supports_in_commit_timestamps)
+            self._ict[c.version] = _ict_of(current, c.info.path)
+            if p is not None:
+                in_force = md if md is not None else segments[-1][1]
+                protocol.check_readable(c.info.path, in_force.schema_json)
+            if md is not None:
+                if not md.change_data_feed_enabled:
+                    raise CdfNotEnabledError(
+                        f"change data feed is not enabled at version {c.version} of {where} (its metaData "
+                        f"action does not set delta.enableChangeDataFeed=true); the range {start}..{end} must "
+                        f"have it enabled for every version"
+                    )
+                segments.append((c.version, md))
+        self.protocol = protocol
+        self.metadata: Metadata = segments[-1][1]
+        self.segments = segments
+        #: the segments where the schema, partitioning or mapping mode changed (what the schema
+        #: checks compare), so that property-only metaData commits cost nothing there
+        self.layouts = _layout_changes(segments)
+        self.incompatible = self._schema_changes(self.layouts)
+        md = self.metadata
+        clash = [f.name for f in CHANGE_FIELDS if f.name in md.arrow_schema.names]
+        if clash:
+            raise ChangeDataFeedError(
+                f"{where}: the table has a column named {clash[0]!r} at version {end}, the name of a change "
+                f"feed column: its change data feed cannot be read (Spark refuses such tables too)"
+            )
+        self.partition_columns = list(md.partition_columns)
+        self.schema = pa.schema(
+            list(md.arrow_schema) + list(CHANGE_FIELDS), metadata=md.arrow_schema.metadata
+        )
+        self.physical_partitions = md.physical_partition_columns()
+        self.commit_timestamps = self._timestamps(table, listing, commits)
+        self.sources = self._build_sources(commits)
+        self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
+        self._physical_names = logical_to_physical_names(md.schema_json, md.column_mapping_mode)
+        self._change_types = np.asarray(self.sources.column("change_type").to_pylist(), dtype=object)
+
+    # -- construction ----------------------------------------------------------------------
+    def _schema_changes(self, segments: list[tuple[int, Metadata]]) -> dict[str, list[tuple[int, int, str]]]:
+        """Column -> [(first version, last version, reason)] of the ranges it cannot be read from;
+        ``segments``: where the layout changed (:func:`_layout_changes`)."""
+        found: list[tuple[int, int, dict[str, str]]] = []
+        memo: dict = {}  # traces over the shorter suffixes, computed first
+        later: dict[str, str] = {}  # the columns found for the range after segment i
+        unmapped = segments[-1][1].column_mapping_mode == "none"  # no mapping after segment i
+        for i in reversed(range(len(segments) - 1)):
+            md, newer = segments[i][1], segments[i + 1][1]
+            unmapped = unmapped and md.column_mapping_mode == "none"
+            if unmapped and md.partition_columns == newer.partition_columns and _appends_columns(md, newer):
+                # files written under md hold newer's columns but the appended ones: those are
+                # refused as they are after it, the appended ones are NULL (a range of k commits
+                # each adding a column compared k schemas of up to k columns: 1,000 took 8 s)
+                names = {f["name"].lower() for f in md.schema_json["fields"]} if later else ()
+                columns = {c: why for c, why in later.items() if c.lower() in names}
+            else:
+                columns = _incompatible_columns([m for _, m in segments[i:]], memo)
+            found.append((segments[i][0], segments[i + 1][0] - 1, columns))
+            later = columns
+        out: dict[str, list[tuple[int, int, str]]] = {}
+        for v, last, columns in reversed(found):
+            for col, why in columns.items():
+                out.setdefault(col, []).append((v, last, why))
+        return out
+
+    def _timestamps(self, table: DeltaTable, listing: LogListing, commits) -> np.ndarray:
+        """Commit timestamps (us) of start..end: a commit's in-commit timestamp where the table
+        had them enabled at that commit (as delta-kernel-rs and Spark do), else its file's
+        modification time."""
+        out = np.zeros(self.end - self.start + 1, dtype=np.int64)
+
+        def uses_ict(v: int) -> bool:
+            ict = self._ict[v]
+            return ict is not None and v >= ict[0]
+
+        need_mtime = [c for c in commits if not uses_ict(c.version)]
+        if need_mtime:
+            timeline = self._file_timeline = CommitTimeline(self.storage, listing, self.metadata)
+            for c in need_mtime:
+                out[c.version - self.start] = timeline.timestamp(c.version) * 1000
+        for c in commits:
+            if uses_ict(c.version):
+                out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
+        return out
+
+    def same_file_times(self, listing: LogListing) -> bool:
+        """Whether the commit file times this feed's timestamps came from are still those of
+        ``listing`` (True when none came from file times)."""
+        return self._file_timeline is None or self._file_timeline.same_file_times(listing, upto=self.end)
+
+    def _build_sources(self, commits: list[CommitData]) -> pa.Table:
+        """The change sources of the range (SOURCE_COLUMNS), in commit order: a commit's cdc
+        files if it has any; else its dataChange adds (inserts) and removes (deletes), and for a
+        file removed and added again with another deletion vector, the rows whose state changed."""
+        cdc, adds, removes = self._file_actions(commits)
+        pieces: list[pa.Table] = []
+        if cdc.num_rows:
+            pieces.append(_piece(cdc, KIND_CDC, None, None, None, with_stats=False))
+        # Pairs: a remove and an add of the same file in one commit (deletion vector updates).
+        add_pk = _pair_key(adds)
+        rem_pk = _pair_key(removes)
+        if adds.num_rows and removes.num_rows:
+            paired_add = pc.is_in(add_pk, value_set=rem_pk)
+            paired_rem = pc.is_in(rem_pk, value_set=add_pk)
+        else:
+            paired_add = pa.array(np.zeros(adds.num_rows, dtype=bool))
+            paired_rem = pa.array(np.zeros(removes.num_rows, dtype=bool))
+        plain_adds = adds.filter(pc.invert(paired_add))
+        plain_removes = removes.filter(pc.invert(paired_rem))
+        if plain_adds.num_rows:
+            dv = plain_adds.column("deletionVector").combine_chunks()
+            pieces.append(_piece(plain_adds, KIND_ADD, "insert", None, dv))
+        if plain_removes.num_rows:
+            if self.physical_partitions:
+                self._refuse_removes_without_partition_values(plain_removes)
+            dv = plain_removes.column("deletionVector").combine_chunks()
+            pieces.append(_piece(plain_removes, KIND_REMOVE, "delete", None, dv))
+        if pc.any(paired_add).as_py():
+            pieces += _dv_update_pieces(adds.filter(paired_add), removes, rem_pk)
+        if not pieces:
+            raw = _empty_raw_sources(self.physical_partitions)
+        else:
+            raw = pa.concat_tables(pieces, promote_options="permissive")
+            raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
+        return self._typed_sources(raw)
+
+    def _refuse_removes_without_partition_values(self, removes: pa.Table) -> None:
+        """A remove written without extended file metadata may leave out its partition values
+        (PROTOCOL.md): its deleted rows' partition columns are unknown, and reading them as NULL
+        would be wrong. Refused, as Spark (DELTA_REMOVE_FILE_CDC_MISSING_EXTENDED_METADATA) and
+        deltalake do."""
+        missing = removes.column("partitionValues").is_null()
+        if not pc.any(missing).as_py():
+            return
+        first = removes.filter(missing).slice(0, 1).to_pylist()[0]
+        raise ChangeDataFeedError(
+            f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the remove of data file "
+            f"{first['path']} at version {first['version']} has no partitionValues (written without "
+            "extendedFileMetadata), so the partition values of its deleted rows are unknown"
+        )
+
+    def _file_actions(self, commits: list[CommitData]) -> tuple[pa.Table, pa.Table, pa.Table]:
+        """(cdc, adds, removes) of the commits, flat, with decoded paths and locations; adds and
+        removes only with dataChange and only from commits without cdc files."""
+        storage, parts = self.storage, self.physical_partitions
+        aliases = self._partition_aliases()
+        read_parts = parts + [a for names in aliases.values() for a in names]
+        schema = _changes_commit_schema(partition_values_type(read_parts))
+        actions, counts = parse_json_actions(
+            [c.data for c in commits], schema, [c.info.path for c in commits]
+        )
+        per_row = pa.array(
+            np.repeat(np.array([c.version for c in commits], dtype=np.int64), counts), pa.int64()
+        )
+
+        def flat(name: str) -> pa.Table:
+            t = flatten_file_actions(
+                actions.column(name), read_parts, per_row, f"{name} actions of {storage.root_uri}"
+            )
+            if aliases:
+                pv = _merged_partition_values(t.column("partitionValues").combine_chunks(), parts, aliases)
+                t = t.set_column(t.schema.get_field_index("partitionValues"), "partitionValues", pv)
+            if t.num_rows == 0:
+                return t.append_column("location", pa.array([], pa.string()))
+            decoded = decode_paths(t.column("path"))
+            t = t.set_column(t.schema.get_field_index("path"), "path", decoded)
+            return _once_per_commit(t.append_column("location", resolve_paths(storage, decoded)))
+
+        cdc = flat("cdc")
+        cdc_versions = (
+            pc.unique(cdc.column("version").combine_chunks()) if cdc.num_rows else pa.array([], pa.int64())
+        )
+
+        def data_change(t: pa.Table) -> pa.Table:
+            if t.num_rows == 0:
+                return t
+            keep = pc.fill_null(t.column("dataChange"), True)
+            if len(cdc_versions):
+                keep = pc.and_(keep, pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
+            return t.filter(keep)
+
+        adds = flat("add")
+        return cdc, data_change(adds), data_change(_with_add_stats(flat("remove"), adds))
+
+    def _partition_aliases(self) -> dict[str, list[str]]:
+        """Partition column -> the names it had in another case under the range's earlier
+        metadata (an overwrite repartitioning by ``k`` instead of ``K``): the older changes'
+        ``partitionValues`` use those keys. Delta names are case-insensitive; read exactly,
+        their values were NULL."""
+        out: dict[str, list[str]] = {}
+        for p in self.physical_partitions:
+            folded = p.lower()
+            for _, md in self.layouts[:-1]:
+                for q in md.physical_partition_columns():
+                    if q != p and q.lower() == folded and q not in self.physical_partitions:
+                        names = out.setdefault(p, [])
+                        if q not in names:
+                            names.append(q)
+        return out
+
+    def _typed_sources(self, raw: pa.Table) -> pa.Table:
+        md = self.metadata
+        n = raw.num_rows
+        pv = typed_partition_column(
+            raw,
+            self.physical_partitions,
+            [md.arrow_schema.field(c) for c in md.partition_columns],
+            f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
+        )
+        retyped = _retyped_columns(self.layouts)
+        # a widening recorded only earlier in the range (writers may drop delta.typeChanges once
+        # every live file has the new type, while the range still removes older files)
+        layouts = self.layouts
+        for i, (_, earlier) in enumerate(layouts[:-1]):
+            if i + 2 < len(layouts) and _appends_columns(earlier, layouts[i + 1][1]):
+                continue  # its fields and more are walked next
+            retyped |= widened_columns(earlier.schema_json)
+        stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n, forget=retyped)
+        versions = raw.column("version").combine_chunks()
+        ts = (
+            self.commit_timestamps[pc.subtract(versions, self.start).to_numpy(zero_copy_only=False)]
+            if n
+            else []
+        )
+        return pa.table(
+            {
+                "kind": raw.column("kind"),
+                "change_type": raw.column("change_type"),
+                "version": versions,
+                "timestamp": pa.array(np.asarray(ts, dtype=np.int64), pa.int64()).cast(TIMESTAMP_TYPE),
+                "path": raw.column("path"),
+                "location": raw.column("location"),
+                "size": raw.column("size"),
+                "partition_values": pv,
+                "stats": stats,
+                "deletion_vector": raw.column("deletionVector"),
+                "only_rows": raw.column("only_rows"),
+                "drop_rows": raw.column("drop_rows"),
+            }
+        )
+
+    # -- planning --------------------------------------------------------------------------
+    def _keep(
+        self,
+        pred: Any,
+        rows: np.ndarray,
+        stats: pa.Array | None = None,
+        type_ranges: dict[int, tuple[str, str]] | None = None,
+    ) -> np.ndarray:
+        """For each source index in ``rows``: may it hold a row for which ``pred`` is TRUE?
+
+        Adds and removes are judged on their constants, partition values and stats. A cdc file
+        stores ``_change_type`` per row, so it is judged once per value it may hold (see
+        :func:`_change_type_candidates`); ``type_ranges`` (position in ``rows`` -> footer min/max
+        of ``_change_type``) narrows those values. ``stats`` replaces the sources' stats.
+        """
+        from ..predicate import TRUE
+        from ..skipping import file_keep_mask
+
+        if pred is None or pred == TRUE or len(rows) == 0:
+            return np.ones(len(rows), dtype=bool)
+        is_cdc = self._kinds[rows] == KIND_CDC
+        ct_rows = self._change_types[rows]
+        literals, safe = _change_type_literals(pred)
+        cdc_pred = pred if safe else _without_column(pred, CHANGE_TYPE)
+        out = np.zeros(len(rows), dtype=bool)
+        for group_pred, members in ((pred, np.flatnonzero(~is_cdc)), (cdc_pred, np.flatnonzero(is_cdc))):
+            if len(members) == 0:
+                continue
+            if group_pred == TRUE:
+                out[members] = True
+                continue
+            pos: list[int] = []
+            types: list[str | None] = []
+            for i in members:
+                if not is_cdc[i]:
+                    pos.append(i)
+                    types.append(ct_rows[i])
+                    continue
+                values = (
+                    _change_type_candidates(literals, (type_ranges or {}).get(int(i))) if safe else [None]
+                )
+                pos.extend([i] * len(values))
+                types.extend(values)
+            pos_arr = np.asarray(pos, dtype=np.int64)
+            files = self._judged_files(
+                rows[pos_arr], types, stats.take(pa.array(pos_arr)) if stats is not None else None
+            )
+            mask = file_keep_mask(
+                group_pred, files, self.schema, self.partition_columns + list(CHANGE_COLUMNS)
+            )
+            hit = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+            out[pos_arr[hit]] = True
+        return out
+
+    def _judged_files(
+        self, sources: np.ndarray, change_types: Sequence[str | None], stats: pa.Array | None
+    ) -> pa.Table:
+        """The ``partition_values`` / ``stats`` table the skipping evaluators judge: the change
+        columns of each source join its partition values as constants."""
+        src = self.sources
+        take = pa.array(sources)
+        pv = src.column("partition_values").combine_chunks().take(take)
+        kids = list(pv.flatten()) if pv.type.num_fields else []
+        names = [pv.type.field(i).name for i in range(pv.type.num_fields)]
+        kids += [
+            pa.array(list(change_types), pa.string()),
+            src.column("version").combine_chunks().take(take),
+            src.column("timestamp").combine_chunks().take(take),
+        ]
+        names += list(CHANGE_COLUMNS)
+        st = stats if stats is not None else src.column("stats").combine_chunks().take(take)
+        return pa.table({"partition_values": pa.StructArray.from_arrays(kids, names=names), "stats": st})
+
+    def _all_match(self, pred: Any, rows: np.ndarray) -> np.ndarray:
+        """For each source index in ``rows``: is ``pred`` TRUE for every change row it yields?
+
+        Proved for add, remove and deletion-vector-diff sources from their constants, partition
+        values and statistics (a diff's statistics bound the rows it yields: see
+        :func:`_stats_of_newly_deleted`); never for cdc files, whose ``_change_type`` is per row. Such sources answer
+        ``count(*)`` and change-column-only queries from ``numRecords`` (see read.py).
+        """
+        from ..skipping import file_all_match_mask
+
+        out = np.zeros(len(rows), dtype=bool)
+        members = np.flatnonzero(self._kinds[rows] != KIND_CDC)
+        if len(members) == 0:
+            return out
+        files = self._judged_files(rows[members], list(self._change_types[rows[members]]), None)
+        mask = file_all_match_mask(pred, files, self.schema, self.partition_columns + list(CHANGE_COLUMNS))
+        out[members] = np.asarray(mask.to_numpy(zero_copy_only=False), dtype=bool)
+        return out
+
+    def plan(self, pred: Any = None, footers: bool = True) -> PlanResult:
+        """Sources that may hold rows matching ``pred`` (a predicate tree over :attr:`schema`).
+
+        Stages: change columns, then partition values, then statistics: Delta stats of adds and
+        removes; for sources without them (cdc files, removes without stats) the parquet footer
+        statistics, read only when the predicate constrains ``_change_type`` or data columns
+        (``footers=False`` turns that off). Footers are cached per file (data files never change).
+        """
+        from ..predicate import TRUE, referenced_columns, split_by_columns
+
+        src = self.sources
+        total = src.num_rows
+        rows = np.arange(total)
+        after_change = after_part = total
+        extra: dict[str, Any] = {"range": f"{self.start}..{self.end}"}
+        if pred is not None and pred != TRUE and total:
+            change_pred = split_by_columns(pred, CHANGE_COLUMNS)[0]
+            rows = rows[self._keep(change_pred, rows)]
+            after_change = len(rows)
+            # A filter on a column whose schema changed in the range is judged only after the
+            # refusal check: pruning by partition values or stats would judge older files by a
+            # layout they were not written with (a column that became a partition column looks
+            # NULL in them) and drop their rows silently instead of refusing.
+            changed = sorted(referenced_columns(pred) & set(self.incompatible))
+            if changed and len(rows):
+                self.check_columns(changed, self.units(src.take(pa.array(rows, pa.int64()))))
+            part_pred = split_by_columns(pred, list(CHANGE_COLUMNS) + self.partition_columns)[0]
+            if part_pred != change_pred:
+                rows = rows[self._keep(part_pred, rows)]
+            after_part = len(rows)
+            if pred != part_pred:  # the filter reads data columns too: their stats prune further
+                rows = rows[self._keep(pred, rows)]
+            data_cols = (
+                referenced_columns(pred) - set(self.partition_columns) - {COMMIT_VERSION, COMMIT_TIMESTAMP}
+            )
+            if footers and data_cols and len(rows):
+                rows, read = self._footer_prune(pred, rows, data_cols)
+                extra["footers_read"] = read
+        selected = src.take(pa.array(rows, pa.int64())) if len(rows) != total else src
+        matching = self._all_match(pred, rows) if pred is not None and pred != TRUE and len(rows) else None
+        return PlanResult(
+            self.units(selected, matching),
+            selected,
+            total,
+            after_change,
+            after_part,
+            len(rows),
+            pred,
+            extra,
+        )
+
+    def _footer_prune(self, pred: Any, rows: np.ndarray, columns: set[str]) -> tuple[np.ndarray, int]:
+        """Prune sources without Delta stats by their parquet footer statistics."""
+        nums = pc.struct_field(self.sources.column("stats").combine_chunks(), "numRecords")
+        no_stats = np.asarray(nums.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        is_cdc = self._kinds == KIND_CDC
+        sel = rows[no_stats[rows] & (is_cdc[rows] | bool(columns - {CHANGE_TYPE}))]
+        if len(sel) == 0:
+            return rows, 0
+        locations = self.sources.column("location").take(pa.array(sel)).to_pylist()
+        sizes = self.sources.column("size").take(pa.array(sel)).to_pylist()
+        wanted = {self._physical_names.get(c, c) for c in columns}
+        infos = footer_stats(self.storage, list(zip(locations, sizes, strict=True)), wanted)
+        stats, ranges = self._footer_struct(infos, wanted, is_cdc[sel])
+        keep = self._keep(pred, sel, stats=stats, type_ranges=ranges)
+        dropped = set(sel[~keep].tolist())
+        return np.asarray([r for r in rows if r not in dropped], dtype=np.int64), len(sel)
+
+    def _footer_struct(
+        self, infos: list[FooterStats | None], wanted: set[str], cdc: np.ndarray
+    ) -> tuple[pa.Array, dict[int, tuple[str, str]]]:
+        """Footer statistics as the feed's stats struct (logical names), plus cdc type ranges."""
+        stats_type = self.sources.column("stats").type
+        mm_type = stats_type.field("minValues").type
+        nc_type = stats_type.field("nullCount").type
+        n = len(infos)
+        mins, maxs, nulls = [], [], []
+        for f in mm_type:
+            phys = self._physical_names.get(f.name, f.name)
+            if phys not in wanted or pa.types.is_nested(f.type) or not footer_type_ok(f.type):
+                mins.append(pa.nulls(n, f.type))
+                maxs.append(pa.nulls(n, f.type))
+                continue
+            lo = [(i.columns.get(phys) or (None, None, None))[0] if i else None for i in infos]
+            hi = [(i.columns.get(phys) or (None, None, None))[1] if i else None for i in infos]
+            mins.append(typed_values(lo, f.type))
+            maxs.append(typed_values(hi, f.type))
+        for f in nc_type:
+            phys = self._physical_names.get(f.name, f.name)
+            if phys not in wanted or pa.types.is_struct(f.type):
+                nulls.append(pa.nulls(n, f.type))
+                continue
+            nulls.append(
+                typed_values(
+                    [(i.columns.get(phys) or (None, None, None))[2] if i else None for i in infos], f.type
+                )
+            )
+        num = pa.array([i.num_rows if i else None for i in infos], pa.int64())
+        children = [
+            num,
+            pa.StructArray.from_arrays(mins, fields=list(mm_type)),
+            pa.StructArray.from_arrays(maxs, fields=list(mm_type)),
+            pa.StructArray.from_arrays(nulls, fields=list(nc_type)),
+            pa.nulls(n, pa.bool_()),
+        ]
+        stats = pa.StructArray.from_arrays(children, fields=list(stats_type))
+        ranges = {}
+        for k, info in enumerate(infos):
+            if cdc[k] and info is not None:
+                lo, hi, _ = info.columns.get(CHANGE_TYPE) or (None, None, None)
+                if isinstance(lo, str) and isinstance(hi, str) and len(hi.encode()) < 28:
+                    ranges[k] = (lo, hi)
+        return stats, ranges
+
+    def units(self, sources: pa.Table, all_rows_match: np.ndarray | None = None) -> list[ScanUnit]:
+        """Change sources -> scan units with the change columns as constants (``all_rows_match``:
+        per source, the query's filter is proved TRUE for all its rows)."""
+        n = sources.num_rows
+        if n == 0:
+            return []
+        cols = {
+            c: sources.column(c).to_pylist() for c in ("kind", "change_type", "version", "location", "size")
+        }
+        ts = sources.column("timestamp").cast(pa.int64()).to_pylist()
+        pvs = sources.column("partition_values").to_pylist() if self.partition_columns else [{}] * n
+        only = sources.column("only_rows").to_pylist()
+        drop = sources.column("drop_rows").to_pylist()
+        nums = pc.struct_field(sources.column("stats").combine_chunks(), "numRecords").to_pylist()
+        out = []
+        for i in range(n):
+            is_cdc = cols["kind"][i] == KIND_CDC
+            constants = {COMMIT_VERSION: cols["version"][i], COMMIT_TIMESTAMP: ts[i]}
+            if not is_cdc:
+                constants[CHANGE_TYPE] = cols["change_type"][i]
+            out.append(
+                ScanUnit(
+                    location=cols["location"][i],
+                    size=cols["size"][i] or 0,
+                    partition_values=pvs[i] or {},
+                    drop_rows=dv_or_none(drop[i], cols["location"][i]),
+                    only_rows=dv_or_none(only[i], cols["location"][i]),
+                    constants=constants,
+                    num_records=nums[i],
+                    has_change_type_column=is_cdc,
+                    all_rows_match=bool(all_rows_match[i]) if all_rows_match is not None else False,
+                )
+            )
+        return out
+
+    def check_columns(self, columns: Sequence[str], units: Sequence[ScanUnit]) -> None:
+        """Refuse to read columns whose schema changed incompatibly in the versions of ``units``."""
+        bad = [c for c in columns if c in self.incompatible]
+        if not bad:
+            return
+        # Files added (or cdc files written) at version v were written with the schema in force at
+        # v; a file removed at v (or whose deletion vector changed at v) may be older, so it may
+        # have been written under any schema in force at or before v.
+        # A removed file the range itself added earlier was written at that add.
+        written: set[int] = set()
+        maybe_older: set[int] = set()
+        removed_known: set[tuple[int, int]] = set()  # (removed at, written at)
+        added_in_range: dict[str, int] | None = None
+        for u in units:
+            v = u.constants.get(COMMIT_VERSION)
+            if v is None:
+                continue
+            old = not u.has_change_type_column and (
+                u.constants.get(CHANGE_TYPE) == "delete" or u.only_rows is not None
+            )
+            if not old:
+                written.add(v)
+                continue
+            if added_in_range is None:
+                added_in_range = self._first_adds()
+            at = added_in_range.get(u.location)
+            if at is not None and at <= v:
+                removed_known.add((v, at))
+            else:
+                maybe_older.add(v)
+        for c in bad:
+            for first, last, why in self.incompatible[c]:
+                hit = sorted(v for v in written if first <= v <= last)
+                known = sorted((v, at) for v, at in removed_known if first <= at <= last)
+                removed = sorted(v for v in maybe_older if first <= v)
+                if hit or known or removed:
+                    if hit:
+                        which = f"changes of versions {first}..{last}"
+                    elif known:
+                        which = f"files removed at version {known[0][0]} (written at version {known[0][1]})"
+                    else:
+                        which = f"files removed at version {removed[0]} (possibly written before version {last + 1})"
+                    # the ranges are the schemas it differs in from the end's: the change the reason
+                    # names is where the run of ranges with that reason, from this one on, ends
+                    changed_at = last + 1
+                    for f2, l2, why2 in sorted(self.incompatible[c]):
+                        if f2 == changed_at and why2 == why:
+                            changed_at = l2 + 1
+                    raise ChangeDataFeedError(
+                        f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: column {c!r} cannot be "
+                        f"read for {which}: its schema {why} at version {changed_at} (the output uses the schema of "
+                        f"version {self.end}). Read a range that starts after the change, filter on "
+                        f"_commit_version, or leave the column out"
+                    )
+
+    def _first_adds(self) -> dict[str, int]:
+        """Location -> the first version of the range that added the file (add sources)."""
+        src = self.sources
+        adds = src.filter(pc.equal(src.column("kind"), KIND_ADD)).select(["location", "version"])
+        first = adds.group_by("location").aggregate([("version", "min")])
+        return dict(
+            zip(first.column("location").to_pylist(), first.column("version_min").to_pylist(), strict=True)
+        )
+
+    def reader(self) -> UnitReader:
+        from ..read import UnitReader
+        from ..read_schema import make_read_schema
+
+        md = self.metadata
+        rs = make_read_schema(
+            md.arrow_schema, md.physical_schema, self.partition_columns, list(CHANGE_FIELDS)
+        )
+        return UnitReader(self.storage, rs, self.storage.root_uri, self.end)
+
+    def __repr__(self) -> str:
+        return f"ChangeFeed({self.storage.root_uri!r}, {self.start}..{self.end}, sources={self.sources.num_rows})"
+
+
+def _ict_of(md: Metadata, where: str) -> tuple[int, int] | None:
+    """:attr:`Metadata.ict_enablement`, its error naming where the metadata is in force."""
+    try:
+        return md.ict_enablement
+    except LogCorruptError as e:
+        raise LogCorruptError(f"{where}: {e}") from e
+
+
+def _require_commits(listing: LogListing, start: int, end: int, where: str) -> None:
+    missing = missing_versions(listing, start, end)
+    if missing:
+        have = listing.commit_versions
+        span = f"{have[0]}..{have[-1]}" if have else "none"
+        gaps = missing_versions(listing, have[0], have[-1]) if have else None
+        if gaps:
+            span += f" without {gaps}"
+        which = (
+            f"files of versions {missing} of {where} are"
+            if ("," in missing or ".." in missing)
+            else f"file of version {missing} of {where} is"
+        )
+        raise VersionNotFoundError(
+            f"table_changes: the commit {which} not available (log cleaned up or never written); "
+            f"commits available: {span}"
+        )
