@@ -32,7 +32,7 @@ to read, with kind, change type, version, timestamp, typed partition values and 
 row selection) and prunes them in three stages before any data is read: by the conjuncts on the
 change columns (evaluated on each source's constants; a cdc file may hold any change type), then
 by partition values, then by file statistics (adds and removes that carry stats; cdc files have
-none and are kept). Rows are read by :class:`~.read.UnitReader`, which fills partition values and
+none and are kept). Rows are read by :class:`~delta_datafusion.read.UnitReader`, which fills partition values and
 the change constants and applies row selection, projection and the row filter.
 
 Modules, by job:

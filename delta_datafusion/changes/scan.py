@@ -57,7 +57,7 @@ class ChangeScan:
         return self._plan
 
     def files(self) -> pa.Table:
-        """The selected change sources (see :data:`SOURCE_COLUMNS`)."""
+        """The selected change sources (see :data:`.sources.SOURCE_COLUMNS`)."""
         return self.plan.selected
 
     def scan_units(self) -> list[ScanUnit]:
