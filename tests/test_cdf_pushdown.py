@@ -181,7 +181,7 @@ def test_non_standard_change_types(copy_corpus_table):
 
 
 def test_footer_cache(table, monkeypatch):
-    from delta_datafusion import footers
+    from delta_datafusion.changes import footers
 
     calls = []
     orig = footers.read_footer

@@ -2188,7 +2188,7 @@ def test_change_range_timestamps_below_the_microsecond():
     number of fraction digits and a lower-case z, as snapshot(timestamp=) does."""
     import numpy as np
 
-    from delta_datafusion.change_range import Instant, as_bound
+    from delta_datafusion.changes.version_range import Instant, as_bound
 
     base = 1_700_000_001_000_000  # 2023-11-14T22:13:21Z in microseconds
     for text in (

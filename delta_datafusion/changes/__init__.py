@@ -37,11 +37,13 @@ the change constants and applies row selection, projection and the row filter.
 
 Modules, by job:
 
+* ``version_range``: the range's bounds (versions or timestamps) resolved to commit versions;
 * ``feed``: :class:`ChangeFeed`, the checked and typed change sources of one range, and its
   planning (:class:`PlanResult`);
 * ``sources``: the change-source table (:data:`SOURCE_COLUMNS`) built from a range's file actions;
 * ``schema_compat``: which end-schema columns can be read from files written under earlier metadata;
 * ``change_types``: the ``_change_type`` values a cdc file may hold for a predicate;
+* ``footers``: parquet footer statistics of the files the log gives none for (cdc files);
 * ``cache``: :func:`load_change_feed`, the process cache of feeds, and :func:`clear_cache`;
 * ``scan``: :class:`ChangeScan` and :func:`changes`, the Python API's read of a range.
 """

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..change_range import clear_timelines, resolve_range
-from ..footers import clear_footer_cache
 from ..log.segment import list_log
 from ..lru import LruCache
 from ..protocol import clear_schema_cache
 from .feed import ChangeFeed, _require_commits
+from .footers import clear_footer_cache
+from .version_range import clear_timelines, resolve_range
 
 if TYPE_CHECKING:
     from ..table import DeltaTable

@@ -20,7 +20,6 @@ from ..errors import (
     LogCorruptError,
     VersionNotFoundError,
 )
-from ..footers import FooterStats, footer_stats, footer_type_ok, typed_values
 from ..log.actions import (
     CommitData,
     find_protocol_and_metadata,
@@ -37,6 +36,7 @@ from ..schema import logical_to_physical_names
 from ..stats import typed_stats, widened_columns
 from ..timestamps import CommitTimeline, read_in_commit_timestamp
 from .change_types import _change_type_candidates, _change_type_literals, _without_column
+from .footers import FooterStats, footer_stats, footer_type_ok, typed_values
 from .schema_compat import _appends_columns, _incompatible_columns, _layout_changes, _retyped_columns
 from .sources import (
     KIND_ADD,

@@ -37,8 +37,8 @@ from typing import Any
 import pyarrow as pa
 from datafusion import SessionContext, Table, udtf
 
-from ..change_range import Instant, as_bound
 from ..changes import ChangeFeed, load_change_feed
+from ..changes.version_range import Instant, as_bound
 from ..errors import (
     ArgumentError,
     DeltaError,

@@ -10,8 +10,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from .lru import LruCache
-from .storage import Storage
+from ..lru import LruCache
+from ..storage import Storage
 
 
 @dataclass(frozen=True)

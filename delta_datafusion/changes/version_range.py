@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import ArgumentError, DeltaError, InvalidRangeError, VersionNotFoundError
-from .log.segment import LogListing
-from .lru import LruCache
-from .timestamps import CommitTimeline, below_micros, parse_iso, to_micros
+from ..errors import ArgumentError, DeltaError, InvalidRangeError, VersionNotFoundError
+from ..log.segment import LogListing
+from ..lru import LruCache
+from ..timestamps import CommitTimeline, below_micros, parse_iso, to_micros
 
 if TYPE_CHECKING:
-    from .table import DeltaTable
+    from ..table import DeltaTable
 
 
 @dataclass(frozen=True)
