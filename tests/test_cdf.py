@@ -2099,3 +2099,16 @@ def test_bounds_of_a_float_file_removed_after_the_widening_are_not_trusted(tmp_p
     assert got.select(["f", "_change_type", "_commit_version"]).to_pylist() == [
         {"f": -0.10000000149011612, "_change_type": "delete", "_commit_version": 3}
     ]
+
+
+def test_clear_cache_forgets_the_sibling_lookups():
+    """``clear_cache()`` also drops schema compatibility's sibling lookups, which keep the schema
+    field lists they index alive (up to 4,096 of them)."""
+    import delta_datafusion.changes as changes_module
+    from delta_datafusion.changes import schema_compat
+
+    fields = [{"name": "a", "type": "long"}, {"name": "b", "type": "string"}]
+    assert schema_compat._sibling_index(fields, "name")["b"] is fields[1]
+    assert any(entry[0] is fields for entry in schema_compat._SIBLING_INDEX.values())
+    changes_module.clear_cache()
+    assert not schema_compat._SIBLING_INDEX

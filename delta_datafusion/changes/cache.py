@@ -11,6 +11,7 @@ from ..lru import LruCache
 from ..protocol import clear_schema_cache
 from .feed import ChangeFeed, _require_commits
 from .footers import clear_footer_cache
+from .schema_compat import clear_sibling_index
 from .version_range import clear_timelines, resolve_range
 
 if TYPE_CHECKING:
@@ -48,8 +49,10 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
 
 
 def clear_cache() -> None:
-    """Forget cached change feeds, commit timelines, footer statistics and parsed schemas."""
+    """Forget cached change feeds, commit timelines, footer statistics, parsed schemas and the
+    sibling lookups of schema compatibility."""
     _FEEDS.clear()
+    clear_sibling_index()
     clear_schema_cache()
     clear_timelines()
     clear_footer_cache()

@@ -180,6 +180,11 @@ _SIBLING_INDEX: dict[int, tuple[list[dict], dict[str, dict[Any, dict]]]] = {}
 _AMBIGUOUS: dict = {}
 
 
+def clear_sibling_index() -> None:
+    """Forget the sibling lookups (and the schema lists they keep alive)."""
+    _SIBLING_INDEX.clear()
+
+
 def _sibling_index(siblings: list[dict], kind: str) -> dict[Any, dict]:
     """``siblings`` by container name, field id, name or physical name (``phys:<mode>``), first
     one winning: a field traced through many schema changes of many columns looked each step up
