@@ -556,7 +556,7 @@ def test_retyped_columns_are_the_fields_whose_type_changed():
     or date widened keeps them (they are the same values in the wider type; a float's are not)."""
     from types import SimpleNamespace
 
-    from delta_datafusion.changes import _retyped_columns
+    from delta_datafusion.changes.schema_compat import retyped_columns
 
     def md(*fields: tuple[str, pa.DataType]) -> SimpleNamespace:
         schema = pa.schema(list(fields))
@@ -571,10 +571,10 @@ def test_retyped_columns_are_the_fields_whose_type_changed():
     v0 = md(("id", pa.int32()), ("s", pa.struct([("x", pa.float32())])))
     added = md(("id", pa.int32()), ("s", pa.struct([("x", pa.float32()), ("y", pa.int32())])))
     widened = md(("id", pa.int64()), ("s", pa.struct([("x", pa.float64()), ("y", pa.int32())])))
-    assert _retyped_columns([(0, v0), (1, added)]) == set()
-    assert _retyped_columns([(0, v0), (1, added), (2, widened)]) == {("s", "x")}
+    assert retyped_columns([(0, v0), (1, added)]) == set()
+    assert retyped_columns([(0, v0), (1, added), (2, widened)]) == {("s", "x")}
     as_text = md(("id", pa.string()), ("s", pa.struct([("x", pa.float64()), ("y", pa.int32())])))
-    assert _retyped_columns([(0, v0), (1, as_text)]) == {("id",), ("s", "x")}
+    assert retyped_columns([(0, v0), (1, as_text)]) == {("id",), ("s", "x")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -944,7 +944,7 @@ def test_property_only_metadata_commits_parse_each_schema_once(tmp_path, monkeyp
     write_deltalake(p, extra, mode="append")  # v14
     parsed: list[str] = []
     compared: list[int] = []
-    parse, compare = protocol_module.parse_schema_string, feed_module._incompatible_columns
+    parse, compare = protocol_module.parse_schema_string, feed_module.incompatible_columns
     monkeypatch.setattr(
         protocol_module,
         "parse_schema_string",
@@ -952,7 +952,7 @@ def test_property_only_metadata_commits_parse_each_schema_once(tmp_path, monkeyp
     )
     monkeypatch.setattr(
         feed_module,
-        "_incompatible_columns",
+        "incompatible_columns",
         lambda chain, memo=None: compared.append(len(chain)) or compare(chain, memo),
     )
     got = ours(p, 0)
@@ -1018,13 +1018,13 @@ def test_commits_appending_columns_are_checked_and_converted_once_each(tmp_path,
     changes_module.clear_cache()  # the schemas are parsed here
     converted: list[str] = []
     compared: list[int] = []
-    convert, compare = schema_module.delta_field_to_arrow, feed_module._incompatible_columns
+    convert, compare = schema_module.delta_field_to_arrow, feed_module.incompatible_columns
     monkeypatch.setattr(
         schema_module, "delta_field_to_arrow", lambda f, *a: converted.append(f["name"]) or convert(f, *a)
     )
     monkeypatch.setattr(
         feed_module,
-        "_incompatible_columns",
+        "incompatible_columns",
         lambda chain, memo=None: compared.append(len(chain)) or compare(chain, memo),
     )
     got = ours(p, 0)

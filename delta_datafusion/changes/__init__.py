@@ -51,7 +51,6 @@ Modules, by job:
 from .cache import clear_cache, load_change_feed
 from .feed import CHANGE_COLUMNS, CHANGE_FIELDS, ChangeFeed, PlanResult
 from .scan import ChangeScan, changes
-from .schema_compat import _retyped_columns as _retyped_columns  # tests check it directly
 from .sources import SOURCE_COLUMNS
 
 __all__ = [

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..log.segment import list_log
 from ..lru import LruCache
 from ..protocol import clear_schema_cache
-from .feed import ChangeFeed, _require_commits
+from .feed import ChangeFeed, require_commits
 from .footers import clear_footer_cache
 from .schema_compat import clear_sibling_index
 from .version_range import clear_timelines, resolve_range
@@ -35,7 +35,7 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     """
     listing = list_log(table.storage)
     s, e = resolve_range(table, start, end, listing)
-    _require_commits(listing, s, e, table.storage.root_uri)
+    require_commits(listing, s, e, table.storage.root_uri)
     commit_state = tuple(
         (v, listing.commits[v].size, listing.commits[v].mtime_or_none())
         if v in listing.commits

@@ -11,7 +11,7 @@ import pyarrow as pa
 from ..scan_unit import CHANGE_TYPE
 
 #: The change types the protocol defines; a cdc file may hold any of them (and, from
-#: non-standard writers, other strings: see :func:`_change_type_candidates`).
+#: non-standard writers, other strings: see :func:`change_type_candidates`).
 STANDARD_CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimage")
 
 
@@ -19,7 +19,7 @@ STANDARD_CHANGE_TYPES = ("insert", "delete", "update_preimage", "update_postimag
 _OTHER_TYPE = "\x00other change type"
 
 
-def _change_type_literals(pred: Any) -> tuple[list[str | None], bool]:
+def change_type_literals(pred: Any) -> tuple[list[str | None], bool]:
     """The string literals ``_change_type`` is compared with, and whether every use of the column
     is an equality test (``=``, ``!=``, ``[NOT] IN``, ``IS [NOT] NULL`` against literals).
 
@@ -71,7 +71,7 @@ def _change_type_literals(pred: Any) -> tuple[list[str | None], bool]:
     return literals, safe
 
 
-def _change_type_candidates(literals: list[str | None], footer: tuple[str, str] | None) -> list[str | None]:
+def change_type_candidates(literals: list[str | None], footer: tuple[str, str] | None) -> list[str | None]:
     """Change types to try for a cdc file: the literals and "any other value" (within the file's
     footer min/max when known; min and max are values the file holds). NULL is tried only when
     the predicate tests for it (it is then among ``literals``)."""
@@ -91,7 +91,7 @@ def _change_type_candidates(literals: list[str | None], footer: tuple[str, str] 
     return out
 
 
-def _without_column(pred: Any, column: str) -> Any:
+def without_column(pred: Any, column: str) -> Any:
     """``pred`` without the conjuncts that reference ``column`` (a weaker predicate)."""
     from ..predicate import conjunction, conjuncts, referenced_columns
 

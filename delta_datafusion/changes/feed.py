@@ -35,21 +35,21 @@ from ..scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit,
 from ..schema import logical_to_physical_names
 from ..stats import typed_stats, widened_columns
 from ..timestamps import CommitTimeline, read_in_commit_timestamp
-from .change_types import _change_type_candidates, _change_type_literals, _without_column
+from .change_types import change_type_candidates, change_type_literals, without_column
 from .footers import FooterStats, footer_stats, footer_type_ok, typed_values
-from .schema_compat import _appends_columns, _incompatible_columns, _layout_changes, _retyped_columns
+from .schema_compat import appends_columns, incompatible_columns, layout_changes, retyped_columns
 from .sources import (
     KIND_ADD,
     KIND_CDC,
     KIND_REMOVE,
-    _changes_commit_schema,
-    _dv_update_pieces,
-    _empty_raw_sources,
-    _merged_partition_values,
-    _once_per_commit,
-    _pair_key,
-    _piece,
-    _with_add_stats,
+    changes_commit_schema,
+    dv_update_pieces,
+    empty_raw_sources,
+    merged_partition_values,
+    once_per_commit,
+    pair_key,
+    piece,
+    with_add_stats,
 )
 
 if TYPE_CHECKING:
@@ -98,7 +98,7 @@ class ChangeFeed:
         self._file_timeline: CommitTimeline | None = None
         listing = listing if listing is not None else table.listing()
         where = storage.root_uri
-        _require_commits(listing, start, end, where)
+        require_commits(listing, start, end, where)
         # The start snapshot gives protocol and metadata in force at the start. Its commits and
         # the range's are read in one batch, each once (on an object store, a round trip each).
         segment = build_segment(listing, start)
@@ -159,7 +159,7 @@ class ChangeFeed:
         self.segments = segments
         #: the segments where the schema, partitioning or mapping mode changed (what the schema
         #: checks compare), so that property-only metaData commits cost nothing there
-        self.layouts = _layout_changes(segments)
+        self.layouts = layout_changes(segments)
         self.incompatible = self._schema_changes(self.layouts)
         md = self.metadata
         clash = [f.name for f in CHANGE_FIELDS if f.name in md.arrow_schema.names]
@@ -182,7 +182,7 @@ class ChangeFeed:
     # -- construction ----------------------------------------------------------------------
     def _schema_changes(self, segments: list[tuple[int, Metadata]]) -> dict[str, list[tuple[int, int, str]]]:
         """Column -> [(first version, last version, reason)] of the ranges it cannot be read from;
-        ``segments``: where the layout changed (:func:`_layout_changes`)."""
+        ``segments``: where the layout changed (:func:`layout_changes`)."""
         found: list[tuple[int, int, dict[str, str]]] = []
         memo: dict = {}  # traces over the shorter suffixes, computed first
         later: dict[str, str] = {}  # the columns found for the range after segment i
@@ -190,14 +190,14 @@ class ChangeFeed:
         for i in reversed(range(len(segments) - 1)):
             md, newer = segments[i][1], segments[i + 1][1]
             unmapped = unmapped and md.column_mapping_mode == "none"
-            if unmapped and md.partition_columns == newer.partition_columns and _appends_columns(md, newer):
+            if unmapped and md.partition_columns == newer.partition_columns and appends_columns(md, newer):
                 # files written under md hold newer's columns but the appended ones: those are
                 # refused as they are after it, the appended ones are NULL (a range of k commits
                 # each adding a column compared k schemas of up to k columns: 1,000 took 8 s)
                 names = {f["name"].lower() for f in md.schema_json["fields"]} if later else ()
                 columns = {c: why for c, why in later.items() if c.lower() in names}
             else:
-                columns = _incompatible_columns([m for _, m in segments[i:]], memo)
+                columns = incompatible_columns([m for _, m in segments[i:]], memo)
             found.append((segments[i][0], segments[i + 1][0] - 1, columns))
             later = columns
         out: dict[str, list[tuple[int, int, str]]] = {}
@@ -238,10 +238,10 @@ class ChangeFeed:
         cdc, adds, removes = self._file_actions(commits)
         pieces: list[pa.Table] = []
         if cdc.num_rows:
-            pieces.append(_piece(cdc, KIND_CDC, None, None, None, with_stats=False))
+            pieces.append(piece(cdc, KIND_CDC, None, None, None, with_stats=False))
         # Pairs: a remove and an add of the same file in one commit (deletion vector updates).
-        add_pk = _pair_key(adds)
-        rem_pk = _pair_key(removes)
+        add_pk = pair_key(adds)
+        rem_pk = pair_key(removes)
         if adds.num_rows and removes.num_rows:
             paired_add = pc.is_in(add_pk, value_set=rem_pk)
             paired_rem = pc.is_in(rem_pk, value_set=add_pk)
@@ -252,16 +252,16 @@ class ChangeFeed:
         plain_removes = removes.filter(pc.invert(paired_rem))
         if plain_adds.num_rows:
             dv = plain_adds.column("deletionVector").combine_chunks()
-            pieces.append(_piece(plain_adds, KIND_ADD, "insert", None, dv))
+            pieces.append(piece(plain_adds, KIND_ADD, "insert", None, dv))
         if plain_removes.num_rows:
             if self.physical_partitions:
                 self._refuse_removes_without_partition_values(plain_removes)
             dv = plain_removes.column("deletionVector").combine_chunks()
-            pieces.append(_piece(plain_removes, KIND_REMOVE, "delete", None, dv))
+            pieces.append(piece(plain_removes, KIND_REMOVE, "delete", None, dv))
         if pc.any(paired_add).as_py():
-            pieces += _dv_update_pieces(adds.filter(paired_add), removes, rem_pk)
+            pieces += dv_update_pieces(adds.filter(paired_add), removes, rem_pk)
         if not pieces:
-            raw = _empty_raw_sources(self.physical_partitions)
+            raw = empty_raw_sources(self.physical_partitions)
         else:
             raw = pa.concat_tables(pieces, promote_options="permissive")
             raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
@@ -288,7 +288,7 @@ class ChangeFeed:
         storage, parts = self.storage, self.physical_partitions
         aliases = self._partition_aliases()
         read_parts = parts + [a for names in aliases.values() for a in names]
-        schema = _changes_commit_schema(partition_values_type(read_parts))
+        schema = changes_commit_schema(partition_values_type(read_parts))
         actions, counts = parse_json_actions(
             [c.data for c in commits], schema, [c.info.path for c in commits]
         )
@@ -301,13 +301,13 @@ class ChangeFeed:
                 actions.column(name), read_parts, per_row, f"{name} actions of {storage.root_uri}"
             )
             if aliases:
-                pv = _merged_partition_values(t.column("partitionValues").combine_chunks(), parts, aliases)
+                pv = merged_partition_values(t.column("partitionValues").combine_chunks(), parts, aliases)
                 t = t.set_column(t.schema.get_field_index("partitionValues"), "partitionValues", pv)
             if t.num_rows == 0:
                 return t.append_column("location", pa.array([], pa.string()))
             decoded = decode_paths(t.column("path"))
             t = t.set_column(t.schema.get_field_index("path"), "path", decoded)
-            return _once_per_commit(t.append_column("location", resolve_paths(storage, decoded)))
+            return once_per_commit(t.append_column("location", resolve_paths(storage, decoded)))
 
         cdc = flat("cdc")
         cdc_versions = (
@@ -323,7 +323,7 @@ class ChangeFeed:
             return t.filter(keep)
 
         adds = flat("add")
-        return cdc, data_change(adds), data_change(_with_add_stats(flat("remove"), adds))
+        return cdc, data_change(adds), data_change(with_add_stats(flat("remove"), adds))
 
     def _partition_aliases(self) -> dict[str, list[str]]:
         """Partition column -> the names it had in another case under the range's earlier
@@ -350,12 +350,12 @@ class ChangeFeed:
             [md.arrow_schema.field(c) for c in md.partition_columns],
             f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
         )
-        retyped = _retyped_columns(self.layouts)
+        retyped = retyped_columns(self.layouts)
         # a widening recorded only earlier in the range (writers may drop delta.typeChanges once
         # every live file has the new type, while the range still removes older files)
         layouts = self.layouts
         for i, (_, earlier) in enumerate(layouts[:-1]):
-            if i + 2 < len(layouts) and _appends_columns(earlier, layouts[i + 1][1]):
+            if i + 2 < len(layouts) and appends_columns(earlier, layouts[i + 1][1]):
                 continue  # its fields and more are walked next
             retyped |= widened_columns(earlier.schema_json)
         stats = typed_stats(md, raw.column("stats").combine_chunks(), None, n, forget=retyped)
@@ -394,7 +394,7 @@ class ChangeFeed:
 
         Adds and removes are judged on their constants, partition values and stats. A cdc file
         stores ``_change_type`` per row, so it is judged once per value it may hold (see
-        :func:`_change_type_candidates`); ``type_ranges`` (position in ``rows`` -> footer min/max
+        :func:`change_type_candidates`); ``type_ranges`` (position in ``rows`` -> footer min/max
         of ``_change_type``) narrows those values. ``stats`` replaces the sources' stats.
         """
         from ..predicate import TRUE
@@ -404,8 +404,8 @@ class ChangeFeed:
             return np.ones(len(rows), dtype=bool)
         is_cdc = self._kinds[rows] == KIND_CDC
         ct_rows = self._change_types[rows]
-        literals, safe = _change_type_literals(pred)
-        cdc_pred = pred if safe else _without_column(pred, CHANGE_TYPE)
+        literals, safe = change_type_literals(pred)
+        cdc_pred = pred if safe else without_column(pred, CHANGE_TYPE)
         out = np.zeros(len(rows), dtype=bool)
         for group_pred, members in ((pred, np.flatnonzero(~is_cdc)), (cdc_pred, np.flatnonzero(is_cdc))):
             if len(members) == 0:
@@ -420,9 +420,7 @@ class ChangeFeed:
                     pos.append(i)
                     types.append(ct_rows[i])
                     continue
-                values = (
-                    _change_type_candidates(literals, (type_ranges or {}).get(int(i))) if safe else [None]
-                )
+                values = change_type_candidates(literals, (type_ranges or {}).get(int(i))) if safe else [None]
                 pos.extend([i] * len(values))
                 types.extend(values)
             pos_arr = np.asarray(pos, dtype=np.int64)
@@ -709,7 +707,7 @@ def _ict_of(md: Metadata, where: str) -> tuple[int, int] | None:
         raise LogCorruptError(f"{where}: {e}") from e
 
 
-def _require_commits(listing: LogListing, start: int, end: int, where: str) -> None:
+def require_commits(listing: LogListing, start: int, end: int, where: str) -> None:
     missing = missing_versions(listing, start, end)
     if missing:
         have = listing.commit_versions

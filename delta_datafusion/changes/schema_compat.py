@@ -17,7 +17,7 @@ from ..schema import FIELD_ID_KEY, is_supported_type_change, physical_name
 from ..stats import bounds_survive_widening
 
 
-def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...]]:
+def retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...]]:
     """End-schema columns whose type differs under an earlier metadata of the range. Files
     written then carry bounds in the old type's form (a float -0.1 is -0.10000000149011612 read as
     a double), which need not bound the values as read now; a ``delta.typeChanges`` entry says
@@ -40,7 +40,7 @@ def _retyped_columns(segments: list[tuple[int, Metadata]]) -> set[tuple[str, ...
         out.add(path)
 
     for (_, md), (_, newer) in zip(segments[:-1], segments[1:], strict=True):
-        if md.schema_string == end.schema_string or _appends_columns(md, newer):
+        if md.schema_string == end.schema_string or appends_columns(md, newer):
             continue  # an appended column has no older type: ``newer`` gives all ``md`` would
         old_types = {f.name: f.type for f in md.physical_schema}
         for logical, phys in zip(end.arrow_schema, end.physical_schema, strict=True):
@@ -59,7 +59,7 @@ def _same_layout(a: Metadata, b: Metadata) -> bool:
     )
 
 
-def _appends_columns(older: Metadata, newer: Metadata) -> bool:
+def appends_columns(older: Metadata, newer: Metadata) -> bool:
     """Is ``newer``'s schema ``older``'s with top-level columns appended, without column mapping
     (names unique ignoring case, so a column is found by its name)? Each commit of a schema-merging
     writer adding a column is one: its columns are read from older files as from ``newer``'s."""
@@ -69,7 +69,7 @@ def _appends_columns(older: Metadata, newer: Metadata) -> bool:
     return len(old) <= len(new) and (old is new or new[: len(old)] == old)
 
 
-def _layout_changes(segments: list[tuple[int, Metadata]]) -> list[tuple[int, Metadata]]:
+def layout_changes(segments: list[tuple[int, Metadata]]) -> list[tuple[int, Metadata]]:
     """``segments`` without those of the same layout as the one before (see :func:`_same_layout`):
     the first of each run, the last one last (the end's metadata, as in ``segments``)."""
     out: list[tuple[int, Metadata]] = []
@@ -82,7 +82,7 @@ def _layout_changes(segments: list[tuple[int, Metadata]]) -> list[tuple[int, Met
     return out
 
 
-def _incompatible_columns(chain: Sequence[Metadata], memo: dict | None = None) -> dict[str, str]:
+def incompatible_columns(chain: Sequence[Metadata], memo: dict | None = None) -> dict[str, str]:
     """End-schema columns that cannot be read from files written under ``chain[0]`` (name ->
     reason); ``chain`` is the metadata in force from then to the end (``chain[-1]``), in order.
 

@@ -33,7 +33,7 @@ SOURCE_COLUMNS = [
 ]
 
 
-def _with_add_stats(removes: pa.Table, adds: pa.Table) -> pa.Table:
+def with_add_stats(removes: pa.Table, adds: pa.Table) -> pa.Table:
     """Removes without statistics (deltalake writes them so) take those of an add in the range
     of the same file with the same deletion vector: the rows the remove deletes are the rows
     live in that add, which its statistics describe (tight bounds with a deletion vector are
@@ -56,7 +56,7 @@ def _with_add_stats(removes: pa.Table, adds: pa.Table) -> pa.Table:
     return removes.set_column(removes.schema.get_field_index("stats"), "stats", inherited)
 
 
-def _merged_partition_values(
+def merged_partition_values(
     pv: pa.StructArray, parts: list[str], aliases: dict[str, list[str]]
 ) -> pa.StructArray:
     """``pv`` read with the aliases' keys too -> one child per partition column (its own key
@@ -71,7 +71,7 @@ def _merged_partition_values(
     return pa.StructArray.from_arrays(children, names=parts, mask=mask)
 
 
-def _changes_commit_schema(pv: pa.DataType) -> pa.Schema:
+def changes_commit_schema(pv: pa.DataType) -> pa.Schema:
     """The commit schema with ``remove.stats`` (removes may carry stats; used for skipping)."""
     base = commit_schema(pv)
     fields = []
@@ -82,7 +82,7 @@ def _changes_commit_schema(pv: pa.DataType) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _once_per_commit(actions: pa.Table) -> pa.Table:
+def once_per_commit(actions: pa.Table) -> pa.Table:
     """File actions with one row per (version, file, deletion vector): a commit listing the same
     action twice changes the file once (as replay has it), not twice."""
     n = actions.num_rows
@@ -102,7 +102,7 @@ def _once_per_commit(actions: pa.Table) -> pa.Table:
     return actions.take(pa.array(np.sort(last.to_numpy())))
 
 
-def _pair_key(t: pa.Table) -> pa.Array:
+def pair_key(t: pa.Table) -> pa.Array:
     if t.num_rows == 0:
         return pa.array([], pa.string())
     return pc.binary_join_element_wise(
@@ -130,11 +130,11 @@ def _as_dv(arr: pa.Array | None, n: int) -> pa.Array:
 _ORDER = {KIND_CDC: 0, KIND_REMOVE: 1, KIND_DV_UPDATE: 2, KIND_ADD: 3}
 
 
-def _dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> list[pa.Table]:
+def dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> list[pa.Table]:
     """Sources for files removed and added again in one commit with another deletion vector:
     rows in the new vector and not the old are deleted; rows in the old and not the new are
     inserted again (restored). ``readds``: the adds that pair with one of ``removes``."""
-    idx = pc.index_in(_pair_key(readds), value_set=rem_pk)
+    idx = pc.index_in(pair_key(readds), value_set=rem_pk)
     old_dv = removes.column("deletionVector").combine_chunks().take(idx)
     new_dv = readds.column("deletionVector").combine_chunks()
     same = pc.fill_null(pc.equal(_dv_ids(old_dv), _dv_ids(new_dv)), False)
@@ -150,7 +150,7 @@ def _dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> 
             rows = readds.filter(selected)
             if stats is not None:
                 rows = rows.set_column(rows.schema.get_field_index("stats"), "stats", stats.filter(selected))
-            pieces.append(_piece(rows, KIND_DV_UPDATE, change, only.filter(selected), drop.filter(selected)))
+            pieces.append(piece(rows, KIND_DV_UPDATE, change, only.filter(selected), drop.filter(selected)))
     return pieces
 
 
@@ -165,7 +165,7 @@ def _stats_of_newly_deleted(readds: pa.Table, removes: pa.Table, idx: pa.Array) 
     return pc.if_else(old.is_valid(), old, pc.if_else(wide, new, pa.scalar(None, pa.string())))
 
 
-def _piece(
+def piece(
     t: pa.Table,
     kind: str,
     change_type: str | None,
@@ -193,7 +193,7 @@ def _piece(
     )
 
 
-def _empty_raw_sources(parts: list[str]) -> pa.Table:
+def empty_raw_sources(parts: list[str]) -> pa.Table:
     return pa.table(
         {
             "kind": pa.array([], pa.string()),
