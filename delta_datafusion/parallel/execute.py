@@ -27,7 +27,7 @@ from ..log.segment import is_multi_part_checkpoint
 from ..replay import file_keys
 from ..scan import Scan, ScanMetadata
 from .phases import Done, Parallel, ParallelScanMetadata
-from .split import _as_leaf, split_leaves
+from .split import as_leaf, split_leaves
 from .state import ParallelState
 
 _STATE_CACHE: dict[bytes, ParallelState] = {}
@@ -191,7 +191,7 @@ def execute_parallel(
     """
     _check_transport(transport)
     workers = _check_workers(workers)
-    files = [_as_leaf(f) for f in files]
+    files = [as_leaf(f) for f in files]
     if not files:
         return []
     workers = workers or getattr(executor, "_max_workers", None) or _default_workers()

@@ -18,8 +18,8 @@ from ..errors import ParallelStateError
 from ..log.checkpoint import LeafFile
 from ..scan import Scan, ScanMetadata
 from ..snapshot import _project_raw
-from .split import _as_leaf, _refuse_overlaps
-from .state import ParallelState, _empty_files
+from .split import as_leaf, refuse_overlaps
+from .state import ParallelState, empty_file_table
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class SequentialPhase(Iterator[ScanMetadata]):
     def _run(self) -> Iterator[ScanMetadata]:
         snap = self.scan.snapshot
         live, keys = snap._commit_replay
-        files = snap.to_scan_files(_project_raw(live)) if live.num_rows else _empty_files(snap)
+        files = snap.to_scan_files(_project_raw(live)) if live.num_rows else empty_file_table(snap)
         yield self.scan.pruned_metadata(files, source="commits")
         manifest = snap.checkpoint_manifest
         if manifest is not None and manifest.inline is not None:
@@ -109,8 +109,8 @@ class ParallelScanMetadata(Iterator[ScanMetadata]):
             raise ParallelStateError(
                 f"files must be a list of checkpoint leaf files (LeafFile or path), got {type(files).__qualname__}"
             )
-        self.files = [_as_leaf(f) for f in files]
-        _refuse_overlaps(self.files, state.storage)
+        self.files = [as_leaf(f) for f in files]
+        refuse_overlaps(self.files, state.storage)
         self.arrow_threads = bool(arrow_threads)
         self._it = iter(self.files)
 

@@ -17,16 +17,16 @@ from ..log.checkpoint import LEAF_WHAT, LeafFile, open_leaf
 from ..storage import Storage
 
 
-def _leaf_location(storage: Storage, path: str) -> str:
+def leaf_location(storage: Storage, path: str) -> str:
     """A leaf path resolved against the table and normalized (no '..' escaping the log folder)."""
     return posixpath.normpath(storage.resolve(path))
 
 
-def _refuse_overlaps(files: Sequence[LeafFile], storage: Storage) -> None:
+def refuse_overlaps(files: Sequence[LeafFile], storage: Storage) -> None:
     """The same leaf (or row group) twice would yield its files twice."""
     seen: dict[str, set[int] | None] = {}
     for f in files:
-        where = _leaf_location(storage, f.path)
+        where = leaf_location(storage, f.path)
         groups = None if f.row_groups is None else set(f.row_groups)
         if groups is not None and len(groups) != len(f.row_groups):
             raise ParallelStateError(f"leaf file {f.path} lists a row group twice: {list(f.row_groups)}")
@@ -42,7 +42,7 @@ def _refuse_overlaps(files: Sequence[LeafFile], storage: Storage) -> None:
             seen[where] = groups
 
 
-def _as_leaf(f: LeafFile | str) -> LeafFile:
+def as_leaf(f: LeafFile | str) -> LeafFile:
     if isinstance(f, LeafFile):
         return f
     if isinstance(f, str):
@@ -108,14 +108,14 @@ def split_leaves(
     ``LeafFile`` with those row groups (the whole file when it got all of them). Reads parquet
     footers only for the files it splits. Every row of every file lands in exactly one group.
     """
-    files = [_as_leaf(f) for f in files]
+    files = [as_leaf(f) for f in files]
     parts = integer(parts, "parts")
     if parts < 1:
         raise ArgumentError(f"parts must be at least 1, got {parts}")
     if not files:
         return []
     storage = storage or _local_storage()
-    _refuse_overlaps(files, storage)
+    refuse_overlaps(files, storage)
     if parts == 1:
         return [list(files)]
     sizes = []

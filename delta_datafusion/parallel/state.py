@@ -30,7 +30,7 @@ from ..scan import Scan, ScanMetadata
 from ..snapshot import TableVersionView, _project_raw
 from ..storage import Storage
 from .predicate_json import decode_value, encode_value
-from .split import _leaf_location, split_leaves
+from .split import leaf_location, split_leaves
 
 if TYPE_CHECKING:
     from ..predicate import Predicate
@@ -235,7 +235,7 @@ class ParallelState:
         ``_delta_log``, or a classic / multi-part checkpoint file of another version (sidecar names
         carry no version)."""
         log_dir = _log_dir(self.storage)
-        path = _leaf_location(self.storage, leaf.path)
+        path = leaf_location(self.storage, leaf.path)
         if not path.startswith(log_dir):
             raise ParallelStateError(
                 f"leaf file {leaf.path} is not in {log_dir} (the state is for table {self.table_root})"
@@ -282,7 +282,7 @@ class ParallelState:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
         self.check_leaf(leaf)
         # read the checked location, not the path as given (relative, ../, file:// spellings)
-        location = _leaf_location(self.storage, leaf.path)
+        location = leaf_location(self.storage, leaf.path)
         sidecar = "/_sidecars/" in location  # its name is unique (a UUID); a classic part's is not
         if not sidecar:
             self._check_same_file(leaf, location)
@@ -304,7 +304,7 @@ class ParallelState:
     @cached_property
     def empty_files(self) -> pa.Table:
         """A zero-row scan-metadata table with the table's file-column types."""
-        return _empty_files(self._table)
+        return empty_file_table(self._table)
 
     # -- bytes ------------------------------------------------------------------------------------
     def header(self) -> dict[str, Any]:
@@ -475,7 +475,7 @@ def _keys_from_ipc(data: bytes) -> pa.Array:
     return table.column(0).combine_chunks()
 
 
-def _empty_files(table: Any) -> pa.Table:
+def empty_file_table(table: Any) -> pa.Table:
     phys = table.metadata.physical_partition_columns()
     add_type = file_action_types(partition_values_type(phys))["add"]
     flat = with_keys(table.storage, flatten_file_actions(pa.array([], add_type), phys))
@@ -518,5 +518,5 @@ def _log_dir(storage: Storage) -> str:
 
 def _relative_to_log(storage: Storage, path: str) -> str:
     log_dir = _log_dir(storage)
-    full = _leaf_location(storage, path)
+    full = leaf_location(storage, path)
     return full[len(log_dir) :] if full.startswith(log_dir) else full
