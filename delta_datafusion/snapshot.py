@@ -339,7 +339,7 @@ class Snapshot(TableVersionView):
         _, keys = self._commit_replay
 
         def reduce(table: pa.Table) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
-            adds = _project_raw(self.leaf_adds(table, keys))
+            adds = project_raw(self.leaf_adds(table, keys))
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
             return adds, txn, dom
@@ -369,7 +369,7 @@ class Snapshot(TableVersionView):
         """Raw adds of the live files: from the commits, then from each checkpoint source."""
         checkpoint = self._checkpoint_pass  # first: it overlaps its reads with the commit replay
         live, _ = self._commit_replay
-        return [_project_raw(live), *checkpoint.adds]
+        return [project_raw(live), *checkpoint.adds]
 
     @cached_property
     def raw_files(self) -> pa.Table:
@@ -427,7 +427,7 @@ class Snapshot(TableVersionView):
             keys_ready.set_result(None)
             raise
         keys_ready.set_result(keys)
-        commits = self.to_scan_files(_project_raw(live)) if live.num_rows else None
+        commits = self.to_scan_files(project_raw(live)) if live.num_rows else None
         typed, key, txn, dom = result.result()
         if key is not None and len(keys) and typed.num_rows:
             typed = typed.filter(pc.invert(pc.is_in(key, value_set=keys)))
@@ -574,7 +574,7 @@ def _refuse_repeated_adds(parts: list[pa.Table], where: str) -> None:
         raise LogCorruptError(f"{where}: the parts of this multi-part checkpoint list a file more than once")
 
 
-def _project_raw(t: pa.Table) -> pa.Table:
+def project_raw(t: pa.Table) -> pa.Table:
     return t.select([c for c in _RAW_COLUMNS if c in t.column_names])
 
 

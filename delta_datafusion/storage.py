@@ -366,7 +366,7 @@ class Storage:
             return _list_local(path)
         forget_listing(self.fs, path)
         try:
-            with _store_errors("list", path):
+            with store_errors("list", path):
                 entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
@@ -394,19 +394,19 @@ class Storage:
             except (OSError, ValueError):  # not there, a symlink loop, a name too long
                 return False
             return True
-        with _store_errors("look up", path):
+        with store_errors("look up", path):
             return bool(self.fs.exists(path))
 
     def isdir(self, path: str) -> bool:
         if self.is_local:
             return os.path.isdir(path)
-        with _store_errors("look up", path):
+        with store_errors("look up", path):
             return bool(self.fs.isdir(path))
 
     def open_remote(self, path: str) -> Any:
         """A file of a remote store opened for pyarrow, its failed requests StorageError; opened
         with the size its listing gave when :meth:`note_sizes` was told it."""
-        with _store_errors("open", path):
+        with store_errors("open", path):
             return _StoreFile(self._open(path, self._known_sizes.get(self.fs._strip_protocol(path))), path)
 
     def _open(self, path: str, size: int | None = None):
@@ -426,7 +426,7 @@ class Storage:
         """The whole file (``size``: what a listing said it holds). Not found stays
         FileNotFoundError (callers say what was missing); any other failure of the store is a
         StorageError naming the file."""
-        with _store_errors("read", path):
+        with store_errors("read", path):
             with self._open(path, size) as f:
                 return f.read()
 
@@ -446,7 +446,7 @@ class Storage:
         """``length`` bytes at ``offset`` (fewer at the end of the file). On a remote store one
         ranged request: opening the file would ask the store for its size first, and read ahead
         a whole block (s3fs: 50 MB) for a deletion vector of a few bytes."""
-        with _store_errors("read", path):
+        with store_errors("read", path):
             if self.is_local:
                 with open(path, "rb") as f:
                     f.seek(offset)
@@ -457,7 +457,7 @@ class Storage:
             return data
 
     def info(self, path: str) -> FileInfo:
-        with _store_errors("look up", path):
+        with store_errors("look up", path):
             if self.is_local:
                 st = os.stat(path)
                 return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
@@ -596,7 +596,7 @@ class _SerialFile:
 
 
 @contextlib.contextmanager
-def _store_errors(what: str, path: str) -> Iterator[None]:
+def store_errors(what: str, path: str) -> Iterator[None]:
     """A failed request to the store as a StorageError naming the path (a store's own message,
     a ConnectionError or a timeout, often names none); not found passes through as it is."""
     try:
@@ -631,7 +631,7 @@ class _FileProxy:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        with _store_errors("close", self._path):
+        with store_errors("close", self._path):
             self._handle.close()
 
 
@@ -641,7 +641,7 @@ class _StoreFile(_FileProxy):
     stays FileNotFoundError."""
 
     def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
-        with _store_errors("read", self._path):
+        with store_errors("read", self._path):
             return attr(*args, **kwargs)
 
 
@@ -662,7 +662,7 @@ class _NamedMissing(_FileProxy):
         if self._size and len(data) == self._size:
             whole, self._handle, self._size = self._handle, io.BytesIO(data), None
             self._handle.seek(len(data))
-            with _store_errors("close", self._path):
+            with store_errors("close", self._path):
                 whole.close()
         return data
 

@@ -21,7 +21,7 @@ from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
 from ..errors import ArgumentError, DeltaError, TableNotFoundError
-from ..storage import Storage, _store_errors, forget_listing
+from ..storage import Storage, forget_listing, store_errors
 from ..table import DeltaTable, relisting
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error
 from .names import same_as_flattened, same_table
@@ -47,7 +47,7 @@ _CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
 _TRACKED: set[str] = set()
 
 
-def _track(ctx: SessionContext) -> None:
+def track_session(ctx: SessionContext) -> None:
     """Forget the session's registered tables, catalogs and plans when its ``SessionContext`` is
     garbage collected (a process making a session per request would otherwise keep every
     snapshot it ever registered)."""
@@ -254,7 +254,7 @@ def register_table(
             raise
         except Exception as e:  # noqa: BLE001 - DataFusion's errors: an unknown schema in 'a.b', ...
             raise DeltaError(f"register_table: cannot register {name!r}: {str(e).splitlines()[0]}") from e
-        _track(ctx)
+        track_session(ctx)
         _remember(ctx.session_id(), name, dataset)
     return dataset
 
@@ -372,7 +372,7 @@ class DeltaSchemaProvider(SchemaProvider):
         if not self.storage.is_local:
             forget_listing(fs, self.storage.root)  # a cached listing would hide tables made since
         try:
-            with _store_errors("list", self.storage.root):
+            with store_errors("list", self.storage.root):
                 entries = fs.ls(self.storage.root, detail=True)
         except FileNotFoundError as e:
             raise TableNotFoundError(f"catalog root {self.storage.root} does not exist") from e
@@ -516,7 +516,7 @@ def register_catalog(
     with _REGISTER_LOCK:  # check, swap and remember at once (as register_table does)
         replaced = _replaced_catalog(ctx, catalog)
         ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
-        _track(ctx)
+        track_session(ctx)
         with _REGISTRY_LOCK:
             kept = _CATALOGS.setdefault(ctx.session_id(), [])
             if replaced is not None:  # its snapshots would otherwise live as long as the session
@@ -554,7 +554,7 @@ def register(ctx: SessionContext) -> SessionContext:
     """Install the DELTA table factory and the ``table_changes`` table function."""
     _require_context(ctx, "register")
     ctx.register_table_factory("DELTA", DeltaTableFactory(ctx.session_id()))
-    _track(ctx)
+    track_session(ctx)
     try:
         from .table_function import install_table_changes
     except ImportError:  # change feed not available in this build

@@ -465,10 +465,10 @@ TABLE_CHANGES = udtf(_table_changes, FUNCTION_NAME, with_session=True)
 
 def install_table_changes(ctx: SessionContext) -> SessionContext:
     """Register ``table_changes`` in ``ctx`` (done by :func:`delta_datafusion.register`)."""
-    from .session import _track
+    from .session import track_session
 
     ctx.register_udtf(TABLE_CHANGES)
-    _track(ctx)  # the session's plans are forgotten with it
+    track_session(ctx)  # the session's plans are forgotten with it
     return ctx
 
 

@@ -17,7 +17,7 @@ from ..arrow_threads import arrow_threads
 from ..errors import ParallelStateError
 from ..log.checkpoint import LeafFile
 from ..scan import Scan, ScanMetadata
-from ..snapshot import _project_raw
+from ..snapshot import project_raw
 from .split import as_leaf, refuse_overlaps
 from .state import ParallelState, empty_file_table
 
@@ -63,11 +63,11 @@ class SequentialPhase(Iterator[ScanMetadata]):
     def _run(self) -> Iterator[ScanMetadata]:
         snap = self.scan.snapshot
         live, keys = snap._commit_replay
-        files = snap.to_scan_files(_project_raw(live)) if live.num_rows else empty_file_table(snap)
+        files = snap.to_scan_files(project_raw(live)) if live.num_rows else empty_file_table(snap)
         yield self.scan.pruned_metadata(files, source="commits")
         manifest = snap.checkpoint_manifest
         if manifest is not None and manifest.inline is not None:
-            raw = _project_raw(snap.leaf_adds(manifest.inline, keys))
+            raw = project_raw(snap.leaf_adds(manifest.inline, keys))
             if raw.num_rows:
                 files = snap.to_scan_files(raw)
                 yield self.scan.pruned_metadata(files, source="checkpoint manifest")

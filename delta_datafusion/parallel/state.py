@@ -27,7 +27,7 @@ from ..log.segment import checkpoint_file_version
 from ..protocol import Metadata, Protocol
 from ..replay import flatten_file_actions, with_keys
 from ..scan import Scan, ScanMetadata
-from ..snapshot import TableVersionView, _project_raw
+from ..snapshot import TableVersionView, project_raw
 from ..storage import Storage
 from .predicate_json import decode_value, encode_value
 from .split import leaf_location, split_leaves
@@ -292,7 +292,7 @@ class ParallelState:
         if "metaData" in table.column_names:
             self._check_same_table(table.column("metaData"), leaf)
             table = table.drop_columns(["metaData"])
-        raw = _project_raw(self._table.leaf_adds(table, self.seen_keys))
+        raw = project_raw(self._table.leaf_adds(table, self.seen_keys))
         files = self._typed(raw)
         return self.scan.pruned_metadata(files, leaf=leaf.describe())
 
@@ -480,7 +480,7 @@ def empty_file_table(table: Any) -> pa.Table:
     add_type = file_action_types(partition_values_type(phys))["add"]
     flat = with_keys(table.storage, flatten_file_actions(pa.array([], add_type), phys))
     flat = flat.append_column("version", pa.array([], pa.int64()))
-    return table.to_scan_files(_project_raw(flat))
+    return table.to_scan_files(project_raw(flat))
 
 
 def _checkpoint_table_id(snap: Any) -> str | None:
