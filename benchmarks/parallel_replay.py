@@ -366,7 +366,7 @@ def profile_sequential(path: str, top: int = 25) -> None:
 
     from delta_datafusion import DeltaTable
     from delta_datafusion.replay import flatten_file_actions, surviving_checkpoint_adds, with_keys
-    from delta_datafusion.snapshot import _project_raw
+    from delta_datafusion.snapshot import project_raw
 
     def clock():
         return time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
@@ -399,11 +399,11 @@ def profile_sequential(path: str, top: int = 25) -> None:
     )
     keyed = stage("keys: decode paths, resolve, DV ids", lambda: [with_keys(snap.storage, f) for f in flat])
     surv = stage("is_in against commit keys", lambda: [surviving_checkpoint_adds(f, keys) for f in keyed])
-    inline = [] if manifest.inline is None else [_project_raw(snap.leaf_adds(manifest.inline, keys))]
+    inline = [] if manifest.inline is None else [project_raw(snap.leaf_adds(manifest.inline, keys))]
     raw = stage(
         "concat raw tables",
         lambda: pa.concat_tables(
-            [_project_raw(live), *inline] + [_project_raw(s) for s in surv], promote_options="permissive"
+            [project_raw(live), *inline] + [project_raw(s) for s in surv], promote_options="permissive"
         ),
     )
     md = snap.metadata
