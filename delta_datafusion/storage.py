@@ -658,8 +658,11 @@ class _NamedMissing(_FileProxy):
         self._size = size  # None once the bytes are held (or the size is unknown)
 
     def read(self, *args: Any) -> bytes:
+        # only a read from byte 0 is the whole file: a log size smaller than the file (on a store
+        # that opens by the real size) can equal the length of a read elsewhere
+        at_start = bool(self._size) and self._call(self._handle.tell, (), {}) == 0
         data = self._call(self._handle.read, args, {})
-        if self._size and len(data) == self._size:
+        if at_start and len(data) == self._size:
             whole, self._handle, self._size = self._handle, io.BytesIO(data), None
             self._handle.seek(len(data))
             with store_errors("close", self._path):

@@ -8,6 +8,7 @@ the same calls.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
@@ -16,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet  # noqa: F401 - pa.parquet
 import pytest
 from conftest import write_commit
 
@@ -473,3 +475,52 @@ def test_small_data_files_are_read_in_one_request(tmp_path: Path, store) -> None
     reads = Counter(path for kind, path, _ in CALLS if kind == "range")
     assert reads == dict.fromkeys(sizes, 1), reads
     assert sum(n for kind, _, n in CALLS if kind == "range") == sum(sizes.values())
+
+
+def test_data_file_larger_than_its_logged_size_reads_its_own_bytes(tmp_path: Path, store) -> None:
+    """A log whose ``size`` is smaller than the file (64 KB for a larger one) on a store that opens
+    by the file's real size: pyarrow's footer read (the last 64 KB) has exactly the logged size but
+    does not start at byte 0, so it is not the whole file; holding it as such served the column
+    reads from shifted bytes ("Couldn't deserialize thrift")."""
+    fs, root = store
+    local = tmp_path / "t"
+    (local / "_delta_log").mkdir(parents=True)
+    n = 20_000
+    rows = pa.table({"id": pa.array(range(n), pa.int64()), "s": [f"{i:08d}" for i in range(n)]})
+    pa.parquet.write_table(rows, local / "d.parquet", compression="none", use_dictionary=False)
+    assert (local / "d.parquet").stat().st_size > 65536
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "s", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    write_commit(
+        local,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": "t",
+                    "format": {"provider": "parquet"},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+            {
+                "add": {
+                    "path": "d.parquet",
+                    "partitionValues": {},
+                    "size": 65536,
+                    "modificationTime": 0,
+                    "dataChange": True,
+                }
+            },
+        ],
+    )
+    _upload(fs, local, root)
+    got = dd.DeltaTable(f"memory://{root}").snapshot().scan().to_table()
+    assert got.sort_by("id").equals(rows)
