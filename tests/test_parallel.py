@@ -1189,7 +1189,6 @@ def test_a_split_must_name_each_leaf_of_its_own_checkpoint_once(tmp_path):
 def test_state_header_fields_of_the_wrong_type_are_refused():
     """A forged state with a valid checksum but malformed header values: ParallelStateError, not
     an AttributeError from deep inside."""
-    import hashlib
 
     snap = DeltaTable(str(corpus_table("v2-checkpoints-json-with-sidecars"))).snapshot()
     phase = snap.scan().parallel_scan_metadata()
@@ -1199,26 +1198,7 @@ def test_state_header_fields_of_the_wrong_type_are_refused():
         forged = par.ParallelState.from_bytes(state.to_bytes())
         header = forged.header()
         header[field] = value
-        body = json.dumps(header, separators=(",", ":")).encode()
-        keys = par_state._keys_ipc(forged.seen_keys)
-        pkg = par_state._package_version().encode("ascii")
-        payload = b"".join([par_state._U32.pack(len(body)), body, par_state._U64.pack(len(keys)), keys])
-        total = (
-            len(par.MAGIC)
-            + par_state._FIXED.size
-            + len(pkg)
-            + par_state._U64.size
-            + len(payload)
-            + par_state._DIGEST
-        )
-        blob = (
-            par.MAGIC
-            + par_state._FIXED.pack(par.FORMAT_VERSION, len(pkg))
-            + pkg
-            + par_state._U64.pack(total)
-            + payload
-        )
-        blob += hashlib.blake2b(blob, digest_size=par_state._DIGEST).digest()
+        blob = _reassemble(header, par_state._keys_ipc(forged.seen_keys))
         with pytest.raises(ParallelStateError, match="wrong type"):
             par.ParallelState.from_bytes(blob)
 
