@@ -3,6 +3,7 @@ must be deltalake's own (read whole, then filtered by DataFusion in memory)."""
 
 from __future__ import annotations
 
+import datetime
 from decimal import Decimal
 
 import pyarrow as pa
@@ -64,3 +65,59 @@ def test_extreme_decimals_read_as_deltalake_does(extreme_decimals: str, where: s
     ctx = SessionContext()
     dd.register_table(ctx, "t", extreme_decimals)
     assert sorted(ctx.sql(f"SELECT id FROM t WHERE {where}").to_pydict()["id"]) == expected
+
+
+def test_many_date_and_decimal_bounds_convert_together_each_as_alone(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Date bounds (parsed from strings) and decimal bounds (checked against their precision) are
+    converted one pyarrow call per type, not one per column (5,000 columns: 2,500 calls); each
+    column's bounds stay its own: one decimal beyond its precision is unknown, not its neighbours."""
+    from delta_datafusion import stats
+
+    width = 12
+    dec, date = pa.decimal128(38, 10), pa.date32()
+    schema = pa.schema(
+        [("id", pa.int64())]
+        + [(f"d{i}", dec) for i in range(width)]
+        + [(f"t{i}", date) for i in range(width)]
+    )
+    day = datetime.date(2020, 1, 1)
+    cols = {"id": [0, 1]}
+    cols |= {f"d{i}": [Decimal(i), Decimal(f"{i}.5")] for i in range(width)}
+    cols["d3"] = [Decimal(0), Decimal(MAX_D10)]  # logged as 1e+28: beyond decimal(38, 10)
+    cols |= {
+        f"t{i}": [day + datetime.timedelta(days=i), day + datetime.timedelta(days=i + 40)]
+        for i in range(width)
+    }
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table(cols, schema=schema))
+
+    calls = {"decimal": 0, "date": 0}
+    within, strptime = stats._within_precision, stats.pc.strptime
+
+    def counted_within(arr):
+        calls["decimal"] += 1
+        return within(arr)
+
+    def counted_strptime(*args, **kw):
+        calls["date"] += 1
+        return strptime(*args, **kw)
+
+    monkeypatch.setattr(stats, "_within_precision", counted_within)
+    monkeypatch.setattr(stats.pc, "strptime", counted_strptime)
+    files = dd.DeltaTable(path).snapshot().files()
+    monkeypatch.undo()
+    # minValues and maxValues: one call each per type (was one per column: 24 each)
+    assert calls == {"decimal": 2, "date": 2}
+    files.validate(full=True)
+    st = files.column("stats")[0].as_py()
+    mins, maxs = st["minValues"], st["maxValues"]
+    assert maxs["d3"] is None and mins["d3"] == Decimal(0)
+    for i in (*range(3), *range(4, width)):
+        assert (mins[f"d{i}"], maxs[f"d{i}"]) == (Decimal(i), Decimal(f"{i}.5"))
+    for i in range(width):
+        assert (mins[f"t{i}"], maxs[f"t{i}"]) == (
+            day + datetime.timedelta(days=i),
+            day + datetime.timedelta(days=i + 40),
+        )

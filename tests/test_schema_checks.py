@@ -74,4 +74,3 @@ def test_change_feed_checks_each_schema_once(many_files: Path, monkeypatch: pyte
     # data files and change data files (which store _change_type too): two schemas, two checks
     assert calls["case"] <= 2
     assert calls["types"] <= 2 * (COLUMNS + 2)
-
