@@ -41,10 +41,10 @@ def requested_columns(columns: Sequence[str] | None, names: Sequence[str], of: s
         raise ArgumentError(f"columns must be column names (strings), got {odd[0]!r} among them")
     repeated = sorted(c for c, n in Counter(columns).items() if n > 1)
     if repeated:
-        raise DeltaError(f"columns {repeated} are listed more than once")
+        raise ArgumentError(f"columns {repeated} are listed more than once")
     unknown = [c for c in columns if c not in names]
     if unknown:
-        raise DeltaError(f"unknown column(s) {unknown} for {of}; columns are {list(names)}")
+        raise ArgumentError(f"unknown column(s) {unknown} for {of}; columns are {list(names)}")
     return columns
 
 

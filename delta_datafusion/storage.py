@@ -167,7 +167,7 @@ class Storage:
         if "\x00" in uri:
             raise DeltaError(f"table URI {uri!r} contains a NUL character")
         if storage_options is not None and not isinstance(storage_options, Mapping):
-            raise DeltaError(
+            raise ArgumentError(
                 f"storage_options for {uri!r} must be a dict of filesystem options, got "
                 f"{type(storage_options).__name__}: {storage_options!r}"
             )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from .arguments import integer
-from .errors import ArgumentError, DeltaError, MissingLogFileError
+from .errors import ArgumentError, MissingLogFileError
 from .log.segment import LogListing, build_segment, list_log
 from .snapshot import Snapshot
 from .storage import Storage
@@ -62,11 +62,11 @@ class DeltaTable:
     ) -> Snapshot:
         """The table at ``version``, or as of ``timestamp`` (latest commit at or before it), or latest."""
         if version is not None and timestamp is not None:
-            raise DeltaError("pass either version or timestamp, not both")
+            raise ArgumentError("pass either version or timestamp, not both")
         if version is not None:
             version = integer(version, "version")  # numpy integers too, as table_changes takes them
         if listing is not None and not isinstance(listing, LogListing):
-            raise DeltaError(
+            raise ArgumentError(
                 f"listing must be a LogListing from DeltaTable.listing(), got {type(listing).__name__}"
             )
         if listing is None:

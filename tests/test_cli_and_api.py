@@ -946,3 +946,32 @@ def test_long_non_ascii_strings_in_in_lists(tmp_path):
     assert sorted(snap.scan(predicate="NOT " + text).to_table().column("id").to_pylist()) == [1]
     feed = DeltaTable(path).changes(0, 0, predicate=text).to_table()
     assert sorted(feed.column("id").to_pylist()) == [2, 3]
+
+
+def test_a_misused_argument_raises_argument_error():
+    """README: a wrong argument (type or value) is an ArgumentError, also a ValueError and a
+    TypeError, whichever call meets it: not a bare DeltaError for some of them."""
+    from datafusion import SessionContext
+
+    example = str(cli.example_table())
+    table = DeltaTable(example)
+    snap = table.snapshot()
+    misuses = {
+        "version and timestamp": lambda: table.snapshot(version=1, timestamp="2024-01-01"),
+        "a float change-feed start": lambda: table.changes(1.5),
+        "a listing of the wrong type": lambda: table.snapshot(listing=[]),
+        "storage_options not a dict": lambda: DeltaTable(example, storage_options=[("a", 1)]),
+        "an unknown column": lambda: snap.scan(columns=["nope"]),
+        "a column listed twice": lambda: snap.scan(columns=["city", "city"]),
+    }
+    for what, call in misuses.items():
+        with pytest.raises(dd.ArgumentError) as info:
+            call()
+        assert isinstance(info.value, ValueError), what
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "trips", example)
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT count(*) FROM table_changes('trips', 1.5)").collect()
+    assert isinstance(dd.from_datafusion(info.value), dd.ArgumentError)
+

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import ArgumentError, DeltaError, InvalidRangeError, VersionNotFoundError
+from ..errors import ArgumentError, InvalidRangeError, VersionNotFoundError
 from ..log.segment import LogListing
 from ..lru import LruCache
 from ..timestamps import CommitTimeline, below_micros, parse_iso, to_micros
@@ -83,7 +83,7 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
         return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
     if isinstance(value, dt.date):
         return as_bound(dt.datetime(value.year, value.month, value.day), argument, table)
-    raise DeltaError(
+    raise ArgumentError(
         f"{what}: {argument} must be a version (integer) or a timestamp (datetime, date or ISO "
         f"string), got {value!r}"
     )

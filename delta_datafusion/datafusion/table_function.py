@@ -271,7 +271,7 @@ def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
         return Instant.from_nanos(ns, round_up=which == "start")
     if pa.types.is_date(t) or _is_text(t):
         return as_bound(value.as_py(), which, table)
-    raise DeltaError(
+    raise ArgumentError(
         f"table_changes on {table}: {which} must be a version (integer) or a timestamp, "
         f"got {arg.canonical_name()} ({t})"
     )
