@@ -975,3 +975,8 @@ def test_a_misused_argument_raises_argument_error():
         ctx.sql("SELECT count(*) FROM table_changes('trips', 1.5)").collect()
     assert isinstance(dd.from_datafusion(info.value), dd.ArgumentError)
 
+
+def test_a_missing_table_on_a_store_is_named_by_its_url():
+    # 'bucket/t is not a Delta table' does not say which store was asked
+    with pytest.raises(dd.TableNotFoundError, match=r"^memory:///no/such/table is not a Delta table"):
+        DeltaTable("memory://no/such/table").snapshot()

@@ -194,9 +194,9 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             if storage.is_local
             else " (or the store does not list it: stores without folder listings cannot be read)"
         )
-        raise TableNotFoundError(
-            f"{storage.root} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}"
-        )
+        # a store's path alone ('bucket/t') does not say which store was asked
+        where = storage.root if storage.is_local else storage.root_uri
+        raise TableNotFoundError(f"{where} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}")
     listing = LogListing(log_dir, commits)
     # checkpoint parquet files open with their listed sizes (an object store asks otherwise)
     storage.note_sizes((f.path, f.listed_size) for f in files if f.name.endswith(".parquet"))
