@@ -708,9 +708,10 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
         raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
     except Exception as e:  # noqa: BLE001 - NotImplementedError and any filesystem's own error
         kind = type(getattr(fs, "wrapped", fs)).__name__
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__  # zip's has no text
         raise DeltaError(
-            f"{path}: {kind} gives no modification time ({type(e).__name__}: {e}); commit "
-            "timestamps (time travel by timestamp, _commit_timestamp) need one, or in-commit timestamps"
+            f"{path}: {kind} gives no modification time ({why}); commit timestamps (time travel "
+            "by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps"
         ) from e
     if getattr(modified, "tzinfo", None) is None:
         modified = modified.replace(tzinfo=datetime.timezone.utc)
