@@ -156,6 +156,13 @@ def _chain_child(uri: str, name: str) -> str:
     raise DeltaError(f"{uri!r}: no link of this chained URL names a path")
 
 
+def _open_error(uri: str, e: Exception) -> DeltaError:
+    """A filesystem that could not be opened: a StorageError when the store could not be reached
+    (FTP connects on opening; a retry may succeed), else a DeltaError (options, auth, protocol)."""
+    cls = StorageError if isinstance(e, (ConnectionError, TimeoutError)) else DeltaError
+    return cls(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}")
+
+
 class Storage:
     """Access to one table root on some filesystem."""
 
@@ -195,7 +202,7 @@ class Storage:
         try:
             fs, path = fsspec.core.url_to_fs(uri, **self.storage_options)
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
-            raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
+            raise _open_error(uri, e) from e
         self.__dict__["fs"] = _serialized_if_needed(fs)
         return path
 
@@ -240,7 +247,7 @@ class Storage:
         try:
             fs = fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
-            raise DeltaError(f"cannot open filesystem for {self.uri!r}: {type(e).__name__}: {e}") from e
+            raise _open_error(self.uri, e) from e
         return _serialized_if_needed(fs)
 
     # -- naming -------------------------------------------------------------------------

@@ -524,3 +524,15 @@ def test_ftp_listing_times_are_commit_times() -> None:
     assert _mtime_ms({"modify": "20240501123015"}) == int(at.timestamp()) * 1000
     assert _mtime_ms({"modify": "20240501123015.25"}) == int(at.timestamp()) * 1000 + 250
     assert _mtime_ms({"modify": "2024-05-01"}) is None  # not the fact's form: no time
+
+
+def test_a_store_that_cannot_be_reached_raises_storage_error():
+    """README: a request the store fails (a network error) raises StorageError. fsspec's FTP
+    filesystem connects when it is opened, so the refusal comes before any listing."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(dd.StorageError, match=f"cannot open filesystem for 'ftp://127.0.0.1:{port}/t'"):
+        dd.DeltaTable(f"ftp://127.0.0.1:{port}/t").snapshot()
