@@ -1,5 +1,6 @@
-"""Checks of the Python API's arguments: a wrong type is a :class:`DeltaError` naming the
-argument, not a ``TypeError`` from deep inside."""
+"""Checks of the Python API's arguments: a wrong type is an :class:`ArgumentError` (a
+``DeltaError``, ``ValueError`` and ``TypeError``) naming the argument, not a ``TypeError`` from
+deep inside."""
 
 from __future__ import annotations
 
