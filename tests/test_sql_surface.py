@@ -42,6 +42,24 @@ def test_register_catalog_refuses_the_default_catalogs_name(tmp_path: Path) -> N
     assert _count(ctx, "SELECT count(*) AS n FROM mem") == 2
 
 
+def test_register_catalog_over_an_empty_catalog_keeps_its_default_schema(tmp_path: Path) -> None:
+    """Over the empty default catalog, a folder catalog serving ``default`` dropped the session's
+    default schema ``public``: unqualified names and ``register_table`` then failed with
+    DataFusion's 'failed to resolve schema: public'. Serving ``public`` (the session's default
+    schema) is accepted and unqualified names read the folder's tables."""
+    root = _lake(tmp_path)
+    ctx = SessionContext()
+    dd.register(ctx)
+    with pytest.raises(ArgumentError, match=r"has the schema\(s\) 'public'.*pass schema='public'"):
+        dd.register_catalog(ctx, "datafusion", str(root))
+    dd.register_table(ctx, "u", str(root / "t"))  # the session's default schema is still there
+    assert _count(ctx, "SELECT count(*) AS n FROM u") == 5
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_catalog(ctx, "datafusion", str(root), schema="public")
+    assert _count(ctx, "SELECT count(*) AS n FROM t") == 5
+
+
 def test_register_catalog_replaces_its_own_catalog_and_frees_the_old_one(tmp_path: Path) -> None:
     """A folder catalog registered again under its name serves the new root; the catalog it
     replaced (and the snapshots it cached) is no longer kept by the package."""

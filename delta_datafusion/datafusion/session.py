@@ -514,7 +514,7 @@ def register_catalog(
         )
     provider._folders()  # a root the store will not list fails here, not in every later query
     with _REGISTER_LOCK:  # check, swap and remember at once (as register_table does)
-        replaced = _replaced_catalog(ctx, catalog)
+        replaced = _replaced_catalog(ctx, catalog, schema)
         ctx.register_catalog_provider(catalog, DeltaCatalogProvider({schema: provider}))
         track_session(ctx)
         with _REGISTRY_LOCK:
@@ -526,12 +526,14 @@ def register_catalog(
     return provider
 
 
-def _replaced_catalog(ctx: SessionContext, catalog: str) -> DeltaCatalogProvider | None:
+def _replaced_catalog(ctx: SessionContext, catalog: str, schema: str) -> DeltaCatalogProvider | None:
     """The folder catalog the session serves as ``catalog``, which registering the name again
     replaces (None: no such catalog, or an empty one, such as the default catalog a session is
     configured with to make the folder catalog its default). Another catalog holding tables is
     refused: DataFusion would drop it with every table in it (over ``datafusion``, the default
-    catalog, every table registered so far)."""
+    catalog, every table registered so far). So is an empty one with a schema other than
+    ``schema``: it may be the session's default schema, where unqualified names resolve and
+    ``register_table`` registers, and DataFusion's 'failed to resolve schema' would follow."""
     if catalog not in ctx.catalog_names():
         return None
     held = ctx.catalog(catalog)
@@ -543,6 +545,14 @@ def _replaced_catalog(ctx: SessionContext, catalog: str) -> DeltaCatalogProvider
         raise ArgumentError(
             f"register_catalog({catalog!r}): the session already has a catalog {catalog!r} holding tables "
             f"({shown}), not a Delta folder catalog; registering over it would drop them: choose another name"
+        )
+    dropped = sorted(set(held.schema_names()) - {schema})
+    if dropped:
+        raise ArgumentError(
+            f"register_catalog({catalog!r}): the session's catalog {catalog!r} has the schema(s) "
+            f"{', '.join(repr(s) for s in dropped)}, which a folder catalog serving only {schema!r} would "
+            f"drop (unqualified table names resolve in the session's default schema): pass "
+            f"schema={dropped[0]!r}, or choose another catalog name"
         )
     return None
 
