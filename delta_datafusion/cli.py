@@ -10,7 +10,7 @@ import argparse
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from .errors import ArgumentError, DeltaError, describe
 
@@ -111,7 +111,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if earlier is not None:
             raise DeltaError(f"--table names {name!r} twice (also as {earlier!r})")
         given.append((name, spec))
-        register_table(ctx, name, uri)
+        register_table(ctx, name, uri, storage_options=_storage_options(args.option))
     print(_format(ctx.sql(args.query).to_arrow_table(), max_rows=args.max_rows), file=out)
     return 0
 
@@ -122,7 +122,8 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     from .table import DeltaTable
 
-    snap = DeltaTable(args.uri).snapshot(version=args.version, timestamp=args.timestamp)
+    table = DeltaTable(args.uri, storage_options=_storage_options(args.option))
+    snap = table.snapshot(version=args.version, timestamp=args.timestamp)
     files = snap.files()
     print(f"table: {snap.table_root}", file=out)
     print(f"version: {snap.version}", file=out)
@@ -152,6 +153,24 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
+def _storage_options(specs: list[str] | None) -> dict[str, Any] | None:
+    """``--option KEY=VALUE`` flags as storage options, typed as SQL ``OPTIONS`` are
+    ('true'/'false' booleans, plain integers ints)."""
+    if not specs:
+        return None
+    from .datafusion.session import option_value
+
+    options: dict[str, Any] = {}
+    for spec in specs:
+        key, eq, value = spec.partition("=")
+        if not eq or not key.strip():
+            raise ArgumentError(f"--option expects KEY=VALUE, got {spec!r}")
+        if key in options:
+            raise ArgumentError(f"--option gives {key!r} twice")
+        options[key] = option_value(value)
+    return options
+
+
 def _non_negative(text: str) -> int:
     # ASCII digits only: int() also takes '١' (Arabic-Indic one) and '1_000'
     if not (text.strip().isascii() and text.strip().isdigit()):
@@ -178,6 +197,14 @@ def main(argv: list[str] | None = None) -> int:
     p_sql.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
     p_info = sub.add_parser("info", help="describe a Delta table")
     p_info.add_argument("uri", help="the table's path or URL")
+    for p in (p_sql, p_info):
+        p.add_argument(
+            "--option",
+            action="append",
+            metavar="KEY=VALUE",
+            help="a storage option for the filesystem (repeatable; 'true'/'false' and integers typed), "
+            "e.g. --option anon=true",
+        )
     when = p_info.add_mutually_exclusive_group()
     when.add_argument("--version", type=_non_negative, default=None, help="the table at this version")
     when.add_argument(

@@ -92,6 +92,31 @@ def test_cli_sql_and_info(capsys):
     assert "version: 5" in out and "partition columns: ['city']" in out and "live files: 4" in out
 
 
+def test_cli_passes_storage_options(tmp_path, capsys):
+    """``--option KEY=VALUE`` reaches the filesystem (zip needs ``fo``, the archive); without it
+    the store cannot be opened, so the option is what makes the table readable."""
+    import zipfile
+
+    example = cli.example_table()
+    archive = tmp_path / "trips.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for f in example.rglob("*"):
+            if f.is_file():
+                z.write(f, f.relative_to(example.parent).as_posix())
+    assert cli.main(["info", "zip://trips"]) == 2
+    assert "cannot open filesystem for 'zip://trips'" in capsys.readouterr().err
+    assert cli.main(["info", "zip://trips", "--option", f"fo={archive}"]) == 0
+    assert "live files: 4" in capsys.readouterr().out
+    query = "SELECT count(*) AS n FROM trips WHERE city = 'Faro'"
+    assert cli.main(["sql", query, "--table", "trips=zip://trips", "--option", f"fo={archive}"]) == 0
+    assert "40" in capsys.readouterr().out
+    for bad in ("fo", "=x"):
+        assert cli.main(["info", "zip://trips", "--option", bad]) == 2
+        assert "--option expects KEY=VALUE" in capsys.readouterr().err
+    assert cli.main(["info", "zip://trips", "--option", f"fo={archive}", "--option", "fo=y"]) == 2
+    assert "--option gives 'fo' twice" in capsys.readouterr().err
+
+
 def test_cli_info_at_a_time_with_properties_and_the_package_version(capsys, monkeypatch):
     path = str(cli.example_table())
     first = DeltaTable(path).timeline().timestamp(0)

@@ -144,9 +144,9 @@ def test_sql_options_become_typed_filesystem_arguments(tmp_path: Path):
         f"('target_protocol' 'file', 'cache_storage' '{cache}', 'cache_check' '10', 'check_files' 'false')"
     )
     assert _sql_xs(ctx, "SELECT x FROM t") == [1, 2, 3]
-    from delta_datafusion.datafusion.session import _option_value
+    from delta_datafusion.datafusion.session import option_value
 
-    assert [_option_value(v) for v in ("10", "-3", "007", "TRUE", "false", "1.5", "abc")] == [
+    assert [option_value(v) for v in ("10", "-3", "007", "TRUE", "false", "1.5", "abc")] == [
         10,
         -3,
         "007",

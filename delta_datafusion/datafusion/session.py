@@ -276,14 +276,14 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
         elif k == "timestamp":
             timestamp = value
         else:
-            storage[k[len("storage.") :] if k.startswith("storage.") else k] = _option_value(value)
+            storage[k[len("storage.") :] if k.startswith("storage.") else k] = option_value(value)
     return version, timestamp, storage
 
 
 _INTEGER = re.compile(r"^-?(0|[1-9][0-9]*)$")
 
 
-def _option_value(text: str) -> Any:
+def option_value(text: str) -> Any:
     """SQL OPTIONS are strings; fsspec filesystems take typed arguments. 'true'/'false' become
     booleans and plain decimal integers ints (no leading zeros: '007' stays text); anything else
     stays a string, as do all options given from Python."""
