@@ -204,6 +204,40 @@ def test_footer_cache(table, monkeypatch):
     assert len(calls) == 2 * first
 
 
+def test_selection_reused_per_predicate(table, monkeypatch):
+    """A feed prunes once per predicate: the same filter planned again (a repeated statement)
+    selects the same sources and counts without judging stats or footers again."""
+    from delta_datafusion.changes.feed import ChangeFeed
+
+    judged = []
+    orig = ChangeFeed._keep
+
+    def spy(self, *args, **kw):
+        judged.append(1)
+        return orig(self, *args, **kw)
+
+    monkeypatch.setattr(ChangeFeed, "_keep", spy)
+    expr = (pc.field("_change_type") == "delete") & (pc.field("id") >= 150)
+    info1, units1 = plan(table, expr)
+    first = len(judged)
+    assert first > 0
+    info2, units2 = plan(table, expr)
+    assert len(judged) == first
+    assert units2 == units1 and set(unit_versions(units1)) == {5, 6}
+    assert info2.describe() == info1.describe()
+    # another literal is another predicate
+    info3, units3 = plan(table, (pc.field("_change_type") == "delete") & (pc.field("id") >= 200))
+    assert len(judged) > first
+    assert set(unit_versions(units3)) == {6}
+    # the rows read with a reused selection are those of a fresh one
+    ctx = new_ctx()
+    q = f"SELECT * FROM table_changes('{table}', 0) WHERE _change_type = 'delete' AND id >= 150"
+    again = [ctx.sql(q).to_arrow_table() for _ in range(2)]
+    clear_cache()
+    assert_same_rows(again[1], new_ctx().sql(q).to_arrow_table(), q)
+    assert_same_rows(again[0], again[1], q)
+
+
 def test_partition_filter(table):
     info, units = plan(table, pc.field("part") == "p1")
     assert {u.partition_values["part"] for u in units} == {"p1"}

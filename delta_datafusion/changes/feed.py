@@ -28,6 +28,7 @@ from ..log.actions import (
     read_commits,
 )
 from ..log.segment import LogListing, build_segment, missing_versions
+from ..lru import LruCache
 from ..partition_values import typed_partition_column
 from ..protocol import Metadata, Protocol
 from ..replay import decode_paths, flatten_file_actions, resolve_paths
@@ -68,6 +69,22 @@ CHANGE_FIELDS = (
     pa.field(COMMIT_VERSION, pa.int64()),
     pa.field(COMMIT_TIMESTAMP, TIMESTAMP_TYPE),
 )
+
+
+#: Predicates whose selected sources one feed remembers.
+PLAN_CACHE_SIZE = 16
+
+
+@dataclass(frozen=True)
+class _Selection:
+    """What pruning selected for one predicate: source indices, the sources proved to match
+    whole, and the counts after each stage (a few bytes per selected source, not scan units)."""
+
+    rows: np.ndarray
+    matching: np.ndarray | None
+    after_change: int
+    after_partition: int
+    extra: dict[str, Any]
 
 
 @dataclass
@@ -178,6 +195,9 @@ class ChangeFeed:
         self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
         self._physical_names = logical_to_physical_names(md.schema_json, md.column_mapping_mode)
         self._change_types = np.asarray(self.sources.column("change_type").to_pylist(), dtype=object)
+        #: the sources each planned predicate selected (see :meth:`plan`): a statement repeated on
+        #: the same range plans again, and pruning (stats, footers) costs more than the read setup
+        self._selections: LruCache[_Selection] = LruCache(PLAN_CACHE_SIZE)
 
     # -- construction ----------------------------------------------------------------------
     def _schema_changes(self, segments: list[tuple[int, Metadata]]) -> dict[str, list[tuple[int, int, str]]]:
@@ -480,48 +500,65 @@ class ChangeFeed:
         statistics, read only when the predicate constrains ``_change_type`` or data columns
         (``footers=False`` turns that off). Footers are cached per file (data files never change).
         """
-        from ..predicate import TRUE, referenced_columns, split_by_columns
+        from ..predicate import TRUE
 
         src = self.sources
         total = src.num_rows
-        rows = np.arange(total)
-        after_change = after_part = total
-        extra: dict[str, Any] = {"range": f"{self.start}..{self.end}"}
-        if pred is not None and pred != TRUE and total:
-            change_pred = split_by_columns(pred, CHANGE_COLUMNS)[0]
-            rows = rows[self._keep(change_pred, rows)]
-            after_change = len(rows)
-            # A filter on a column whose schema changed in the range is judged only after the
-            # refusal check: pruning by partition values or stats would judge older files by a
-            # layout they were not written with (a column that became a partition column looks
-            # NULL in them) and drop their rows silently instead of refusing.
-            changed = sorted(referenced_columns(pred) & set(self.incompatible))
-            if changed and len(rows):
-                self.check_columns(changed, self.units(src.take(pa.array(rows, pa.int64()))))
-            part_pred = split_by_columns(pred, list(CHANGE_COLUMNS) + self.partition_columns)[0]
-            if part_pred != change_pred:
-                rows = rows[self._keep(part_pred, rows)]
-            after_part = len(rows)
-            if pred != part_pred:  # the filter reads data columns too: their stats prune further
-                rows = rows[self._keep(pred, rows)]
-            data_cols = (
-                referenced_columns(pred) - set(self.partition_columns) - {COMMIT_VERSION, COMMIT_TIMESTAMP}
-            )
-            if footers and data_cols and len(rows):
-                rows, read = self._footer_prune(pred, rows, data_cols)
-                extra["footers_read"] = read
+        if pred is None or pred == TRUE or not total:
+            sel = _Selection(np.arange(total), None, total, total, {"range": f"{self.start}..{self.end}"})
+        else:
+            # the selection depends only on the feed's sources and its files' footers, which never
+            # change. Predicates compare by value (literals by type and value: 0.0 equals -0.0,
+            # which an IN list may tell apart), so the key holds their SQL text too.
+            key = (footers, pred, str(pred))
+            sel = self._selections.get_or_make(key, lambda: self._select(pred, footers))
+        rows = sel.rows
         selected = src.take(pa.array(rows, pa.int64())) if len(rows) != total else src
-        matching = self._all_match(pred, rows) if pred is not None and pred != TRUE and len(rows) else None
         return PlanResult(
-            self.units(selected, matching),
+            self.units(selected, sel.matching),
             selected,
             total,
-            after_change,
-            after_part,
+            sel.after_change,
+            sel.after_partition,
             len(rows),
             pred,
-            extra,
+            dict(sel.extra),
         )
+
+    def _select(self, pred: Any, footers: bool) -> _Selection:
+        """The pruning stages of :meth:`plan` for a predicate that is not TRUE."""
+        from ..predicate import referenced_columns, split_by_columns
+
+        src = self.sources
+        rows = np.arange(src.num_rows)
+        extra: dict[str, Any] = {"range": f"{self.start}..{self.end}"}
+        change_pred = split_by_columns(pred, CHANGE_COLUMNS)[0]
+        rows = rows[self._keep(change_pred, rows)]
+        after_change = len(rows)
+        # A filter on a column whose schema changed in the range is judged only after the
+        # refusal check: pruning by partition values or stats would judge older files by a
+        # layout they were not written with (a column that became a partition column looks
+        # NULL in them) and drop their rows silently instead of refusing.
+        changed = sorted(referenced_columns(pred) & set(self.incompatible))
+        if changed and len(rows):
+            self.check_columns(changed, self.units(src.take(pa.array(rows, pa.int64()))))
+        part_pred = split_by_columns(pred, list(CHANGE_COLUMNS) + self.partition_columns)[0]
+        if part_pred != change_pred:
+            rows = rows[self._keep(part_pred, rows)]
+        after_part = len(rows)
+        if pred != part_pred:  # the filter reads data columns too: their stats prune further
+            rows = rows[self._keep(pred, rows)]
+        data_cols = (
+            referenced_columns(pred) - set(self.partition_columns) - {COMMIT_VERSION, COMMIT_TIMESTAMP}
+        )
+        if footers and data_cols and len(rows):
+            rows, read = self._footer_prune(pred, rows, data_cols)
+            extra["footers_read"] = read
+        matching = self._all_match(pred, rows) if len(rows) else None
+        rows.setflags(write=False)
+        if matching is not None:
+            matching.setflags(write=False)
+        return _Selection(rows, matching, after_change, after_part, extra)
 
     def _footer_prune(self, pred: Any, rows: np.ndarray, columns: set[str]) -> tuple[np.ndarray, int]:
         """Prune sources without Delta stats by their parquet footer statistics."""
