@@ -19,6 +19,7 @@ from .lru import LruCache
 from .schema import (
     annotated_field,
     check_type_changes,
+    check_unique_physical_names,
     column_mapping_mode,
     contains_type,
     known_prefix,
@@ -155,6 +156,7 @@ class ParsedSchema:
         hit = self._arrow.get(mode)
         if hit is None:
             known, n = self._base_arrow(mode)
+            check_unique_physical_names(self.schema_json, mode, where, n)
             rest = {"fields": self.schema_json["fields"][n:]}
             try:
                 hit = (

@@ -199,6 +199,27 @@ def _check_unique_names(schema: Any, where: str, skip: int = 0) -> None:
             seen[key] = f["name"]
 
 
+def check_unique_physical_names(schema: Any, mode: str, where: str, skip: int = 0) -> None:
+    """Column mapping: physical names are unique per struct as well. Two columns under one would
+    read the same parquet column, and their stats bounds would be one JSON key given twice (on
+    which pyarrow's JSON reader crashes the process). ``skip``: see :func:`_struct_fields`."""
+    if mode not in ("name", "id"):
+        return
+    for path, fields in _struct_fields(schema, skip):
+        seen: dict[str, str] = {}
+        for f in fields:
+            physical = (f.get("metadata") or {}).get(PHYSICAL_NAME_KEY)
+            if not isinstance(physical, str):
+                continue  # missing: refused when converted (see physical_name)
+            if physical in seen:
+                at = ".".join(path) or "the top level"
+                raise SchemaError(
+                    f"{where}: schemaString gives columns {seen[physical]!r} and {f['name']!r} at {at} "
+                    f"the same physical name {physical!r}: physical names must be unique"
+                )
+            seen[physical] = f["name"]
+
+
 _INT_RANK = {pa.int8(): 1, pa.int16(): 2, pa.int32(): 3, pa.int64(): 4}
 TYPE_CHANGES_KEY = "delta.typeChanges"
 

@@ -1089,3 +1089,55 @@ def test_column_mapping_mode_without_the_protocol_feature(tmp_path: Path):
     commit_path(path, 0).write_text("\n".join(json.dumps(a) for a in actions) + "\n")
     got = DeltaTable(str(path)).snapshot().scan().to_table()
     assert got.column("id").to_pylist() == [1, 2]
+
+
+def _mapped(name: str, typ: Any, physical: str, column_id: int) -> dict[str, Any]:
+    meta = {"delta.columnMapping.id": column_id, "delta.columnMapping.physicalName": physical}
+    return {"name": name, "type": typ, "nullable": True, "metadata": meta}
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_physical_name_given_to_two_columns(tmp_path: Path, nested: bool):
+    """Two columns of a column-mapping table under one physical name would read one parquet column;
+    their stats bounds became one JSON key given twice, on which pyarrow's JSON reader crashed
+    the process (segmentation fault in files())."""
+    pair = [_mapped("a", "float", "col-p", 1), _mapped("b", "string", "col-p", 2)]
+    dates = {"type": "struct", "fields": [_mapped("d", "date", "col-d", 4)]}
+    fields = [_mapped("s", {"type": "struct", "fields": pair}, "col-s", 3)] if nested else pair
+    schema = {"type": "struct", "fields": [*fields, _mapped("z", dates, "col-z", 5)]}
+    t = tmp_path / "t"
+    log_dir(t).mkdir(parents=True)
+    write_commit(
+        t,
+        0,
+        [
+            {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+            {
+                "metaData": {
+                    "id": "1",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": {
+                        "delta.columnMapping.mode": "name",
+                        "delta.columnMapping.maxColumnId": "5",
+                    },
+                }
+            },
+            {
+                "add": {
+                    "path": "f.parquet",
+                    "partitionValues": {},
+                    "size": 1,
+                    "modificationTime": 0,
+                    "dataChange": True,
+                    "stats": '{"numRecords": 1}',
+                }
+            },
+        ],
+    )
+    at = "s" if nested else "the top level"
+    with pytest.raises(
+        SchemaError, match=f"gives columns 'a' and 'b' at {at} the same physical name 'col-p'"
+    ):
+        DeltaTable(str(t)).snapshot().files()
