@@ -135,7 +135,9 @@ def _cast_leaves(arrays: list[pa.Array], target: pa.DataType) -> list[pa.Array]:
     if done is whole:
         return arrays
     n = len(arrays[0])
-    return [done.slice(k * n, n) for k in range(len(arrays))]
+    # each its own copy (2 us a column): a slice carries the joined array, which a pickle (a
+    # remote executor's results) then holds once per column
+    return [pa.concat_arrays([done.slice(k * n, n)]) for k in range(len(arrays))]
 
 
 def _within_precision(arr: pa.Array) -> pa.Array:

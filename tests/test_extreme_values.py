@@ -121,3 +121,33 @@ def test_many_date_and_decimal_bounds_convert_together_each_as_alone(
             day + datetime.timedelta(days=i),
             day + datetime.timedelta(days=i + 40),
         )
+
+
+def test_bounds_converted_together_are_each_their_own_arrays(tmp_path) -> None:
+    """Each column's converted bounds own their values: slices of the joined array carried it
+    whole, and a pickle (a remote executor's results, transport="pickle") held it once per column
+    (a 300-column table's file list: 0.4 -> 2.2 MB)."""
+    import pickle
+
+    width = 40
+    dec = pa.decimal128(38, 10)
+    schema = pa.schema(
+        [("id", pa.int64())]
+        + [(f"t{i}", pa.date32()) for i in range(width)]
+        + [(f"d{i}", dec) for i in range(width)]
+    )
+    day = datetime.date(2020, 1, 1)
+    path = str(tmp_path / "t")
+    for f in range(3):
+        cols = {"id": [f, f + 10]}
+        cols |= {
+            f"t{i}": [day + datetime.timedelta(days=i), day + datetime.timedelta(days=i + f)]
+            for i in range(width)
+        }
+        cols |= {f"d{i}": [Decimal(i), Decimal(MAX_D10) if i == 3 else Decimal(f)] for i in range(width)}
+        write_deltalake(path, pa.table(cols, schema=schema), mode="append")
+    stats = dd.DeltaTable(path).snapshot().files().column("stats")
+    compact = stats.combine_chunks()  # every child rebuilt with its own buffers
+    assert compact.field("maxValues").field("d3").null_count == 3  # beyond decimal(38, 10): unknown
+    pickled, pickled_compact = len(pickle.dumps(stats)), len(pickle.dumps(compact))
+    assert pickled < 1.2 * pickled_compact
