@@ -127,8 +127,8 @@ def _cast_leaves(arrays: list[pa.Array], target: pa.DataType) -> list[pa.Array]:
     converted on its own), done on them joined: one pyarrow call instead of one per column."""
     if len(arrays) == 1:
         return [_cast_from_parse(arrays[0], target)]
-    whole = pa.concat_arrays(arrays)
-    try:
+    try:  # joining fails too past 2 GiB of strings (int32 offsets): then each alone as well
+        whole = pa.concat_arrays(arrays)
         done = _cast_leaf(whole, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return [_cast_from_parse(a, target) for a in arrays]  # which of them fails: each alone
