@@ -1321,6 +1321,24 @@ def test_catalog_names_resolve_as_datafusion_does(flat_table, tmp_path):
         sql(ctx, "SELECT * FROM table_changes(events, 3)")
 
 
+def test_a_name_the_session_has_in_another_case_is_suggested(flat_table, tmp_path):
+    """A folder catalog's ``MyT`` cannot be named by an unquoted identifier (SQL reads it as
+    ``myt``); the error said only "registered in this session: none"."""
+    shutil.copytree(flat_table, tmp_path / "lake" / "MyT")
+    ctx = new_ctx()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    n = ours(flat_table, 3).num_rows
+    assert sql(ctx, 'SELECT count(*) FROM table_changes(lake.default."MyT", 3)').column(0).to_pylist() == [n]
+    with pytest.raises(
+        Exception, match='the session has lake.default."MyT": SQL reads unquoted names in lower'
+    ):
+        sql(ctx, "SELECT * FROM table_changes(lake.default.MyT, 3)")
+    with pytest.raises(Exception, match='the session has lake.default."MyT" \\(names differing in case'):
+        sql(ctx, "SELECT * FROM table_changes('lake.default.mYt', 3)")
+    with pytest.raises(Exception, match=r"registered in this session: none\)\"\)"):  # nothing like it
+        sql(ctx, "SELECT * FROM table_changes(lake.default.other, 3)")
+
+
 def test_dropped_name_is_not_resolved(flat_table):
     ctx = new_ctx()
     dd.register_table(ctx, "flat", str(flat_table))

@@ -415,7 +415,30 @@ def _no_such_table(session: SessionContext, arg: _TableArgument) -> TableNotFoun
     return TableNotFoundError(
         f"table_changes: {arg.shown!r} is not a table of this session and no such path exists "
         f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
+        + _other_case_hint(session, arg)
     )
+
+
+def _other_case_hint(session: SessionContext, arg: _TableArgument) -> str:
+    """A table of the session named like the argument but in another case (a folder catalog's
+    ``MyT``, which an unquoted identifier cannot name: SQL reads it as ``myt``), for messages."""
+    found = set()
+    for ref in _references(arg):
+        *relation, name = ref
+        try:
+            catalog = session.catalog(relation[0]) if len(relation) == 2 else session.catalog()
+            schema = catalog.schema(relation[-1]) if relation else catalog.schema()
+            # a native schema lists by names(); a Python one (a folder catalog's) is itself
+            names = schema.names() if hasattr(schema, "names") else schema.table_names
+        except Exception:  # noqa: BLE001, S112 - no such catalog or schema: nothing to suggest
+            continue
+        found.update(sql_name((*relation, n)) for n in names if n != name and n.lower() == name.lower())
+    if not found:
+        return ""
+    shown = ", ".join(sorted(found))
+    if arg.readings is not None:
+        return f"; the session has {shown}: SQL reads unquoted names in lower case, quote it"
+    return f"; the session has {shown} (names differing in case are different tables)"
 
 
 def _exists(table: DeltaTable) -> bool:
