@@ -64,7 +64,7 @@ class ScanMetadata:
     def scan_units(self, snapshot: Snapshot, predicate: Any = None) -> list[ScanUnit]:
         """The batch's files as scan units; files whose every row makes ``predicate`` TRUE (by
         partition values or exact statistics) are marked, so queries that read no data column
-        take their rows from the log (see read.py)."""
+        take their rows from the log (see read/known_rows.py)."""
         from .predicate import TRUE
         from .skipping import file_all_match_mask
 

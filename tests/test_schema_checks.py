@@ -15,7 +15,7 @@ from deltalake import DeltaTable as DLTable  # noqa: E402
 from deltalake import write_deltalake  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
-from delta_datafusion import read  # noqa: E402
+from delta_datafusion.read import file_checks, read_errors, selected_rows  # noqa: E402
 
 COLUMNS = 30
 
@@ -41,7 +41,7 @@ def many_files(tmp_path: Path) -> Path:
 
 def _count_checks(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     calls = {"case": 0, "types": 0}
-    case, types = read.case_insensitive_columns, read.readable_as
+    case, types = file_checks.case_insensitive_columns, file_checks.readable_as
 
     def counted_case(*args, **kw):
         calls["case"] += 1
@@ -51,8 +51,11 @@ def _count_checks(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
         calls["types"] += 1
         return types(*args, **kw)
 
-    monkeypatch.setattr(read, "case_insensitive_columns", counted_case)
-    monkeypatch.setattr(read, "readable_as", counted_types)
+    # in each module of the reader that calls them
+    for module in (file_checks, selected_rows):
+        monkeypatch.setattr(module, "case_insensitive_columns", counted_case)
+    for module in (file_checks, read_errors):
+        monkeypatch.setattr(module, "readable_as", counted_types)
     return calls
 
 

@@ -581,9 +581,9 @@ def test_filters_on_files_with_string_view(dml_ctx, where: str) -> None:
 
 def test_only_nan_proof_float_filters_reach_pyarrow_skipping() -> None:
     """Float conjuncts go to pyarrow's scanner (row-group skipping) only when no NaN can satisfy
-    them; the rest are applied after reading (see UnitReader._split_nan_sensitive)."""
+    them; the rest are applied after reading (see read.nan_filters.split_nan_sensitive)."""
     from delta_datafusion.predicate import col, eq, ge, gt, is_in, is_null, le, lt, ne, not_, not_in, or_
-    from delta_datafusion.read import _false_for_nan
+    from delta_datafusion.read.nan_filters import false_for_nan
 
     f, g, i = col("f", pa.float64()), col("g", pa.float64()), col("i", pa.int32())
     floats = {"f", "g"}
@@ -599,11 +599,9 @@ def test_only_nan_proof_float_filters_reach_pyarrow_skipping() -> None:
     unsafe = [gt(f, 2.0), ge(f, 2.0), ne(f, 2.0), eq(f, NAN), lt(2.0, f), not_(gt(f, 2.0)), is_in(f, [1.0, NAN]),
               not_in(f, [1.0]), lt(f, g), or_(lt(f, 1.0), gt(f, 3.0)),
               is_in(f, [0.0, 1.0])]  # fmt: skip
-    assert all(_false_for_nan(p, floats) for p in safe), [
-        str(p) for p in safe if not _false_for_nan(p, floats)
-    ]
-    assert not any(_false_for_nan(p, floats) for p in unsafe), [
-        str(p) for p in unsafe if _false_for_nan(p, floats)
+    assert all(false_for_nan(p, floats) for p in safe), [str(p) for p in safe if not false_for_nan(p, floats)]
+    assert not any(false_for_nan(p, floats) for p in unsafe), [
+        str(p) for p in unsafe if false_for_nan(p, floats)
     ]
 
 

@@ -479,7 +479,7 @@ class ChangeFeed:
         Proved for add, remove and deletion-vector-diff sources from their constants, partition
         values and statistics (a diff's statistics bound the rows it yields: see
         :func:`.sources._stats_of_newly_deleted`); never for cdc files, whose ``_change_type`` is per row. Such sources answer
-        ``count(*)`` and change-column-only queries from ``numRecords`` (see read.py).
+        ``count(*)`` and change-column-only queries from ``numRecords`` (see read/known_rows.py).
         """
         from ..skipping import file_all_match_mask
 

@@ -1,0 +1,201 @@
+"""Each data file's stored columns checked against the table schema, and the facts read from its
+footer that decide which path reads it. pyarrow's dataset scanner reads a column named in another
+case as NULL and casts whatever type a file stores to the table's (numeric strings to numbers),
+and reading a shredded VARIANT as its binaries loses its typed values: a file's rows are trusted
+only after these checks. They cost ~30 ms a file at 5,000 columns, so a schema that passed is
+remembered per reader, and footer facts are cached per file for the process."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import DeltaError, UnsupportedFeatureError
+from ..read_schema import (
+    ConversionError,
+    ReadSchema,
+    case_insensitive_columns,
+    id_mode_columns,
+    is_view,
+    readable_as,
+    shredded_field,
+)
+from ..scan_unit import ScanUnit
+from ..storage import Storage
+from .read_errors import ReadErrors
+
+# Facts read once from a data file's footer, per (location, size)
+_FOOTER_LOCK = threading.Lock()
+_VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
+_ID_CACHE: dict[tuple[str, int], dict[str, tuple[str, pa.DataType]] | None] = {}
+
+
+class FileChecks:
+    """The file checks of one reader (``where``: its table and version), shared by its threads."""
+
+    def __init__(self, storage: Storage, rs: ReadSchema, where: str, errors: ReadErrors):
+        self.storage = storage
+        self.rs = rs
+        self.where = where
+        self.errors = errors
+        # per reader: the fact depends on which columns of this table version are variants
+        self._shredded: dict[tuple[str, int], tuple[tuple[str, str], ...]] = {}
+        # file schemas found to name the columns read as the table does (False), and with types
+        # it can read (True); see :meth:`checked`: every file of a table repeats a few schemas
+        self.clean_schemas: dict[tuple[bytes, tuple[str, ...]], bool] = {}
+
+    def checked(self, location: str, stored: pa.Schema, columns: Sequence[str], types: bool = True) -> bool:
+        """:meth:`_named_otherwise`, and (``types``) :meth:`check_stored_types` for a file that
+        is not. The checks cost ~30 ms a file at 5,000 columns, so a schema that passed them is
+        remembered and not checked again (errors are not remembered: each file names itself)."""
+        key = self.clean_key(stored, columns)
+        known = self.clean_schemas.get(key)  # None: not checked; False: names only; True: types too
+        if known or (known is not None and not types):
+            return False
+        if known is None and self._named_otherwise(location, stored, columns):
+            return True
+        if types:
+            self.check_stored_types(location, stored, columns)
+        self.remember_clean(key, types)
+        return False
+
+    def clean_key(self, stored: pa.Schema, columns: Sequence[str]) -> tuple[bytes, tuple[str, ...]]:
+        """What :meth:`checked` remembers a clean file schema by: its serialized bytes (exact:
+        names, types, nesting; 1 ms for 5,000 columns, where pyarrow's schema comparison computes
+        a fingerprint costing 5 ms) and the columns read from it."""
+        return stored.serialize().to_pybytes(), tuple(columns)
+
+    def remember_clean(self, key: tuple[bytes, tuple[str, ...]], types: bool) -> None:
+        if len(self.clean_schemas) >= 32:  # a few schemas per table; bounded, the keys are large
+            self.clean_schemas.clear()
+        self.clean_schemas[key] = types
+
+    def _named_otherwise(self, location: str, stored: pa.Schema, columns: Sequence[str]) -> bool:
+        """Does the file name one of ``columns`` (physical names), or a field nested in one, only
+        in another case? Not in id mode, where field ids decide."""
+        if self.rs.id_mode:
+            return False
+        try:
+            return case_insensitive_columns(stored, self.rs.physical, columns) is not None
+        except ConversionError as e:
+            raise DeltaError(f"{self.where}: data file {location}: {e}") from e
+
+    def check_stored_types(self, location: str, stored: pa.Schema, columns: Sequence[str]) -> None:
+        """Refuse a data file storing a table column as a type its values cannot be read as
+        unchanged (see :func:`readable_as`): only a writer outside Delta makes one, and casting
+        would give values the file never held."""
+        for name in columns:
+            i, j = stored.get_field_index(name), self.rs.physical.get_field_index(name)
+            if i < 0 or j < 0:
+                continue
+            have, want = stored.field(i).type, self.rs.physical.field(j).type
+            if not readable_as(have, want):
+                raise DeltaError(
+                    f"{self.where}: data file {location} stores column {name!r} as {have}, but the table "
+                    f"schema says {want}, and that is not a type change Delta allows (PROTOCOL.md type widening)"
+                )
+
+    def filtered_text_columns(self, predicate: Any) -> frozenset[str]:
+        """Physical names of the string/binary file columns the predicate reads."""
+        from ..predicate import referenced_columns
+
+        phys = self.rs.to_physical()
+        out = set()
+        for name in referenced_columns(predicate):
+            idx = self.rs.logical.get_field_index(name)
+            if idx >= 0 and name in self.rs.file_columns:
+                t = self.rs.logical.field(idx).type
+                if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t):
+                    out.add(phys[name])
+        return frozenset(out)
+
+    def view_columns(self, unit: ScanUnit) -> frozenset[str]:
+        """Top-level columns the file stores as string_view/binary_view (footer read once, cached)."""
+        return self._footer_fact(
+            _VIEW_CACHE,
+            unit,
+            lambda schema: frozenset(f.name for f in schema if is_view(f.type)),
+            frozenset(),
+        )
+
+    def refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
+        """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
+        reading the struct of binaries would silently lose: such a file is refused (the tables
+        that may hold one, with ``variantShredding-preview``, are refused before this)."""
+        phys = self.rs.to_physical()
+        # every variant column of this version, in table order (one cached fact per file serves
+        # any request)
+        declared = {
+            phys[c]: (c, self.rs.physical.field(phys[c]).type)
+            for c in self.rs.logical.names
+            if c in self.rs.variant_columns
+        }
+        wanted = {phys[c] for c in columns}
+
+        def shredded(schema: pa.Schema) -> tuple[tuple[str, str], ...]:
+            out = []
+            for name, (logical, want) in declared.items():
+                idx = schema.get_field_index(name)
+                found = shredded_field(schema.field(idx).type, want, logical) if idx >= 0 else None
+                if found:
+                    out.append((name, found))
+            return tuple(out)
+
+        for u in units:
+            found = self._footer_fact(self._shredded, u, shredded, None)
+            if found is None:  # footer unreadable (perhaps for a moment): unchecked is unread
+                try:
+                    found = shredded(pq.read_schema(u.location, filesystem=self.storage.arrow_fs))
+                except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
+                    raise self.errors.read_error([u], e) from e
+            where = [w for name, w in found if name in wanted]
+            if where:
+                raise UnsupportedFeatureError(
+                    f"{self.where}: data file {u.location} stores the VARIANT {where[0]} "
+                    "shredded (fields besides value and metadata): shredded variants are not "
+                    "reassembled by this reader"
+                )
+
+    def id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
+        """:func:`id_mode_columns` of a file (footer read once, cached)."""
+        try:
+            return self._footer_fact(
+                _ID_CACHE,
+                unit,
+                lambda schema: id_mode_columns(schema, self.rs.physical),
+                None,
+                # the mapping depends on the schema read with (a file is read at several versions)
+                self.rs.physical_key,
+            )
+        except ConversionError as e:  # a file without field ids
+            raise self.errors.file_error([unit], e) from e
+
+    def _footer_fact(
+        self,
+        cache: dict,
+        unit: ScanUnit,
+        derive: Callable[[pa.Schema], Any],
+        unreadable: Any,
+        depends_on: Any = None,
+    ) -> Any:
+        """``derive(file schema)`` of a data file, cached per file (data files never change, so the
+        footer is read once per process) and per ``depends_on`` (whatever else ``derive`` reads);
+        ``unreadable`` when the footer cannot be read (the read itself reports that). Each cache is
+        bounded like the other per-file caches."""
+        key = (unit.location, unit.size, depends_on)
+        with _FOOTER_LOCK:
+            if key in cache:
+                return cache[key]
+        try:
+            found = derive(pq.read_schema(unit.location, filesystem=self.storage.arrow_fs))
+        except (OSError, pa.ArrowInvalid):
+            return unreadable  # not cached: the failure may pass
+        with _FOOTER_LOCK:
+            if len(cache) >= 65536:
+                cache.clear()
+            cache[key] = found
+        return found

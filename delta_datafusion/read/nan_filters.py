@@ -1,0 +1,64 @@
+"""Which conjuncts of a row filter pyarrow's scanner may use to skip row groups. Parquet writers
+leave NaN out of float min/max statistics, and pyarrow's skipping trusts them, so a conjunct a NaN
+could satisfy is kept from the scanner and applied to the rows after reading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from ..read_schema import has_float
+
+
+def split_nan_sensitive(predicate: Any, logical: pa.Schema) -> tuple[Any, Any]:
+    """``(scan, post)``: the conjuncts pyarrow may use to skip row groups, and those on
+    floating-point columns, applied to the rows after reading.
+
+    Parquet writers leave NaN out of min/max statistics, and pyarrow's row-group skipping
+    trusts them: a row group holding 0.1 and NaN has min = max = 0.1, so pyarrow rewrites
+    ``f`` as 0.1 and drops the group for ``f > 2.0`` (SQL orders NaN above every number) or
+    ``f <> 0.1``. So a conjunct on a float column reaches the scanner only when no NaN value
+    can satisfy it (:func:`false_for_nan`): then the statistics still bound every matching
+    row, and pyarrow's skipping stays right (it still filters the rows it reads).
+    """
+    from ..predicate import TRUE, conjunction, conjuncts, referenced_columns
+
+    if predicate is None or predicate == TRUE:
+        return predicate, None
+    floats = {f.name for f in logical if has_float(f.type)}
+    scan, post = [], []
+    for c in conjuncts(predicate):
+        (post if referenced_columns(c) & floats and not false_for_nan(c, floats) else scan).append(c)
+    if not post:
+        return predicate, None
+    return (conjunction(scan) if scan else None), conjunction(post)
+
+
+def false_for_nan(pred: Any, floats: set[str]) -> bool:
+    """Is ``pred`` never TRUE for a row whose float columns hold NaN (whatever the rest holds),
+    and safe from pyarrow's float statistics otherwise?
+
+    Shapes known safe: ``f < c``, ``f <= c`` and ``f = c`` against non-NaN literals (NaN sorts
+    above every number and equals only NaN), IS [NOT] NULL (statistics count nulls exactly),
+    comparisons not touching a float column, and AND / OR of such shapes. Anything else (``f >
+    c``, ``<>``, NOT, two float columns compared) is not. Neither is ``f IN (...)``: pyarrow drops
+    a row group of zeros (statistics min -0.0, max +0.0) for ``f IN (0.0, ...)``, its set lookup
+    telling -0.0 from 0.0."""
+    from ..predicate import And, Column, Comparison, In, IsNotNull, IsNull, Literal, Or
+
+    if isinstance(pred, (And, Or)):
+        return all(false_for_nan(c, floats) for c in pred.children)
+    if isinstance(pred, (IsNull, IsNotNull)):
+        return True
+    if isinstance(pred, In):
+        on_float = isinstance(pred.operand, Column) and pred.operand.name in floats
+        return not on_float and not pred.negated and not any(v.is_nan for v in pred.values)
+    if isinstance(pred, Comparison):
+        left, right, op = pred.left, pred.right, pred.op
+        if isinstance(left, Literal) and isinstance(right, Column):
+            left, right, op = right, left, {"<": ">", "<=": ">=", ">": "<", ">=": "<="}.get(op, op)
+        if not (isinstance(left, Column) and left.name in floats):
+            return not (isinstance(right, Column) and right.name in floats)
+        return isinstance(right, Literal) and not right.is_nan and op in ("<", "<=", "=")
+    return False

@@ -1,0 +1,138 @@
+"""What a failed read raises: the package's own error naming the table version and the data file,
+and saying why where it can be found out (a missing file, a column stored as a type the table
+cannot read it as, a store that failed and may succeed on a retry), else the reader's own words."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import DataFileNotFoundError, DeltaError, StorageError
+from ..read_schema import ConversionError, ReadSchema, cast_may_fail, readable_as
+from ..scan_unit import COMMIT_VERSION, ScanUnit
+from ..storage import Storage
+
+#: Files of a failed read checked for existence on an object store, beyond those the error names.
+MAX_EXISTENCE_CHECKS = 64
+
+#: What reading a data file raises of its own (the OS, pyarrow, the type checks); anything else
+#: came from an fsspec store itself (an HTTP client's error). Both name the file (file_error).
+_READ_ERRORS = (OSError, pa.ArrowException, ConversionError)
+
+
+class ReadErrors:
+    """Names the failed reads of one reader (``where``: its table and version)."""
+
+    def __init__(self, storage: Storage, rs: ReadSchema, where: str):
+        self.storage = storage
+        self.rs = rs
+        self.where = where
+
+    def read_error(self, units: Sequence[ScanUnit], e: Exception) -> Exception:
+        """What a failed read of ``units`` raises: the package's own errors as they are (they name
+        their file already), anything else (pyarrow's, a store's) as :meth:`file_error`."""
+        if isinstance(e, DeltaError) and not isinstance(e, ConversionError):
+            return e
+        return self.file_error(units, e)
+
+    def file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
+        named = _named_in(units, str(e))
+        where = self.where
+        try:
+            missing = self._missing_files(units, named)
+        except StorageError as denied:  # a file or folder the store does not let us look at
+            return StorageError(f"{where}: {denied}")
+        if missing:
+            # in a change feed, the commit whose change needs the file (not the range's end)
+            versions = {u.constants.get(COMMIT_VERSION) for u in units if u.location == missing[0]}
+            versions.discard(None)
+            of = f" (of the change at version {min(versions)})" if versions else ""
+            return DataFileNotFoundError(
+                f"{where}: data file {missing[0]}{of} is missing (removed by VACUUM or deleted outside Delta)"
+            )
+        reason = str(e).splitlines()[0][:400]
+        if not isinstance(e, _READ_ERRORS):
+            reason = f"{type(e).__name__}: {reason}"  # a store's own error: its type says what
+        # the store failed (network, timeout, access): a retry may succeed, the file is not bad
+        store_failed = _store_failure(e)
+        culprit = None if store_failed else self._mismatched_file(units)
+        if culprit is not None:
+            location, column, stored, expected = culprit
+            return DeltaError(
+                f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
+                f"schema says {expected} ({reason})"
+            )
+        kind = StorageError if store_failed else DeltaError
+        if len(units) == 1 or named:
+            location = (named or units)[0].location
+            reason = reason.removeprefix(f"{location}: ")  # the store's error named it already
+            return kind(f"{where}: cannot read data file {location}: {reason}")
+        return kind(
+            f"{where}: cannot read one of {len(units)} data files (the first is {units[0].location}): {reason}"
+        )
+
+    def _missing_files(self, units: Sequence[ScanUnit], named: list[ScanUnit]) -> list[str]:
+        """After a failed read: data files of ``units`` that do not exist, those the error
+        ``named`` first. On object stores each check is a request, so at most 64 unnamed files are
+        checked (a 300k-file scan checked every file: 300,000 requests before the error)."""
+        named_locations = {u.location for u in named}
+        others = [u for u in units if u.location not in named_locations]
+        if not self.storage.is_local:
+            others = others[:MAX_EXISTENCE_CHECKS]
+        for group in (named, others):
+            try:
+                missing = [u.location for u in group if not self.storage.exists(u.location)]
+            except StorageError:
+                if group is others and named:  # the error named its file: that one is the culprit
+                    return []
+                raise
+            if missing:
+                return missing
+        return []
+
+    def _mismatched_file(self, units: Sequence[ScanUnit]) -> tuple[str, str, pa.DataType, pa.DataType] | None:
+        """After a failed read: the first file (of at most 1,000) storing a table column as a
+        type it cannot be read as (see :func:`readable_as`), to name it in the error."""
+        expected = {f.name: f.type for f in self.rs.physical}
+        wider = None  # else the first column stored wider than the table's type: a value may not fit
+        for u in units[:1000]:
+            try:
+                schema = pq.read_schema(u.location, filesystem=self.storage.arrow_fs)
+            except (OSError, pa.ArrowInvalid):
+                return None  # unreadable: the original error says more
+            for f in schema:
+                want = expected.get(f.name)
+                if want is not None and not readable_as(f.type, want):
+                    return u.location, f.name, f.type, want
+                if wider is None and want is not None and cast_may_fail(f.type, want):
+                    wider = (u.location, f.name, f.type, want)
+        return wider
+
+
+def _store_failure(e: BaseException) -> bool:
+    """Did a read fail because the store did? pyarrow wraps an fsspec store's ConnectionError,
+    TimeoutError or PermissionError in an OSError whose cause it is, and lets other exceptions of
+    the store's (an HTTP client's) through as they are."""
+    if not isinstance(e, _READ_ERRORS):  # a store's own (HTTP client's) error
+        return True
+    seen: set[int] = set()
+    cur: BaseException | None = e
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, (ConnectionError, TimeoutError, PermissionError)):
+            return True
+        seen.add(id(cur))
+        # the explicit cause only: __context__ is whatever the caller was handling meanwhile
+        cur = cur.__cause__
+    return False
+
+
+def _named_in(units: Sequence[ScanUnit], error: str) -> list[ScanUnit]:
+    """The units whose file an error message names (by location or local path)."""
+    return [u for u in units if u.location in error or _local_path(u.location) in error]
+
+
+def _local_path(location: str) -> str:
+    """``location`` without a ``file://`` scheme, as pyarrow names local files in its errors."""
+    return location[len("file://") :] if location.startswith("file://") else location

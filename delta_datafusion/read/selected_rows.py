@@ -1,0 +1,150 @@
+"""The row-selection path: units whose rows are chosen by position (deletion vectors, change-feed
+deletion-vector diffs), and files the dataset scanner cannot read as the table does (columns named
+by field id or in another case, string views under a filter), are read file by file: rows masked
+by position, converted to the logical schema, then filtered and projected."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..dv import DeletionVectorDescriptor, default_cache, deleted_row_mask
+from ..errors import DeletionVectorError
+from ..read_schema import (
+    ReadSchema,
+    case_insensitive_columns,
+    cast_column,
+    conform,
+    field_id,
+    id_mode_columns,
+)
+from ..scan_unit import CHANGE_TYPE, ScanUnit
+from ..schema import relabel
+from ..storage import Storage
+from .file_checks import FileChecks
+from .read_errors import ReadErrors
+
+
+class SelectedRows:
+    """The row-selection path of one reader (``where``: its table and version)."""
+
+    def __init__(self, storage: Storage, rs: ReadSchema, where: str, checks: FileChecks, errors: ReadErrors):
+        self.storage = storage
+        self.rs = rs
+        self.where = where
+        self.checks = checks
+        self.errors = errors
+
+    def read(self, unit, columns, row_filter, filter_columns, out_schema, bs) -> Iterator[pa.RecordBatch]:
+        drop = self._bitmap(unit.drop_rows, unit)
+        only = self._bitmap(unit.only_rows, unit)
+        phys_names = self.rs.to_physical()
+        # cdc files store _change_type themselves (it is not a constant of the unit)
+        stored = self.rs.file_columns | ({CHANGE_TYPE} if unit.has_change_type_column else set())
+        needed = [c for c in dict.fromkeys(list(columns) + list(filter_columns)) if c in stored]
+        try:
+            pf = pq.ParquetFile(
+                unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
+            )
+            file_schema = pf.schema_arrow
+            rows = pf.metadata.num_rows
+            for dv, what in ((drop, "deletion vector"), (only, "rows-to-keep deletion vector")):
+                if dv is not None and len(dv) and dv.max() >= rows:
+                    raise DeletionVectorError(
+                        f"{self.where}: the {what} of data file {unit.location} names "
+                        f"row {dv.max()}, but the file has {rows} rows"
+                    )
+            phys_needed = [phys_names[c] for c in needed]
+            key = None if self.rs.id_mode else self.checks.clean_key(file_schema, phys_needed)
+            known = None if key is None else self.checks.clean_schemas.get(key)  # as in FileChecks.checked
+            if self.rs.id_mode:
+                by_id = id_mode_columns(file_schema, self.rs.physical)
+            elif known is not None:  # a schema checked before: names as the table's
+                by_id = None
+            else:  # a file naming columns in another case than the table
+                by_id = case_insensitive_columns(file_schema, self.rs.physical, phys_needed)
+            if by_id is not None:  # file column -> physical name, nested fields renamed by id or case
+                wanted = {phys_names[c] for c in needed}
+                sources = {by_id[p][0]: (p, by_id[p][1]) for p in wanted if p in by_id}
+                # a stored column that is not a table column (a cdc file's _change_type) has no
+                # field id: it is found by name
+                for p in wanted - by_id.keys():
+                    i, j = file_schema.get_field_index(p), self.rs.physical.get_field_index(p)
+                    if i >= 0 and j >= 0 and field_id(self.rs.physical.field(j)) is None and p not in sources:
+                        sources[p] = (p, file_schema.field(i).type)
+                # the stored types, under the physical names the field ids give
+                as_table = pa.schema([pa.field(p, t) for p, t in sources.values()])
+                self.checks.check_stored_types(unit.location, as_table, [p for p, _ in sources.values()])
+                read_cols = list(sources)
+            else:
+                if not known:
+                    self.checks.check_stored_types(unit.location, file_schema, phys_needed)
+                    if key is not None:
+                        self.checks.remember_clean(key, True)
+                present = set(file_schema.names)
+                read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
+            start = 0
+            for raw in pf.iter_batches(batch_size=bs, columns=read_cols, use_threads=True):
+                if by_id is not None and raw.num_columns:
+                    raw = pa.RecordBatch.from_arrays(
+                        [relabel(raw.column(name), sources[name][1]) for name in raw.schema.names],
+                        names=[sources[name][0] for name in raw.schema.names],
+                    )
+                n = raw.num_rows
+                mask = None
+                if drop is not None:
+                    mask = deleted_row_mask(drop, start, n)
+                if only is not None:
+                    keep_only = pc.invert(deleted_row_mask(only, start, n))
+                    mask = keep_only if mask is None else pc.and_(mask, keep_only)
+                start += n
+                # logical first: pyarrow cannot filter the string_view columns some writers store
+                batch = to_logical(raw, unit, needed, self.rs)
+                batch = batch.filter(mask) if mask is not None else batch
+                if row_filter is not None and batch.num_rows:
+                    batch = batch.filter(row_filter)
+                # to_logical adds every partition value and constant: keep the requested columns
+                # in the requested order (conform casts by position)
+                batch = batch.select(list(columns))
+                yield conform(batch, out_schema)
+        except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
+            raise self.errors.read_error([unit], e) from e
+
+    def _bitmap(self, dv: dict | None, unit: ScanUnit):
+        if dv is None:
+            return None
+        try:
+            return default_cache.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
+        except DeletionVectorError as e:
+            if unit.location in str(e):
+                raise
+            raise DeletionVectorError(f"{self.where}, data file {unit.location}: {e}") from e
+
+
+def to_logical(
+    batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str], rs: ReadSchema
+) -> pa.RecordBatch:
+    """Physical file batch -> logical columns incl. partition values and constants."""
+    n = batch.num_rows
+    arrays, fields = [], []
+    for f, pf in zip(rs.logical, rs.physical, strict=True):
+        name = f.name
+        if name in unit.partition_values or name in unit.constants:
+            value = unit.partition_values.get(name, unit.constants.get(name))
+            arr = pa.nulls(n, f.type) if value is None else pa.repeat(pa.scalar(value, f.type), n)
+        elif name in needed:
+            idx = batch.schema.get_field_index(pf.name)
+            if idx < 0:
+                arr = pa.nulls(n, f.type)
+            else:
+                # to the physical type first: nested fields are matched by (physical) name,
+                # whatever their order or number in this file; then renamed position by position
+                arr = cast_column(cast_column(batch.column(idx), pf.type, by_name=True), f.type)
+        else:
+            continue
+        arrays.append(arr)
+        fields.append(pa.field(name, f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)) if fields else batch.select([])
