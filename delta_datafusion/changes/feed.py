@@ -477,9 +477,10 @@ class ChangeFeed:
         """For each source index in ``rows``: is ``pred`` TRUE for every change row it yields?
 
         Proved for add, remove and deletion-vector-diff sources from their constants, partition
-        values and statistics (a diff's statistics bound the rows it yields: see
-        :func:`.sources._stats_of_newly_deleted`); never for cdc files, whose ``_change_type`` is per row. Such sources answer
-        ``count(*)`` and change-column-only queries from ``numRecords`` (see read/known_rows.py).
+        values and statistics (a diff's statistics bound the rows it yields, see
+        :mod:`.sources`); never for cdc files, whose ``_change_type`` is per row. Such sources
+        answer ``count(*)`` and change-column-only queries from ``numRecords`` (see
+        read/known_rows.py).
         """
         from ..skipping import file_all_match_mask
 

@@ -39,6 +39,8 @@ class SelectedRows:
         self.errors = errors
 
     def read(self, unit, columns, row_filter, filter_columns, out_schema, bs) -> Iterator[pa.RecordBatch]:
+        """One unit's rows: kept by its row selection, then ``row_filter`` (over ``columns`` and
+        ``filter_columns``, logical names), as batches of ``out_schema`` of at most ``bs`` rows."""
         drop = self._bitmap(unit.drop_rows, unit)
         only = self._bitmap(unit.only_rows, unit)
         phys_names = self.rs.to_physical()
