@@ -4,6 +4,7 @@ session already uses, and what replacing one keeps alive. Tables are written by 
 from __future__ import annotations
 
 import gc
+import shutil
 import weakref
 from pathlib import Path
 
@@ -76,3 +77,47 @@ def test_register_catalog_replaces_its_own_catalog_and_frees_the_old_one(tmp_pat
     assert _count(ctx, "SELECT count(*) AS n FROM lake.default.t") == 3
     gc.collect()
     assert gone() is None
+
+
+def test_folder_catalog_forgets_a_removed_table_named_again_or_listed(tmp_path: Path) -> None:
+    """A table folder removed from a folder catalog's root: the snapshot the catalog cached for it
+    is dropped when a query names it again (it is not found) or SHOW TABLES lists the folder."""
+    root = _lake(tmp_path / "lake")
+    for name in ("a", "b"):
+        write_deltalake(str(root / name), pa.table({"id": pa.array(range(2), pa.int64())}))
+    ctx = SessionContext()
+    dd.register(ctx)
+    provider = dd.register_catalog(ctx, "lake", str(root))
+    for name in ("a", "b"):
+        assert _count(ctx, f"SELECT count(*) AS n FROM lake.default.{name}") == 2
+    cached = {d.label: weakref.ref(d) for d in provider.datasets()}
+    for name in ("a", "b"):
+        shutil.rmtree(root / name)
+    with pytest.raises(Exception, match="not found"):
+        ctx.sql("SELECT count(*) FROM lake.default.a").collect()
+    ctx.sql("SHOW TABLES").collect()
+    gc.collect()
+    assert cached["a"]() is None
+    assert cached["b"]() is None
+    assert _count(ctx, "SELECT count(*) AS n FROM lake.default.t") == 5
+
+
+def test_folder_catalog_does_not_keep_every_table_that_came_and_went(tmp_path: Path) -> None:
+    """A service whose folder catalog sees tables come and go (each queried while it exists, never
+    named after its folder is removed) keeps the cached snapshots of the tables that remain, and
+    at most those opened since the catalog last listed its root, not one per table ever seen."""
+    root = _lake(tmp_path / "lake")
+    ctx = SessionContext()
+    dd.register(ctx)
+    provider = dd.register_catalog(ctx, "lake", str(root))
+    refs = []
+    for i in range(60):
+        path = root / f"s{i}"
+        write_deltalake(str(path), pa.table({"id": pa.array(range(3), pa.int64())}))
+        assert _count(ctx, f"SELECT count(*) AS n FROM lake.default.s{i}") == 3
+        refs += [weakref.ref(d) for d in provider.datasets() if d.label == f"s{i}"]
+        shutil.rmtree(path)
+    gc.collect()
+    assert len(refs) == 60
+    alive = sum(ref() is not None for ref in refs)
+    assert alive <= 17, f"{alive} snapshots of removed tables still cached"

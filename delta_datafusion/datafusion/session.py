@@ -364,6 +364,7 @@ class DeltaSchemaProvider(SchemaProvider):
         self.storage_options = dict(storage_options or {})
         self._cache: dict[str, tuple[tuple, Table, DeltaDataset]] = {}
         self._lock = threading.Lock()
+        self._pruned_to = 0  # tables cached after the last pruning (_prune)
 
     def _folders(self) -> list[str]:
         """The folders under the root that may hold a table (whether they do is known once
@@ -397,7 +398,9 @@ class DeltaSchemaProvider(SchemaProvider):
         naming it. (Listing opens each table, as information_schema's lookups did anyway; they
         then hit the cache.)"""
         names = []
-        for name in self._folders():
+        folders = self._folders()
+        self._forget_gone(folders)
+        for name in folders:
             try:
                 if self._table(name) is not None:
                     names.append(name)
@@ -437,6 +440,8 @@ class DeltaSchemaProvider(SchemaProvider):
     def _table_once(self, name: str) -> Table | None:
         found = self._listing(name)
         if found is None:
+            with self._lock:
+                self._cache.pop(name, None)  # its folder is gone: so is its snapshot
             return None
         table, listing = found
         newest_version = listing.latest_version()
@@ -460,7 +465,31 @@ class DeltaSchemaProvider(SchemaProvider):
         if state is not None and latest == newest_version:  # the cache holds the newest version only
             with self._lock:
                 self._cache[name] = (state, provider, dataset)
+                prune = len(self._cache) > 2 * self._pruned_to + 16
+            if prune:
+                self._prune()
         return provider
+
+    def _prune(self) -> None:
+        """Drop the cached tables whose folders are gone. A service whose tables come and go
+        (each queried while it exists, never named again) kept a snapshot per table ever seen;
+        the root is listed once each time the cache doubles."""
+        try:
+            folders = self._folders()
+        except DeltaError:  # not listable now: tried again at the next doubling
+            with self._lock:
+                self._pruned_to = len(self._cache)
+            return
+        self._forget_gone(folders)
+
+    def _forget_gone(self, folders: list[str]) -> None:
+        """Keep only the cached tables named like one of ``folders`` (ignoring case: a store
+        that ignores it finds a folder under either spelling)."""
+        listed = {f.casefold() for f in folders}
+        with self._lock:
+            for name in [n for n in self._cache if n.casefold() not in listed]:
+                del self._cache[name]
+            self._pruned_to = len(self._cache)
 
     def datasets(self) -> list[DeltaDataset]:
         """The datasets of the tables opened so far (latest version of each)."""
