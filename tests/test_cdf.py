@@ -2119,14 +2119,28 @@ def test_bounds_of_a_float_file_removed_after_the_widening_are_not_trusted(tmp_p
     ]
 
 
-def test_clear_cache_forgets_the_sibling_lookups():
-    """``clear_cache()`` also drops schema compatibility's sibling lookups, which keep the schema
-    field lists they index alive (up to 4,096 of them)."""
-    import delta_datafusion.changes as changes_module
-    from delta_datafusion.changes import schema_compat
+def test_planning_across_schema_changes_keeps_no_schema_alive(tmp_path):
+    """Schema compatibility's sibling lookups last one feed's planning: kept process-wide, they
+    held every schema field list a long-running process ever compared (up to 4,096, beyond the 64
+    parsed schemas it keeps), after the feeds and schemas themselves were gone."""
+    import gc
 
-    fields = [{"name": "a", "type": "long"}, {"name": "b", "type": "string"}]
-    assert schema_compat._sibling_index(fields, "name")["b"] is fields[1]
-    assert any(entry[0] is fields for entry in schema_compat._SIBLING_INDEX.values())
-    changes_module.clear_cache()
-    assert not schema_compat._SIBLING_INDEX
+    from delta_datafusion.changes import cache
+    from delta_datafusion.protocol import clear_schema_cache
+
+    path = str(tmp_path / "t")
+    cdf = {"delta.enableChangeDataFeed": "true"}
+    write_deltalake(path, pa.table({"id": [1], "marker_column_7f3a": [1]}), configuration=cdf)
+    write_deltalake(path, pa.table({"id": [2]}), mode="overwrite", schema_mode="overwrite")
+    got = DeltaTable(path).changes(0).to_table()
+    assert sorted(got.column("_change_type").to_pylist()) == ["delete", "insert", "insert"]
+    cache._FEEDS.clear()
+    clear_schema_cache()
+    gc.collect()
+    held = [
+        o
+        for o in gc.get_objects()
+        if isinstance(o, list)
+        and any(isinstance(f, dict) and f.get("name") == "marker_column_7f3a" for f in o)
+    ]
+    assert held == []

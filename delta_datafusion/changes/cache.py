@@ -11,7 +11,6 @@ from ..lru import LruCache
 from ..protocol import clear_schema_cache
 from .feed import ChangeFeed, require_commits
 from .footers import clear_footer_cache
-from .schema_compat import clear_sibling_index
 from .version_range import clear_timelines, resolve_range
 
 if TYPE_CHECKING:
@@ -49,10 +48,8 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
 
 
 def clear_cache() -> None:
-    """Forget cached change feeds, commit timelines, footer statistics, parsed schemas and the
-    sibling lookups of schema compatibility."""
+    """Forget cached change feeds, commit timelines, footer statistics and parsed schemas."""
     _FEEDS.clear()
-    clear_sibling_index()
     clear_schema_cache()
     clear_timelines()
     clear_footer_cache()

@@ -6,7 +6,9 @@ rather than read as wrong values or NULL."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import pyarrow as pa
@@ -83,6 +85,14 @@ def layout_changes(segments: list[tuple[int, Metadata]]) -> list[tuple[int, Meta
 
 
 def incompatible_columns(chain: Sequence[Metadata], memo: dict | None = None) -> dict[str, str]:
+    """End-schema columns that cannot be read from files written under ``chain[0]`` (name ->
+    reason); see :func:`_incompatible_columns`. ``memo`` shares traces and sibling lookups
+    between the calls of one planning."""
+    with _sibling_lookups(memo):
+        return _incompatible_columns(chain, memo)
+
+
+def _incompatible_columns(chain: Sequence[Metadata], memo: dict | None = None) -> dict[str, str]:
     """End-schema columns that cannot be read from files written under ``chain[0]`` (name ->
     reason); ``chain`` is the metadata in force from then to the end (``chain[-1]``), in order.
 
@@ -172,28 +182,41 @@ def _physical_names(fields: list[dict], mode: str) -> set[str]:
     return {physical_name(f, mode) for f in fields if not f.get("container")}
 
 
-#: id(siblings) -> (siblings, {lookup kind: {key: first sibling with it}}); the list is kept so
-#: that its id is not reused while the entry lives
-_SIBLING_INDEX: dict[int, tuple[list[dict], dict[str, dict[Any, dict]]]] = {}
+#: id(siblings) -> (siblings, {lookup kind: {key: first sibling with it}}) for the planning in
+#: progress (:func:`_sibling_lookups`); the list is kept so that its id is not reused while the
+#: entry lives. Process-wide, the lookups held every schema field list ever compared (up to
+#: 4,096) after the feeds and parsed schemas were gone.
+_SIBLINGS: ContextVar[dict[int, tuple[list[dict], dict[str, dict[Any, dict]]]] | None] = ContextVar(
+    "delta_datafusion_sibling_lookups", default=None
+)
 
 
 _AMBIGUOUS: dict = {}
 
 
-def clear_sibling_index() -> None:
-    """Forget the sibling lookups (and the schema lists they keep alive)."""
-    _SIBLING_INDEX.clear()
+@contextmanager
+def _sibling_lookups(memo: dict | None) -> Iterator[None]:
+    """Sibling lookups for one call, or for every call sharing ``memo`` (one feed's planning)."""
+    if _SIBLINGS.get() is not None:
+        yield
+        return
+    token = _SIBLINGS.set(memo.setdefault(_SIBLINGS, {}) if memo is not None else {})
+    try:
+        yield
+    finally:
+        _SIBLINGS.reset(token)
 
 
 def _sibling_index(siblings: list[dict], kind: str) -> dict[Any, dict]:
     """``siblings`` by container name, field id, name or physical name (``phys:<mode>``), first
     one winning: a field traced through many schema changes of many columns looked each step up
     by a scan of its siblings (a range over 30 changes of 300 columns planned for 8 s)."""
-    entry = _SIBLING_INDEX.get(id(siblings))
+    index = _SIBLINGS.get()
+    if index is None:  # outside planning: nothing to share
+        index = {}
+    entry = index.get(id(siblings))
     if entry is None or entry[0] is not siblings:
-        if len(_SIBLING_INDEX) > 4096:
-            _SIBLING_INDEX.clear()
-        entry = _SIBLING_INDEX[id(siblings)] = (siblings, {})
+        entry = index[id(siblings)] = (siblings, {})
     built = entry[1].get(kind)
     if built is None:
         built = {}
