@@ -440,3 +440,51 @@ def test_id_mode_table_column_missing_from_a_file_with_ids_reads_null(tmp_path: 
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(table))
     assert ctx.sql("SELECT count(*) AS n FROM t WHERE c IS NULL").to_pydict() == {"n": [2]}
+
+
+def test_id_mode_files_of_one_schema_share_one_column_map(tmp_path: Path) -> None:
+    """The field-id column map of each file read is cached per file for the process; files of one
+    schema (a table's files repeat a few) share one map, which is as large as the table is wide
+    (65,536 files x 5,000 columns held 3e8 entries before)."""
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.read import file_checks
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    md = {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": md}]}
+    actions: list[dict] = [
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["columnMapping"],
+                "writerFeatures": ["columnMapping"],
+            }
+        },
+        {
+            "metaData": {
+                "id": "ids",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": [],
+                "configuration": {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "1"},
+            }
+        },
+    ]
+    for i in range(4):  # named as Iceberg names them: the field id says which column it is
+        data = pa.table(
+            {"id": [i]}, schema=pa.schema([pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])
+        )
+        pq.write_table(data, table / f"f{i}.parquet")
+        size = (table / f"f{i}.parquet").stat().st_size
+        actions.append({"add": {"path": f"f{i}.parquet", "partitionValues": {}, "size": size,
+                                "modificationTime": 0, "dataChange": True}})  # fmt: skip
+    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    assert sorted(ctx.sql("SELECT id FROM t").to_pydict()["id"]) == [0, 1, 2, 3]
+    maps = [v for (location, _, _), v in file_checks._ID_CACHE.items() if location.startswith(str(table))]
+    assert len(maps) == 4 and maps[0] == {"col-1": ("id", pa.int64())}
+    assert len({id(m) for m in maps}) == 1

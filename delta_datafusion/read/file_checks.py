@@ -32,6 +32,9 @@ from .read_errors import ReadErrors
 _FOOTER_LOCK = threading.Lock()
 _VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
 _ID_CACHE: dict[tuple[str, int], dict[str, tuple[str, pa.DataType]] | None] = {}
+# one object per distinct fact: a table's files repeat a few schemas, and a field-id mapping is
+# as large as the table is wide (65,536 files x 5,000 columns would otherwise hold 3e8 entries)
+_SHARED_FACTS: dict[Any, Any] = {}
 
 
 class FileChecks:
@@ -197,5 +200,12 @@ class FileChecks:
         with _FOOTER_LOCK:
             if len(cache) >= 65536:
                 cache.clear()
+                _SHARED_FACTS.clear()
+            found = _SHARED_FACTS.setdefault(_fact_key(found), found)
             cache[key] = found
         return found
+
+
+def _fact_key(fact: Any) -> Any:
+    """A hashable form of a footer fact, equal for equal facts (a dict by its items, in order)."""
+    return (dict, tuple(fact.items())) if isinstance(fact, dict) else (type(fact), fact)
