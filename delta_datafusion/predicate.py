@@ -37,6 +37,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -134,7 +135,7 @@ def _scalar_key(s: pa.Scalar) -> Any:
     if not s.is_valid:
         return None
     t = s.type
-    if pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time(t) or pa.types.is_date64(t):
+    if pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time(t) or pa.types.is_date(t):
         return s.value
     if pa.types.is_floating(t):
         v = s.as_py()
@@ -196,7 +197,10 @@ Operand = Column | Literal
 def _fmt_epoch(value: int, unit: str) -> str:
     per_sec = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
     secs, frac = divmod(value, per_sec)
-    text = (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
+    try:
+        text = (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
+    except OverflowError:  # past Python's years 1..9999, which Arrow's timestamps hold
+        text = str(np.datetime64(secs, "s"))
     if frac:
         digits = {"ms": 3, "us": 6, "ns": 9}[unit]
         text += "." + str(frac).rjust(digits, "0").rstrip("0")
@@ -225,7 +229,11 @@ def _sql_literal(s: pa.Scalar) -> str:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return "X'" + s.as_py().hex().upper() + "'"
     if pa.types.is_date(t):
-        return f"DATE '{s.as_py().isoformat()}'"
+        try:
+            day = s.as_py().isoformat()
+        except OverflowError:  # past Python's years 1..9999, which Arrow's dates hold
+            day = str(np.datetime64(s.value if pa.types.is_date32(t) else s.value // 86_400_000, "D"))
+        return f"DATE '{day}'"
     if pa.types.is_timestamp(t):
         text = _fmt_epoch(s.value, t.unit)
         return f"TIMESTAMP '{text}Z'" if t.tz is not None else f"TIMESTAMP '{text}'"

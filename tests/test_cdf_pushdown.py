@@ -238,6 +238,30 @@ def test_selection_reused_per_predicate(table, monkeypatch):
     assert_same_rows(again[0], again[1], q)
 
 
+def test_literal_past_year_9999(table, tmp_path):
+    """A timestamp or date literal Python cannot hold (past year 9999 or before year 1) plans and
+    filters: its SQL text (for EXPLAIN, and in the feed's selection key) and hash do not raise."""
+    from delta_datafusion.predicate import Literal, col, gt, lt
+
+    far = Literal(pa.scalar(300_000_000_000, pa.timestamp("s", tz="UTC")))
+    before = Literal(pa.scalar(-300_000_000_000, pa.timestamp("s", tz="UTC")))
+
+    def rows(path, pred=None) -> int:
+        return DeltaTable(str(path)).changes(0, predicate=pred).to_table().num_rows
+
+    total = rows(table)
+    ts = col("_commit_timestamp")
+    assert [rows(table, p) for p in (lt(ts, far), gt(ts, far), gt(ts, before))] == [total, 0, total]
+    q = f"SELECT count(*) AS n FROM table_changes('{table}', 0) WHERE {ts} < to_timestamp_seconds(300000000000)"
+    assert new_ctx().sql(q).to_arrow_table().column("n").to_pylist() == [total]
+    info, units = plan(table, pc.field("_commit_timestamp") < far.value)
+    assert "TIMESTAMP '11476-08-15T05:20:00Z'" in info.describe() and units
+    days = tmp_path / "days"
+    write_deltalake(str(days), pa.table({"d": pa.array([0, 1], pa.date32())}), configuration=CDF)
+    far_day = Literal(pa.scalar(2_147_483_640, pa.date32()))  # hashed for the plan cache, too
+    assert rows(days, lt(col("d"), far_day)) == 2
+
+
 def test_partition_filter(table):
     info, units = plan(table, pc.field("part") == "p1")
     assert {u.partition_values["part"] for u in units} == {"p1"}

@@ -717,6 +717,18 @@ def test_str_is_sql_like():
     assert str(P.ne(col("a"), lit(decimal.Decimal("1.50")))) == "a <> 1.50"
 
 
+def test_str_of_dates_and_timestamps_past_python_years():
+    """Python's date and datetime hold years 1..9999; Arrow's types hold more (numpy formats those)."""
+    far = lit(pa.scalar(2_147_483_640, pa.date32()))
+    assert str(far) == "DATE '5881580-07-04'"
+    assert far == lit(pa.scalar(2_147_483_640, pa.date32())) and len({far, lit(dt.date(2024, 1, 2))}) == 2
+    assert str(lit(pa.scalar(2**62, pa.date64()))) == "DATE '146140482-04-24'"
+    after = lit(pa.scalar(300_000_000_000, pa.timestamp("s", tz="UTC")))
+    assert str(after) == "TIMESTAMP '11476-08-15T05:20:00Z'"
+    before = lit(pa.scalar(-300_000_000_001_500, pa.timestamp("ms")))
+    assert str(before) == "TIMESTAMP '-7537-05-18T18:39:58.5'"
+
+
 def test_tree_is_immutable_hashable_and_picklable():
     p = from_pyarrow(TYPED_EXPRS["andor"], SCHEMA)
     with pytest.raises(AttributeError):
