@@ -238,6 +238,28 @@ def test_selection_reused_per_predicate(table, monkeypatch):
     assert_same_rows(again[0], again[1], q)
 
 
+def test_long_in_list_selection_not_kept(table, monkeypatch):
+    """A predicate with a long IN list is pruned on each statement, not kept per feed: keying it
+    costs more than pruning, and kept ones would hold all their literals."""
+    from delta_datafusion.changes.feed import PLAN_CACHE_MAX_LITERALS, ChangeFeed
+
+    judged = []
+    orig = ChangeFeed._keep
+
+    def spy(self, *args, **kw):
+        judged.append(1)
+        return orig(self, *args, **kw)
+
+    monkeypatch.setattr(ChangeFeed, "_keep", spy)
+    expr = pc.field("id").isin(list(range(150, 151 + PLAN_CACHE_MAX_LITERALS)))
+    info1, units1 = plan(table, expr)
+    first = len(judged)
+    info2, units2 = plan(table, expr)
+    assert len(judged) == 2 * first
+    assert units2 == units1 and info2.describe() == info1.describe()
+    assert len(load_change_feed(DeltaTable(str(table)), 0)._selections) == 0
+
+
 def test_literal_past_year_9999(table, tmp_path):
     """A timestamp or date literal Python cannot hold (past year 9999 or before year 1) plans and
     filters: its SQL text (for EXPLAIN, and in the feed's selection key) and hash do not raise."""
