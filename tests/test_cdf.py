@@ -1339,6 +1339,56 @@ def test_a_name_the_session_has_in_another_case_is_suggested(flat_table, tmp_pat
         sql(ctx, "SELECT * FROM table_changes(lake.default.other, 3)")
 
 
+def test_the_other_case_hint_opens_no_other_table(flat_table, tmp_path, monkeypatch):
+    """The hint lists the catalog folder and opens only a folder named like the argument: the
+    catalog's table_names opens every table (40 snapshot loads for a typo in a 40-table lake)."""
+    for name in ("MyT", "a", "b", "c"):
+        shutil.copytree(flat_table, tmp_path / "lake" / name)
+    ctx = new_ctx()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    opened = []
+    orig = DeltaTable.snapshot
+
+    def spy(self, *args, **kw):
+        opened.append(self.storage.root)
+        return orig(self, *args, **kw)
+
+    monkeypatch.setattr(DeltaTable, "snapshot", spy)
+    with pytest.raises(Exception, match=r"registered in this session: none\)\"\)"):
+        sql(ctx, "SELECT * FROM table_changes(lake.default.other, 3)")
+    with pytest.raises(Exception, match='the session has lake.default."MyT": SQL reads'):
+        sql(ctx, "SELECT * FROM table_changes(lake.default.MyT, 3)")
+    assert opened == []
+
+
+def test_the_other_case_hint_over_a_users_schema_provider(flat_table):
+    """datafusion's SchemaProvider declares table_names a method: the hint calls it (iterating
+    the bound method raised TypeError in place of the not-found error)."""
+    from datafusion.catalog import Catalog, SchemaProvider
+
+    class Names(SchemaProvider):
+        def owner_name(self):
+            return None
+
+        def table_names(self) -> set[str]:
+            return {"Foo"}
+
+        def table(self, name):
+            return None
+
+        def table_exist(self, name):
+            return False
+
+    ctx = new_ctx()
+    catalog = Catalog.memory_catalog()
+    catalog.register_schema("s", Names())
+    ctx.register_catalog_provider("c", catalog)
+    with pytest.raises(Exception, match='TableNotFoundError.*the session has c.s."Foo": SQL reads'):
+        sql(ctx, "SELECT * FROM table_changes(c.s.Foo, 3)")
+    with pytest.raises(Exception, match=r"TableNotFoundError.*registered in this session: none\)\"\)"):
+        sql(ctx, "SELECT * FROM table_changes(c.s.bar, 3)")
+
+
 def test_dropped_name_is_not_resolved(flat_table):
     ctx = new_ctx()
     dd.register_table(ctx, "flat", str(flat_table))

@@ -411,6 +411,12 @@ class DeltaSchemaProvider(SchemaProvider):
     def table_exist(self, name: str) -> bool:
         return self._listing(name) is not None
 
+    def names_in_other_case(self, name: str) -> list[str]:
+        """The tables named ``name`` in another case, for messages: the root is listed and only
+        the folders so named are checked (:attr:`table_names` opens every table)."""
+        low = name.lower()
+        return [n for n in self._folders() if n != name and n.lower() == low and self.table_exist(n)]
+
     def _listing(self, name: str) -> tuple[DeltaTable, Any] | None:
         """The table folder ``name`` and its log listing, None when it holds no Delta table.
 

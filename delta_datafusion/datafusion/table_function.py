@@ -428,8 +428,15 @@ def _other_case_hint(session: SessionContext, arg: _TableArgument) -> str:
         try:
             catalog = session.catalog(relation[0]) if len(relation) == 2 else session.catalog()
             schema = catalog.schema(relation[-1]) if relation else catalog.schema()
-            # a native schema lists by names(); a Python one (a folder catalog's) is itself
-            names = schema.names() if hasattr(schema, "names") else schema.table_names
+            # a native schema lists by names(); a Python one (a folder catalog's) is itself, and
+            # datafusion's SchemaProvider declares table_names a method (ours is a property)
+            if hasattr(schema, "names"):
+                names = list(schema.names())
+            elif hasattr(schema, "names_in_other_case"):
+                names = schema.names_in_other_case(name)
+            else:
+                names = schema.table_names
+                names = list(names() if callable(names) else names)
         except Exception:  # noqa: BLE001, S112 - no such catalog or schema: nothing to suggest
             continue
         found.update(sql_name((*relation, n)) for n in names if n != name and n.lower() == name.lower())
