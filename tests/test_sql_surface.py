@@ -61,6 +61,52 @@ def test_register_catalog_over_an_empty_catalog_keeps_its_default_schema(tmp_pat
     assert _count(ctx, "SELECT count(*) AS n FROM t") == 5
 
 
+def test_register_catalog_over_an_empty_catalog_with_two_schemas(tmp_path: Path) -> None:
+    """One schema= cannot keep two schemas: the refusal named the other one to pass, whichever
+    was passed (schema='public' suggested 'x', schema='x' suggested 'public')."""
+    from datafusion import SessionConfig
+    from datafusion.catalog import Schema
+
+    root = _lake(tmp_path)
+    ctx = SessionContext(SessionConfig().with_default_catalog_and_schema("lake", "public"))
+    dd.register(ctx)
+    ctx.catalog("lake").register_schema("x", Schema.memory_schema())
+    for schema in ("default", "public", "x"):
+        with pytest.raises(
+            ArgumentError, match=r"'lake' has the schemas 'public', 'x'.*choose another catalog"
+        ) as e:
+            dd.register_catalog(ctx, "lake", str(root), schema=schema)
+        assert "pass schema=" not in str(e.value)
+
+
+def test_register_catalog_over_a_catalog_with_a_python_schema(tmp_path: Path) -> None:
+    """A schema written to datafusion's SchemaProvider (table_names a method, no names()) is read
+    for its tables: the check raised AttributeError: no attribute 'names'."""
+    from datafusion.catalog import Catalog, SchemaProvider
+
+    class Names(SchemaProvider):
+        def owner_name(self):
+            return None
+
+        def table_names(self) -> set[str]:
+            return {"Foo"}
+
+        def table(self, name):
+            return None
+
+        def table_exist(self, name):
+            return name == "Foo"
+
+    root = _lake(tmp_path)
+    ctx = SessionContext()
+    dd.register(ctx)
+    catalog = Catalog.memory_catalog()
+    catalog.register_schema("s", Names())
+    ctx.register_catalog_provider("c", catalog)
+    with pytest.raises(ArgumentError, match=r"'c' holding tables \(s.Foo\)"):
+        dd.register_catalog(ctx, "c", str(root))
+
+
 def test_register_catalog_replaces_its_own_catalog_and_frees_the_old_one(tmp_path: Path) -> None:
     """A folder catalog registered again under its name serves the new root; the catalog it
     replaced (and the snapshots it cached) is no longer kept by the package."""

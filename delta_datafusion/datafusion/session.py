@@ -561,6 +561,16 @@ def register_catalog(
     return provider
 
 
+def schema_table_names(schema: Any) -> list[str]:
+    """The table names of a schema of a session's catalog: a native schema lists them by
+    ``names()``; a Python one is itself, with ``table_names`` a method (datafusion's base class)
+    or a property (a folder catalog's, which opens every table)."""
+    if hasattr(schema, "names"):
+        return list(schema.names())
+    names = schema.table_names
+    return list(names() if callable(names) else names)
+
+
 def _replaced_catalog(ctx: SessionContext, catalog: str, schema: str) -> DeltaCatalogProvider | None:
     """The folder catalog the session serves as ``catalog``, which registering the name again
     replaces (None: no such catalog, or an empty one, such as the default catalog a session is
@@ -574,14 +584,22 @@ def _replaced_catalog(ctx: SessionContext, catalog: str, schema: str) -> DeltaCa
     held = ctx.catalog(catalog)
     if isinstance(getattr(held, "catalog", None), DeltaCatalogProvider):
         return held.catalog
-    tables = sorted(f"{s}.{t}" for s in held.schema_names() for t in held.schema(s).names())
+    tables = sorted(f"{s}.{t}" for s in held.schema_names() for t in schema_table_names(held.schema(s)))
     if tables:
         shown = ", ".join(tables[:5]) + (f" and {len(tables) - 5} more" if len(tables) > 5 else "")
         raise ArgumentError(
             f"register_catalog({catalog!r}): the session already has a catalog {catalog!r} holding tables "
             f"({shown}), not a Delta folder catalog; registering over it would drop them: choose another name"
         )
-    dropped = sorted(set(held.schema_names()) - {schema})
+    schemas = sorted(held.schema_names())
+    dropped = [s for s in schemas if s != schema]
+    if len(schemas) > 1:  # one schema= cannot keep them all
+        raise ArgumentError(
+            f"register_catalog({catalog!r}): the session's catalog {catalog!r} has the schemas "
+            f"{', '.join(repr(s) for s in schemas)}, and a folder catalog serves one: serving {schema!r} "
+            f"would drop {', '.join(repr(s) for s in dropped)} (unqualified table names resolve in the "
+            "session's default schema): choose another catalog name"
+        )
     if dropped:
         raise ArgumentError(
             f"register_catalog({catalog!r}): the session's catalog {catalog!r} has the schema(s) "

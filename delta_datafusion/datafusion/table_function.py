@@ -422,21 +422,19 @@ def _no_such_table(session: SessionContext, arg: _TableArgument) -> TableNotFoun
 def _other_case_hint(session: SessionContext, arg: _TableArgument) -> str:
     """A table of the session named like the argument but in another case (a folder catalog's
     ``MyT``, which an unquoted identifier cannot name: SQL reads it as ``myt``), for messages."""
+    from .session import schema_table_names
+
     found = set()
     for ref in _references(arg):
         *relation, name = ref
         try:
             catalog = session.catalog(relation[0]) if len(relation) == 2 else session.catalog()
             schema = catalog.schema(relation[-1]) if relation else catalog.schema()
-            # a native schema lists by names(); a Python one (a folder catalog's) is itself, and
-            # datafusion's SchemaProvider declares table_names a method (ours is a property)
-            if hasattr(schema, "names"):
-                names = list(schema.names())
-            elif hasattr(schema, "names_in_other_case"):
+            # a folder catalog's schema lists its folder, without opening every table
+            if hasattr(schema, "names_in_other_case"):
                 names = schema.names_in_other_case(name)
             else:
-                names = schema.table_names
-                names = list(names() if callable(names) else names)
+                names = schema_table_names(schema)
         except Exception:  # noqa: BLE001, S112 - no such catalog or schema: nothing to suggest
             continue
         found.update(sql_name((*relation, n)) for n in names if n != name and n.lower() == name.lower())
