@@ -156,10 +156,17 @@ def _chain_child(uri: str, name: str) -> str:
     raise DeltaError(f"{uri!r}: no link of this chained URL names a path")
 
 
+#: OSErrors about a path, not the network: opening a filesystem with them is a DeltaError.
+_PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
 def _open_error(uri: str, e: Exception) -> DeltaError:
     """A filesystem that could not be opened: a StorageError when the store could not be reached
-    (FTP connects on opening; a retry may succeed), else a DeltaError (options, auth, protocol)."""
-    cls = StorageError if isinstance(e, (ConnectionError, TimeoutError)) else DeltaError
+    (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
+    does not resolve (socket.gaierror) or no route to it, OSErrors that are not ConnectionErrors;
+    else a DeltaError (options, auth, protocol, a missing archive)."""
+    network = isinstance(e, OSError) and not isinstance(e, _PATH_ERRORS)
+    cls = StorageError if network else DeltaError
     return cls(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}")
 
 

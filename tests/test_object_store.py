@@ -536,3 +536,19 @@ def test_a_store_that_cannot_be_reached_raises_storage_error():
         port = s.getsockname()[1]
     with pytest.raises(dd.StorageError, match=f"cannot open filesystem for 'ftp://127.0.0.1:{port}/t'"):
         dd.DeltaTable(f"ftp://127.0.0.1:{port}/t").snapshot()
+
+
+@pytest.mark.parametrize("errno_, text", [(-2, "Name or service not known"), (113, "No route to host")])
+def test_a_host_that_cannot_be_found_or_routed_to_raises_storage_error(monkeypatch, errno_, text):
+    """A name that does not resolve (socket.gaierror) or a host with no route (EHOSTUNREACH) are
+    OSErrors but not ConnectionErrors: opening the FTP filesystem raised a bare DeltaError."""
+    import socket
+
+    def fail(*args, **kwargs):
+        raise (socket.gaierror if errno_ < 0 else OSError)(errno_, text)
+
+    monkeypatch.setattr(socket, "create_connection", fail)
+    with pytest.raises(
+        dd.StorageError, match=f"cannot open filesystem for 'ftp://no-such-host.invalid/t'.*{text}"
+    ):
+        dd.DeltaTable("ftp://no-such-host.invalid/t").snapshot()
