@@ -552,3 +552,44 @@ def test_a_host_that_cannot_be_found_or_routed_to_raises_storage_error(monkeypat
         dd.StorageError, match=f"cannot open filesystem for 'ftp://no-such-host.invalid/t'.*{text}"
     ):
         dd.DeltaTable("ftp://no-such-host.invalid/t").snapshot()
+
+
+class _LoginMemoryFS(MemoryFileSystem):
+    """An in-memory store whose URL carries a login, as ftp://user:password@host/... does."""
+
+    protocol = "ddlogin"
+
+    def __init__(self, host=None, port=None, username=None, password=None, **kwargs):
+        super().__init__(**kwargs)
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        from fsspec.utils import infer_storage_options
+
+        return super()._strip_protocol(infer_storage_options(path)["path"]) if "://" in path else path
+
+    @staticmethod
+    def _get_kwargs_from_urls(path):
+        from fsspec.utils import infer_storage_options
+
+        opts = infer_storage_options(path)
+        return {k: opts[k] for k in ("host", "port", "username", "password") if k in opts}
+
+
+def test_a_missing_table_is_named_without_the_urls_password():
+    """The not-found error names an object store's table by its URL (not the bare path), and an
+    unreachable store's by the URL given: a URL carrying a password showed it in the message."""
+    fsspec.register_implementation("ddlogin", _LoginMemoryFS, clobber=True)
+    with pytest.raises(
+        dd.TableNotFoundError, match=r"^ddlogin://reader:\*\*\*@host:21/no/t is not a Delta"
+    ) as e:
+        dd.DeltaTable("ddlogin://reader:s3cret@host:21/no/t").snapshot()
+    assert "s3cret" not in str(e.value)
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(dd.StorageError, match=rf"'ftp://reader:\*\*\*@127.0.0.1:{port}/t'") as e:
+        dd.DeltaTable(f"ftp://reader:s3cret@127.0.0.1:{port}/t").snapshot()
+    assert "s3cret" not in str(e.value)

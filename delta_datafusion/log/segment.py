@@ -195,7 +195,7 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             else " (or the store does not list it: stores without folder listings cannot be read)"
         )
         # a store's path alone ('bucket/t') does not say which store was asked
-        where = storage.root if storage.is_local else storage.root_uri
+        where = storage.root if storage.is_local else storage.shown_uri
         raise TableNotFoundError(f"{where} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}")
     listing = LogListing(log_dir, commits)
     # checkpoint parquet files open with their listed sizes (an object store asks otherwise)
