@@ -103,7 +103,8 @@ class FileChecks:
                 )
 
     def filtered_text_columns(self, predicate: Any) -> frozenset[str]:
-        """Physical names of the string/binary file columns the predicate reads."""
+        """Physical names of the string/binary file columns the predicate reads (a struct's
+        too when a field of it is: a filter on ``st.b`` compares that field)."""
         from ..predicate import referenced_columns
 
         phys = self.rs.to_physical()
@@ -111,8 +112,7 @@ class FileChecks:
         for name in referenced_columns(predicate):
             idx = self.rs.logical.get_field_index(name)
             if idx >= 0 and name in self.rs.file_columns:
-                t = self.rs.logical.field(idx).type
-                if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t):
+                if _holds_text(self.rs.logical.field(idx).type):
                     out.add(phys[name])
         return frozenset(out)
 
@@ -209,3 +209,15 @@ class FileChecks:
 def _fact_key(fact: Any) -> Any:
     """A hashable form of a footer fact, equal for equal facts (a dict by its items, in order)."""
     return (dict, tuple(fact.items())) if isinstance(fact, dict) else (type(fact), fact)
+
+
+def _holds_text(t: pa.DataType) -> bool:
+    """Is the type a string or binary, or a struct with one among its fields (at any depth)?"""
+    if (
+        pa.types.is_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_large_binary(t)
+    ):
+        return True
+    return pa.types.is_struct(t) and any(_holds_text(f.type) for f in t)
