@@ -9,9 +9,21 @@ from __future__ import annotations
 import ast
 import re
 
+#: The password of a URL's login (``scheme://user:password@host``), group 1 all before it.
+_URL_PASSWORD = re.compile(r"(://[^/@:\s]*:)[^/@\s]*@")
+
+
+def without_password(text: str) -> str:
+    """``text`` with the password of every URL login in it (``ftp://user:password@host``) masked."""
+    return _URL_PASSWORD.sub(r"\1***@", text)
+
 
 class DeltaError(Exception):
-    """Base class of every error raised by delta_datafusion."""
+    """Base class of every error raised by delta_datafusion. A message never shows the password
+    of a URL's login: messages name tables and files by URL, which may carry one."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(without_password(a) if isinstance(a, str) else a for a in args))
 
 
 class ArgumentError(DeltaError, ValueError, TypeError):

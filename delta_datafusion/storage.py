@@ -21,7 +21,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
+from .errors import ArgumentError, DeltaError, MissingLogFileError, StorageError, without_password
 
 
 class FileInfo:
@@ -160,10 +160,6 @@ def _chain_child(uri: str, name: str) -> str:
 _PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
-#: The password of a URL's login (``scheme://user:password@host``), group 1 all before it.
-_URL_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
-
-
 def _open_error(uri: str, e: Exception) -> DeltaError:
     """A filesystem that could not be opened: a StorageError when the store could not be reached
     (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
@@ -171,12 +167,7 @@ def _open_error(uri: str, e: Exception) -> DeltaError:
     else a DeltaError (options, auth, protocol, a missing archive)."""
     network = isinstance(e, OSError) and not isinstance(e, _PATH_ERRORS)
     cls = StorageError if network else DeltaError
-    return cls(f"cannot open filesystem for {_without_password(uri)!r}: {type(e).__name__}: {e}")
-
-
-def _without_password(uri: str) -> str:
-    """The URL with the password of its login (``ftp://user:password@host``) masked, for messages."""
-    return _URL_PASSWORD.sub(r"\1***@", uri)
+    return cls(f"cannot open filesystem for {without_password(uri)!r}: {type(e).__name__}: {e}")
 
 
 class Storage:
@@ -285,7 +276,7 @@ class Storage:
     def shown_uri(self) -> str:
         """:attr:`root_uri` for messages: a password the URL carries (``ftp://user:password@host``)
         is masked."""
-        return _without_password(self.root_uri)
+        return without_password(self.root_uri)
 
     @property
     def cache_key(self) -> tuple[str, tuple]:

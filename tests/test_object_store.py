@@ -593,3 +593,27 @@ def test_a_missing_table_is_named_without_the_urls_password():
     with pytest.raises(dd.StorageError, match=rf"'ftp://reader:\*\*\*@127.0.0.1:{port}/t'") as e:
         dd.DeltaTable(f"ftp://reader:s3cret@127.0.0.1:{port}/t").snapshot()
     assert "s3cret" not in str(e.value)
+
+
+def test_no_message_shows_the_password_of_a_tables_url(tmp_path: Path):
+    """Messages name tables and data files by URL: on a store whose URL carries a login, a
+    change feed refused for its table (CDF off) and a missing data file showed the password."""
+    from deltalake import write_deltalake
+
+    fsspec.register_implementation("ddlogin", _LoginMemoryFS, clobber=True)
+    local = tmp_path / "t"
+    write_deltalake(str(local), pa.table({"id": [1, 2]}))
+    mem = MemoryFileSystem()
+    root = f"/login-{uuid.uuid4().hex}"
+    mem.put(str(local), root, recursive=True)
+    table = dd.DeltaTable(f"ddlogin://reader:s3cret@host:21{root}")
+    assert table.snapshot().scan().to_table().num_rows == 2
+    with pytest.raises(dd.CdfNotEnabledError) as e:
+        table.changes(0).to_table()
+    assert "reader:***@host" in str(e.value) and "s3cret" not in str(e.value)
+    for f in mem.find(root):
+        if f.endswith(".parquet"):
+            mem.rm(f)
+    with pytest.raises(dd.DeltaError) as e:
+        dd.DeltaTable(f"ddlogin://reader:s3cret@host:21{root}").snapshot().scan().to_table()
+    assert "reader:***@host" in str(e.value) and "s3cret" not in str(e.value)
