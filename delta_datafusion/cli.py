@@ -154,16 +154,18 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _storage_options(specs: list[str] | None) -> dict[str, Any] | None:
-    """``--option KEY=VALUE`` flags as storage options, typed as SQL ``OPTIONS`` are
-    ('true'/'false' booleans, plain integers ints)."""
+    """``--option KEY=VALUE`` flags as storage options, read as SQL ``OPTIONS`` are: a
+    ``storage.`` prefix is dropped, 'true'/'false' become booleans and plain integers ints
+    (spaces around the key and value are dropped: ``anon= false`` is not the string ' false')."""
     if not specs:
         return None
     from .datafusion.session import option_value
 
     options: dict[str, Any] = {}
     for spec in specs:
-        key, eq, value = spec.partition("=")
-        if not eq or not key.strip():
+        key, eq, value = (part.strip() for part in spec.partition("="))
+        key = key.removeprefix("storage.")
+        if not eq or not key:
             raise ArgumentError(f"--option expects KEY=VALUE, got {spec!r}")
         if key in options:
             raise ArgumentError(f"--option gives {key!r} twice")

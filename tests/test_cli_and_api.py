@@ -107,6 +107,8 @@ def test_cli_passes_storage_options(tmp_path, capsys):
     assert "cannot open filesystem for 'zip://trips'" in capsys.readouterr().err
     assert cli.main(["info", "zip://trips", "--option", f"fo={archive}"]) == 0
     assert "live files: 4" in capsys.readouterr().out
+    assert cli.main(["info", "zip://trips", "--option", f" storage.fo = {archive} "]) == 0  # as SQL OPTIONS
+    assert "live files: 4" in capsys.readouterr().out
     query = "SELECT count(*) AS n FROM trips WHERE city = 'Faro'"
     assert cli.main(["sql", query, "--table", "trips=zip://trips", "--option", f"fo={archive}"]) == 0
     assert "40" in capsys.readouterr().out
