@@ -21,7 +21,14 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .errors import ArgumentError, DeltaError, MissingLogFileError, StorageError, without_password
+from .errors import (
+    ArgumentError,
+    DeltaError,
+    MissingLogFileError,
+    StorageError,
+    TableNotFoundError,
+    without_password,
+)
 
 
 class FileInfo:
@@ -164,10 +171,13 @@ def _open_error(uri: str, e: Exception) -> DeltaError:
     """A filesystem that could not be opened: a StorageError when the store could not be reached
     (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
     does not resolve (socket.gaierror) or no route to it, OSErrors that are not ConnectionErrors;
-    else a DeltaError (options, auth, protocol, a missing archive)."""
+    a TableNotFoundError when what it opens is not there (a zip archive); else a DeltaError
+    (options, auth, protocol)."""
     network = isinstance(e, OSError) and not isinstance(e, _PATH_ERRORS)
-    cls = StorageError if network else DeltaError
-    return cls(f"cannot open filesystem for {without_password(uri)!r}: {type(e).__name__}: {e}")
+    missing = isinstance(e, FileNotFoundError)
+    cls = StorageError if network else TableNotFoundError if missing else DeltaError
+    what = " (so there is no table there)" if missing else ""
+    return cls(f"cannot open filesystem for {uri!r}{what}: {type(e).__name__}: {e}")
 
 
 class Storage:

@@ -1022,3 +1022,12 @@ def test_an_http_table_requests_its_files_by_percent_encoded_urls(tmp_path: Path
             )
         finally:
             store.rm(url, recursive=True)
+
+
+def test_a_missing_zip_archive_is_no_table(tmp_path: Path):
+    """A zip archive that is not there holds no table: TableNotFoundError, as for a missing
+    folder (it was a plain DeltaError about opening a filesystem)."""
+    missing = tmp_path / "missing.zip"
+    for uri, options in ((f"zip://t::file://{missing}", None), ("zip://t", {"fo": str(missing)})):
+        with pytest.raises(dd.TableNotFoundError, match=r"\(so there is no table there\): FileNotFoundError"):
+            dd.DeltaTable(uri, options).snapshot()
