@@ -44,6 +44,26 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _id_mode_start(schema: dict, max_id: int) -> list[dict]:
+    """The protocol and metaData actions of a column-mapping 'id' table with ``schema``."""
+    features = ["columnMapping"]
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": features,
+        "writerFeatures": features,
+    }
+    config = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": str(max_id)}
+    md = {
+        "id": "ids",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": [],
+        "configuration": config,
+    }
+    return [{"protocol": protocol}, {"metaData": md}]
+
+
 def test_the_schema_carries_field_ids(table: Path) -> None:
     # the premise: deltalake kept the ids in the Delta schema, and no column mapping is on
     first = (table / "_delta_log" / "00000000000000000000.json").read_text().splitlines()
@@ -128,23 +148,7 @@ def test_column_mapping_id_mode_resolves_columns_by_field_id(tmp_path: Path) -> 
     iceberg = {1: "id", 2: "score", 3: "st", 4: "a", 5: "b"}
     rows1, rows2 = [(1, 0.5, 10, "x"), (2, 1.5, 20, "y")], [(3, 2.5, 30, "z"), (4, 3.5, 40, "w")]
     actions = [
-        {
-            "protocol": {
-                "minReaderVersion": 3,
-                "minWriterVersion": 7,
-                "readerFeatures": ["columnMapping"],
-                "writerFeatures": ["columnMapping"],
-            }
-        },
-        {
-            "metaData": {
-                "id": "ids",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema),
-                "partitionColumns": [],
-                "configuration": {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "5"},
-            }
-        },
+        *_id_mode_start(schema, 5),
         write("f1.parquet", spark, rows1),
         write("f2.parquet", iceberg, rows2),
     ]
@@ -454,25 +458,7 @@ def test_id_mode_files_of_one_schema_share_one_column_map(tmp_path: Path) -> Non
     (table / "_delta_log").mkdir(parents=True)
     md = {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}
     schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": md}]}
-    actions: list[dict] = [
-        {
-            "protocol": {
-                "minReaderVersion": 3,
-                "minWriterVersion": 7,
-                "readerFeatures": ["columnMapping"],
-                "writerFeatures": ["columnMapping"],
-            }
-        },
-        {
-            "metaData": {
-                "id": "ids",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": json.dumps(schema),
-                "partitionColumns": [],
-                "configuration": {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "1"},
-            }
-        },
-    ]
+    actions = _id_mode_start(schema, 1)
     for i in range(4):  # named as Iceberg names them: the field id says which column it is
         data = pa.table(
             {"id": [i]}, schema=pa.schema([pa.field("id", pa.int64(), metadata={"PARQUET:field_id": "1"})])
