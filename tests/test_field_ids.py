@@ -474,3 +474,32 @@ def test_id_mode_files_of_one_schema_share_one_column_map(tmp_path: Path) -> Non
     maps = [v for (location, _, _), v in file_checks._ID_CACHE.items() if location.startswith(str(table))]
     assert len(maps) == 4 and maps[0] == {"col-1": ("id", pa.int64())}
     assert len({id(m) for m in maps}) == 1
+
+
+class _Label(pa.ExtensionType):
+    """A Python extension type: pyarrow gives it no hash."""
+
+    def __init__(self) -> None:
+        super().__init__(pa.int64(), "delta_datafusion.test.label")
+
+    def __arrow_ext_serialize__(self) -> bytes:
+        return b""
+
+    @classmethod
+    def __arrow_ext_deserialize__(cls, storage_type: pa.DataType, serialized: bytes) -> _Label:
+        return cls()
+
+
+def test_id_mode_file_with_an_unhashable_extension_type_is_read(tmp_path: Path) -> None:
+    """A file column of a registered Python extension type (pyarrow gives such types no hash)
+    renamed by field id is read: footer facts that cannot be hashed are kept unshared."""
+    table = tmp_path / "t"
+    data = _with_ids([("file_x", _Label(), 1)], [pa.ExtensionArray.from_storage(_Label(), pa.array([1, 2]))])
+    _id_mode_table(table, [("x", "long", "col-1", 1)], data)
+    pa.register_extension_type(_Label())
+    try:
+        ctx = SessionContext()
+        dd.register_table(ctx, "t", str(table))
+        assert ctx.sql("SELECT x FROM t ORDER BY x").to_pydict() == {"x": [1, 2]}
+    finally:
+        pa.unregister_extension_type("delta_datafusion.test.label")

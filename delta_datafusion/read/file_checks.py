@@ -201,7 +201,10 @@ class FileChecks:
             if len(cache) >= 65536:
                 cache.clear()
                 _SHARED_FACTS.clear()
-            found = _SHARED_FACTS.setdefault(_fact_key(found), found)
+            try:
+                found = _SHARED_FACTS.setdefault(_fact_key(found), found)
+            except TypeError:  # a type pyarrow gives no hash (a Python extension type): unshared
+                pass
             cache[key] = found
         return found
 
