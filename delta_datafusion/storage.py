@@ -167,17 +167,27 @@ def _chain_child(uri: str, name: str) -> str:
 _PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
-def _open_error(uri: str, e: Exception) -> DeltaError:
+def _open_error(uri: str, e: Exception, options: dict[str, Any]) -> DeltaError:
     """A filesystem that could not be opened: a StorageError when the store could not be reached
     (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
     does not resolve (socket.gaierror) or no route to it, OSErrors that are not ConnectionErrors;
     a TableNotFoundError when what it opens is not there (a zip archive); else a DeltaError
-    (options, auth, protocol)."""
+    (options, auth, protocol, a missing key or credentials file)."""
     network = isinstance(e, OSError) and not isinstance(e, _PATH_ERRORS)
-    missing = isinstance(e, FileNotFoundError)
+    missing = isinstance(e, FileNotFoundError) and _names_location(e, uri, options)
     cls = StorageError if network else TableNotFoundError if missing else DeltaError
     what = " (so there is no table there)" if missing else ""
     return cls(f"cannot open filesystem for {uri!r}{what}: {type(e).__name__}: {e}")
+
+
+def _names_location(e: FileNotFoundError, uri: str, options: dict[str, Any]) -> bool:
+    """Whether the missing file is the location opened (an archive named in the URL or by an
+    ``fo`` option), not a file another option names (a key file: the store's error, not "no
+    table there")."""
+    if e.filename is None:
+        return False
+    archives = [options.get("fo")] + [v.get("fo") for v in options.values() if isinstance(v, dict)]
+    return str(e.filename) in uri or str(e.filename) in {str(a) for a in archives if a is not None}
 
 
 class Storage:
@@ -219,7 +229,7 @@ class Storage:
         try:
             fs, path = fsspec.core.url_to_fs(uri, **self.storage_options)
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
-            raise _open_error(uri, e) from e
+            raise _open_error(uri, e, self.storage_options) from e
         self.__dict__["fs"] = _serialized_if_needed(fs)
         return path
 
@@ -264,7 +274,7 @@ class Storage:
         try:
             fs = fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
-            raise _open_error(self.uri, e) from e
+            raise _open_error(self.uri, e, self.storage_options) from e
         return _serialized_if_needed(fs)
 
     # -- naming -------------------------------------------------------------------------

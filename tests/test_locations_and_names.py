@@ -1031,3 +1031,24 @@ def test_a_missing_zip_archive_is_no_table(tmp_path: Path):
     for uri, options in ((f"zip://t::file://{missing}", None), ("zip://t", {"fo": str(missing)})):
         with pytest.raises(dd.TableNotFoundError, match=r"\(so there is no table there\): FileNotFoundError"):
             dd.DeltaTable(uri, options).snapshot()
+
+
+class _KeyFileFS(MemoryFileSystem):
+    """A store that reads its key file on opening (as sftp's key_filename and older gcsfs token
+    files are read): a missing key file raises FileNotFoundError naming the key file."""
+
+    protocol = "ddkeyfile"
+
+    def __init__(self, key_file: str = "", **kwargs):
+        Path(key_file).read_bytes()
+        super().__init__(**kwargs)
+
+
+def test_a_missing_key_file_is_not_a_missing_table(tmp_path: Path):
+    """A missing file an option names (a key file) is the store's error, naming that file: not
+    TableNotFoundError, which says no table is at the location."""
+    fsspec.register_implementation("ddkeyfile", _KeyFileFS, clobber=True)
+    key = tmp_path / "missing.key"
+    with pytest.raises(DeltaError, match="missing.key") as info:
+        dd.DeltaTable("ddkeyfile://t", {"key_file": str(key)}).snapshot()
+    assert not isinstance(info.value, TableNotFoundError), info.value
