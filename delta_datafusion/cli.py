@@ -167,6 +167,11 @@ def _storage_options(specs: list[str] | None) -> dict[str, Any] | None:
         key = key.removeprefix("storage.")
         if not eq or not key:
             raise ArgumentError(f"--option expects KEY=VALUE, got {spec!r}")
+        if key in ("version", "timestamp"):  # SQL OPTIONS' pins, not a filesystem's options
+            raise ArgumentError(
+                f"--option {key}=... is not a storage option: `info` takes --{key}; in `sql`, "
+                f"pin a table with table_changes() or CREATE EXTERNAL TABLE ... OPTIONS ('{key}' ...)"
+            )
         if key in options:
             raise ArgumentError(f"--option gives {key!r} twice")
         options[key] = option_value(value)

@@ -115,6 +115,8 @@ def test_cli_passes_storage_options(tmp_path, capsys):
     for bad in ("fo", "=x"):
         assert cli.main(["info", "zip://trips", "--option", bad]) == 2
         assert "--option expects KEY=VALUE" in capsys.readouterr().err
+    assert cli.main(["info", str(example), "--option", "version=0"]) == 2  # silently latest before
+    assert "--option version=... is not a storage option: `info` takes --version" in capsys.readouterr().err
     assert cli.main(["info", "zip://trips", "--option", f"fo={archive}", "--option", "fo=y"]) == 2
     assert "--option gives 'fo' twice" in capsys.readouterr().err
 
