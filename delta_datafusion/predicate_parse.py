@@ -88,9 +88,9 @@ def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
     if isinstance(pred, Comparison):
         left, right = operand(pred.left), operand(pred.right)
         if isinstance(left, Column) and isinstance(right, Literal):
-            right = _decimal_literal(left, right)
+            right = _literal_for(left, right)
         elif isinstance(right, Column) and isinstance(left, Literal):
-            left = _decimal_literal(right, left)
+            left = _literal_for(right, left)
         return Comparison(pred.op, left, right)
     if isinstance(pred, And):
         return And(tuple(_bind_types(c, schema) for c in chain_operands(pred)))
@@ -106,12 +106,35 @@ def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
         if not pred.values:  # x IN () is FALSE and x NOT IN () TRUE, NULL x included
             return BoolLiteral(pred.negated)
         x = operand(pred.operand)
-        values = tuple(_decimal_literal(x, v) for v in pred.values) if isinstance(x, Column) else pred.values
+        values = tuple(_literal_for(x, v) for v in pred.values) if isinstance(x, Column) else pred.values
         return In(x, values, pred.negated)
     return pred
 
 
 _EXACT = decimal.Context(prec=80)
+
+
+def _literal_for(column: Column, lit: Literal) -> Literal:
+    """A literal compared with ``column``, as its type where the comparison means the same and
+    pyarrow would refuse or widen it otherwise (see the two helpers)."""
+    return _zoned_literal(column, _decimal_literal(column, lit))
+
+
+def _zoned_literal(column: Column, lit: Literal) -> Literal:
+    """A timestamp literal of another time zone than its column's, in the column's zone: the
+    same instant (Arrow stores UTC instants; the zone only labels them), where pyarrow has no
+    kernel comparing two zones. Naive against zoned stays refused: that one has no meaning."""
+    t = column.type
+    if (
+        t is None
+        or not pa.types.is_timestamp(t)
+        or t.tz is None
+        or not pa.types.is_timestamp(lit.type)
+        or lit.type.tz is None
+        or lit.type.tz == t.tz
+    ):
+        return lit
+    return Literal(lit.value.cast(pa.timestamp(lit.type.unit, tz=t.tz)))
 
 
 def _decimal_literal(column: Column, lit: Literal) -> Literal:

@@ -1051,3 +1051,38 @@ def test_chains_are_read_without_recursion_and_deep_nesting_is_refused(tmp_path)
     for bad in (deep, nested):
         with pytest.raises(PredicateError, match="nested more than"):
             snap.scan(predicate=bad)
+
+
+def test_a_timestamp_literal_of_another_time_zone_compares_as_the_same_instant(tmp_path):
+    """A zoned literal of another zone than its column's is the same instant (Arrow stores UTC
+    instants): pyarrow has no kernel comparing two zones, and the Python API refused the filter.
+    Naive against zoned stays refused."""
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+
+    utc = dt.timezone.utc
+    instants = [dt.datetime(2024, 1, 1, tzinfo=utc), dt.datetime(2024, 6, 1, tzinfo=utc)]
+    write_deltalake(str(tmp_path / "t"), pa.table({"ts": pa.array(instants, pa.timestamp("us", tz="UTC"))}))
+    snap = dd.DeltaTable(str(tmp_path / "t")).snapshot()
+
+    def rows(literal: pa.Scalar) -> list:
+        return snap.scan(predicate=pc.field("ts") >= literal).to_table().column("ts").to_pylist()
+
+    # 2024-06-01T01:30+01:00 is 00:30 UTC, after the second instant; 00:30+01:00 is 23:30 UTC before it
+    after = pa.scalar(dt.datetime(2024, 6, 1, 0, 30), pa.timestamp("ms", tz="UTC")).cast(
+        pa.timestamp("ms", tz="Europe/Lisbon")
+    )
+    before = pa.scalar(dt.datetime(2024, 5, 31, 23, 30), pa.timestamp("s", tz="UTC")).cast(
+        pa.timestamp("s", tz="Europe/Lisbon")
+    )
+    assert rows(after) == []
+    assert rows(before) == [instants[1]]
+    assert (
+        snap.scan(predicate=pc.field("ts").isin(pa.array([instants[0]], pa.timestamp("us", tz="Asia/Tokyo"))))
+        .to_table()
+        .num_rows
+        == 1
+    )
+    with pytest.raises(dd.DeltaError, match="without timezone"):
+        rows(pa.scalar(dt.datetime(2024, 3, 1), pa.timestamp("us")))
