@@ -226,3 +226,27 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # no
             f"{corpus_missing_reason()}: corpus tests were SKIPPED (set DELTA_DATAFUSION_CORPUS)",
             red=True,
         )
+
+
+def python_schema_catalog(tables: set[str]) -> Any:
+    """A datafusion memory catalog whose schema ``s`` is a user's Python ``SchemaProvider``
+    listing ``tables`` (``table_names`` a method, as datafusion's base class declares it) and
+    serving none of them."""
+    from datafusion.catalog import Catalog, SchemaProvider
+
+    class Names(SchemaProvider):
+        def owner_name(self) -> None:
+            return None
+
+        def table_names(self) -> set[str]:
+            return set(tables)
+
+        def table(self, name: str) -> None:
+            return None
+
+        def table_exist(self, name: str) -> bool:
+            return name in tables
+
+    catalog = Catalog.memory_catalog()
+    catalog.register_schema("s", Names())
+    return catalog

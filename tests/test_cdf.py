@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import add_action, commit_path, copy_table, corpus_table, write_commit
+from conftest import add_action, commit_path, copy_table, corpus_table, python_schema_catalog, write_commit
 from corpus_compare import assert_same_rows
 
 deltalake = pytest.importorskip("deltalake")
@@ -1364,25 +1364,8 @@ def test_the_other_case_hint_opens_no_other_table(flat_table, tmp_path, monkeypa
 def test_the_other_case_hint_over_a_users_schema_provider(flat_table):
     """datafusion's SchemaProvider declares table_names a method: the hint calls it (iterating
     the bound method raised TypeError in place of the not-found error)."""
-    from datafusion.catalog import Catalog, SchemaProvider
-
-    class Names(SchemaProvider):
-        def owner_name(self):
-            return None
-
-        def table_names(self) -> set[str]:
-            return {"Foo"}
-
-        def table(self, name):
-            return None
-
-        def table_exist(self, name):
-            return False
-
     ctx = new_ctx()
-    catalog = Catalog.memory_catalog()
-    catalog.register_schema("s", Names())
-    ctx.register_catalog_provider("c", catalog)
+    ctx.register_catalog_provider("c", python_schema_catalog({"Foo"}))
     with pytest.raises(Exception, match='TableNotFoundError.*the session has c.s."Foo": SQL reads'):
         sql(ctx, "SELECT * FROM table_changes(c.s.Foo, 3)")
     with pytest.raises(Exception, match=r"TableNotFoundError.*registered in this session: none\)\"\)"):

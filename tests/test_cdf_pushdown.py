@@ -204,19 +204,25 @@ def test_footer_cache(table, monkeypatch):
     assert len(calls) == 2 * first
 
 
-def test_selection_reused_per_predicate(table, monkeypatch):
-    """A feed prunes once per predicate: the same filter planned again (a repeated statement)
-    selects the same sources and counts without judging stats or footers again."""
+@pytest.fixture
+def judged(monkeypatch) -> list[int]:
+    """One entry per pruning pass a change feed runs (``ChangeFeed._keep`` calls)."""
     from delta_datafusion.changes.feed import ChangeFeed
 
-    judged = []
+    calls: list[int] = []
     orig = ChangeFeed._keep
 
     def spy(self, *args, **kw):
-        judged.append(1)
+        calls.append(1)
         return orig(self, *args, **kw)
 
     monkeypatch.setattr(ChangeFeed, "_keep", spy)
+    return calls
+
+
+def test_selection_reused_per_predicate(table, judged):
+    """A feed prunes once per predicate: the same filter planned again (a repeated statement)
+    selects the same sources and counts without judging stats or footers again."""
     expr = (pc.field("_change_type") == "delete") & (pc.field("id") >= 150)
     info1, units1 = plan(table, expr)
     first = len(judged)
@@ -238,19 +244,11 @@ def test_selection_reused_per_predicate(table, monkeypatch):
     assert_same_rows(again[0], again[1], q)
 
 
-def test_long_in_list_selection_not_kept(table, monkeypatch):
+def test_long_in_list_selection_not_kept(table, judged):
     """A predicate with a long IN list is pruned on each statement, not kept per feed: keying it
     costs more than pruning, and kept ones would hold all their literals."""
-    from delta_datafusion.changes.feed import PLAN_CACHE_MAX_LITERALS, ChangeFeed
+    from delta_datafusion.changes.feed import PLAN_CACHE_MAX_LITERALS
 
-    judged = []
-    orig = ChangeFeed._keep
-
-    def spy(self, *args, **kw):
-        judged.append(1)
-        return orig(self, *args, **kw)
-
-    monkeypatch.setattr(ChangeFeed, "_keep", spy)
     expr = pc.field("id").isin(list(range(150, 151 + PLAN_CACHE_MAX_LITERALS)))
     info1, units1 = plan(table, expr)
     first = len(judged)

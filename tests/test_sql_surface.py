@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from conftest import python_schema_catalog
 
 pytest.importorskip("deltalake")
 from datafusion import SessionContext  # noqa: E402
@@ -82,27 +83,10 @@ def test_register_catalog_over_an_empty_catalog_with_two_schemas(tmp_path: Path)
 def test_register_catalog_over_a_catalog_with_a_python_schema(tmp_path: Path) -> None:
     """A schema written to datafusion's SchemaProvider (table_names a method, no names()) is read
     for its tables: the check raised AttributeError: no attribute 'names'."""
-    from datafusion.catalog import Catalog, SchemaProvider
-
-    class Names(SchemaProvider):
-        def owner_name(self):
-            return None
-
-        def table_names(self) -> set[str]:
-            return {"Foo"}
-
-        def table(self, name):
-            return None
-
-        def table_exist(self, name):
-            return name == "Foo"
-
     root = _lake(tmp_path)
     ctx = SessionContext()
     dd.register(ctx)
-    catalog = Catalog.memory_catalog()
-    catalog.register_schema("s", Names())
-    ctx.register_catalog_provider("c", catalog)
+    ctx.register_catalog_provider("c", python_schema_catalog({"Foo"}))
     with pytest.raises(ArgumentError, match=r"'c' holding tables \(s.Foo\)"):
         dd.register_catalog(ctx, "c", str(root))
 
