@@ -27,7 +27,6 @@ from .errors import (
     MissingLogFileError,
     StorageError,
     TableNotFoundError,
-    without_password,
 )
 
 
@@ -291,12 +290,6 @@ class Storage:
             # a chain, or a URL whose host/port/account the path does not keep: the URL as given
             return self.uri.rstrip("/")
         return self.root if "://" in self.root else f"{self.protocol}://{self.root}"
-
-    @property
-    def shown_uri(self) -> str:
-        """:attr:`root_uri` for messages: a password the URL carries (``ftp://user:password@host``)
-        is masked."""
-        return without_password(self.root_uri)
 
     @property
     def cache_key(self) -> tuple[str, tuple]:

@@ -194,8 +194,9 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             if storage.is_local
             else " (or the store does not list it: stores without folder listings cannot be read)"
         )
-        # a store's path alone ('bucket/t') does not say which store was asked
-        where = storage.root if storage.is_local else storage.shown_uri
+        # a store's path alone ('bucket/t') does not say which store was asked (a URL's password
+        # is masked by DeltaError, as in every message)
+        where = storage.root if storage.is_local else storage.root_uri
         raise TableNotFoundError(f"{where} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}")
     listing = LogListing(log_dir, commits)
     # checkpoint parquet files open with their listed sizes (an object store asks otherwise)
