@@ -547,6 +547,23 @@ def iter_columns(pred: Predicate) -> Iterator[Column]:
         raise PredicateError(f"not a predicate: {pred!r}")
 
 
+def literal_count(pred: Predicate) -> int:
+    """How many literals the tree holds (one per comparison, each value of an IN list), walked
+    with a stack: chains may be far deeper than Python's recursion limit."""
+    count, stack = 0, [pred]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, (And, Or)):
+            stack.extend(p.children)
+        elif isinstance(p, Not):
+            stack.append(p.child)
+        elif isinstance(p, In):
+            count += len(p.values)
+        elif isinstance(p, Comparison):
+            count += 1
+    return count
+
+
 def referenced_columns(pred: Predicate) -> set[str]:
     """Top-level logical names of every column the predicate reads."""
     return {c.name for c in iter_columns(pred)}

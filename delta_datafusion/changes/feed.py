@@ -506,13 +506,13 @@ class ChangeFeed:
         statistics, read only when the predicate constrains ``_change_type`` or data columns
         (``footers=False`` turns that off). Footers are cached per file (data files never change).
         """
-        from ..predicate import TRUE
+        from ..predicate import TRUE, literal_count
 
         src = self.sources
         total = src.num_rows
         if pred is None or pred == TRUE or not total:
             sel = _Selection(np.arange(total), None, total, total, {"range": f"{self.start}..{self.end}"})
-        elif _literal_count(pred) > PLAN_CACHE_MAX_LITERALS:
+        elif literal_count(pred) > PLAN_CACHE_MAX_LITERALS:
             sel = self._select(pred, footers)
         else:
             # the selection depends only on the feed's sources and its files' footers, which never
@@ -742,24 +742,6 @@ class ChangeFeed:
 
     def __repr__(self) -> str:
         return f"ChangeFeed({self.storage.root_uri!r}, {self.start}..{self.end}, sources={self.sources.num_rows})"
-
-
-def _literal_count(pred: Any) -> int:
-    """How many literals the predicate tree holds (walked with a stack: chains may be deep)."""
-    from ..predicate import And, Comparison, In, Not, Or
-
-    count, stack = 0, [pred]
-    while stack:
-        p = stack.pop()
-        if isinstance(p, (And, Or)):
-            stack.extend(p.children)
-        elif isinstance(p, Not):
-            stack.append(p.child)
-        elif isinstance(p, In):
-            count += len(p.values)
-        elif isinstance(p, Comparison):
-            count += 1
-    return count
 
 
 def _ict_of(md: Metadata, where: str) -> tuple[int, int] | None:
