@@ -90,8 +90,6 @@ def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
             for i, a in zip(positions, done, strict=True):
                 children[i] = a
         return pa.StructArray.from_arrays(children, fields=list(target), mask=pc.invert(arr.is_valid()))
-    if arr.type == target:
-        return _within_precision(arr) if pa.types.is_decimal(target) else arr
     try:
         return _cast_leaf(arr, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
