@@ -18,7 +18,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arguments import integer
-from .errors import LogCorruptError, MissingProtocolError, VersionNotFoundError
+from .errors import (
+    DeltaError,
+    LogCorruptError,
+    MissingLogFileError,
+    MissingProtocolError,
+    VersionNotFoundError,
+)
 from .log.actions import (
     CommitData,
     commit_schema,
@@ -220,7 +226,7 @@ class Snapshot(TableVersionView):
         self.storage = storage
         self.segment = segment
         self.version = segment.version
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # transactions may list again through files() (see _files)
         self._commit_data = commit_data if commit_data is not None else read_commits(storage, segment.commits)
         self.protocol, self.metadata = self._load_protocol_metadata()
 
@@ -439,6 +445,22 @@ class Snapshot(TableVersionView):
 
     @cached_property
     def _files(self) -> pa.Table:
+        try:
+            return self._replayed_files()
+        except MissingLogFileError:
+            if self.segment.checkpoint is None:
+                raise
+        # the checkpoint is read on first use, after the listing: a log cleanup in between removed
+        # it. The version is built again from a new listing (never the old listing's commits with
+        # the new one's checkpoint), in another snapshot: threads replaying this one are not mixed
+        from .table import relisting
+
+        fresh = relisting(lambda: _listed_again(self))
+        self.__dict__["transactions"] = fresh.transactions
+        self.__dict__["domain_metadata"] = fresh.domain_metadata
+        return fresh.files()
+
+    def _replayed_files(self) -> pa.Table:
         # Typed source by source (smaller parse buffers); then the raw strings are dropped: planning
         # uses the typed table from now on.
         fast = self._typed_single_leaf()
@@ -474,11 +496,19 @@ class Snapshot(TableVersionView):
         part_pred = split_by_columns(pred, parts)[0] if parts else TRUE
         with self._lock:
             built = self.__dict__.get("_files")
+        raw = None
+        if built is None:
+            try:
+                raw = self.raw_files
+            except MissingLogFileError:
+                if self.segment.checkpoint is None:
+                    raise
+                built = self.files()  # the checkpoint is gone: listed again (see _files)
         # stage 1: partition pruning, on the built file table or on the typed partition values
         if built is not None:
             candidates, pv, total = built, None, built.num_rows
         else:
-            candidates = self.raw_files
+            candidates = raw
             total = candidates.num_rows
             pv = self.typed_partitions(candidates) if pred != TRUE else None
         if part_pred != TRUE and total:
@@ -505,12 +535,24 @@ class Snapshot(TableVersionView):
     @cached_property
     def transactions(self) -> dict[str, int]:
         """Latest version of each application transaction (``txn`` actions)."""
-        return self._transactions_with(self._checkpoint_pass.txn)
+        try:
+            return self._transactions_with(self._checkpoint_pass.txn)
+        except MissingLogFileError:
+            if self.segment.checkpoint is None:
+                raise
+            self.files()  # the checkpoint is gone: listed again, which keeps the transactions
+            return self.__dict__["transactions"]
 
     @cached_property
     def domain_metadata(self) -> dict[str, str]:
         """Active domain metadata configurations by domain name."""
-        return self._domains_with(self._checkpoint_pass.domains)
+        try:
+            return self._domains_with(self._checkpoint_pass.domains)
+        except MissingLogFileError:
+            if self.segment.checkpoint is None:
+                raise
+            self.files()  # see transactions
+            return self.__dict__["domain_metadata"]
 
     def _transactions_with(self, checkpoint_txn: list[pa.Array]) -> dict[str, int]:
         cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
@@ -546,6 +588,45 @@ _RAW_COLUMNS = [
     "version",
     "key",
 ]
+
+
+def _listed_again(old: Snapshot) -> Snapshot:
+    """``old``'s version from a new listing of the log, its files read (a file gone again is a
+    MissingLogFileError, for :func:`~delta_datafusion.table.relisting` to list once more)."""
+    from .table import DeltaTable
+
+    table = DeltaTable.from_storage(old.storage)
+    try:
+        fresh = table.snapshot(old.version, listing=table.listing())
+    except VersionNotFoundError as e:
+        raise VersionNotFoundError(
+            f"a log cleanup removed the files of version {old.version} of {old.table_root}, which "
+            f"this snapshot reads, after it was loaded; open it again ({e})"
+        ) from e
+    if not _same_table_version(old, fresh):
+        # the folder was deleted and written again up to the same version: not the table opened
+        raise DeltaError(
+            f"{old.table_root} was replaced by another table after it was opened (version "
+            f"{old.version} has another protocol or metadata now); open it again"
+        )
+    fresh.__dict__["_files"] = fresh._replayed_files()
+    return fresh
+
+
+def _same_table_version(a: Snapshot, b: Snapshot) -> bool:
+    """Do two listings' snapshots of one version describe the same table? Compared by what they
+    mean, not the log's text: a checkpoint may write the schema string in another JSON form
+    (spacing, key order) than the commits it replaces."""
+    ma, mb = a.metadata, b.metadata
+    return (
+        a.protocol == b.protocol
+        and ma.id == mb.id
+        and ma.partition_columns == mb.partition_columns
+        and ma.column_mapping_mode == mb.column_mapping_mode
+        and ma.configuration == mb.configuration
+        and ma.arrow_schema.equals(mb.arrow_schema, check_metadata=True)
+        and ma.physical_schema.equals(mb.physical_schema, check_metadata=True)
+    )
 
 
 def _on_thread(work: Callable[[], Any], name: str) -> Future:

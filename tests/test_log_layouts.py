@@ -2033,6 +2033,39 @@ def test_log_cleanup_past_a_registered_version_is_a_clear_error(tmp_path):
     assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [5]}
 
 
+def test_log_cleanup_after_a_snapshot_was_loaded_is_listed_again(tmp_path):
+    """The Python API reads a snapshot's checkpoint on first use, as a registered table does: a
+    checkpoint and log cleanup in between removed it, and a snapshot (or a scan made from it)
+    whose version the new checkpoint still gives failed with MissingLogFileError ("disappeared
+    after the folder was listed") where the same query through SQL read it. The version is now
+    built again from a new listing."""
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    table = DeltaTable(str(t))
+    for_scan, for_files, for_txn = table.snapshot(), table.snapshot(), table.snapshot()
+    scan = for_scan.scan(predicate="id > 0")
+    _checkpoint_and_clean_up(t)
+    assert sorted(scan.to_table().column("id").to_pylist()) == [1, 2, 3]
+    assert sorted(for_scan.scan().to_table().column("id").to_pylist()) == [0, 1, 2, 3]
+    assert for_files.files().num_rows == 4 and for_files.version == 3
+    assert for_txn.transactions == {} and for_txn.files().num_rows == 4
+
+
+def test_log_cleanup_past_a_loaded_snapshot_is_a_clear_error(tmp_path):
+    """A snapshot whose version a log cleanup removed (the writer committed past it first) says
+    so, naming the version, instead of a missing checkpoint file."""
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    snap = DeltaTable(str(t)).snapshot()
+    deltalake.write_deltalake(str(t), pa.table({"id": [4]}), mode="append")
+    _checkpoint_and_clean_up(t)
+    for read in (snap.files, lambda: snap.scan().to_table()):
+        with pytest.raises(
+            VersionNotFoundError, match=r"log cleanup removed the files of version 3 .*4\.\.4"
+        ):
+            read()
+
+
 def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered_one(tmp_path):
     """The folder deleted and another table written there up to the registered version: listing
     again finds that version with other metadata, and the query is refused instead of reading
