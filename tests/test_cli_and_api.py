@@ -415,6 +415,27 @@ def test_registered_table_is_pinned_and_folder_catalog_follows_new_commits(tmp_p
         dd.explain(ctx, "EXPLAIN SELECT 1")
 
 
+def test_table_changes_of_a_registered_name_without_an_end_reads_past_the_registration(tmp_path):
+    """README: a registered table serves the snapshot of its registration, but table_changes() of
+    its name without an end reads to the latest version, also within one statement (the name gives
+    the location only); an end keeps the range at the registered version."""
+    import pyarrow as pa
+    from datafusion import SessionContext
+    from deltalake import write_deltalake
+
+    import delta_datafusion as dd
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", path)
+    write_deltalake(path, pa.table({"id": [3]}), mode="append")
+    both = "SELECT (SELECT count(*) FROM t) AS n, (SELECT count(*) FROM table_changes('t', 0{})) AS c"
+    assert ctx.sql(both.format("")).to_pydict() == {"n": [2], "c": [3]}
+    assert ctx.sql(both.format(", 0")).to_pydict() == {"n": [2], "c": [2]}
+
+
 SQL_PREDICATES = [
     "id > 2 AND birthday >= '2023-12-25'",
     "name IN ('Ada', 'Bob') OR id IS NULL",
