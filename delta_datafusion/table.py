@@ -99,10 +99,14 @@ class DeltaTable:
         """One row per available commit, oldest first: version, timestamp (ms; the in-commit
         timestamp when enabled, else the file modification time made strictly increasing) and
         operation. ``limit``: only the newest ``limit`` commits (each listed commit is a read)."""
-        import io
-
         if limit is not None and integer(limit, "limit") < 0:
             raise ArgumentError(f"limit must be at least 0, got {limit!r}")
+        return relisting(lambda: self._history(limit))
+
+    def _history(self, limit: int | None) -> pa.Table:
+        """:meth:`history` from one listing."""
+        import io
+
         listing = self.listing()
         timeline = self.timeline(listing)
         rows = []

@@ -2033,6 +2033,48 @@ def test_log_cleanup_past_a_registered_version_is_a_clear_error(tmp_path):
     assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [5]}
 
 
+@pytest.mark.parametrize("read", ["changes", "table_changes", "history"])
+def test_log_cleanup_right_after_a_change_feed_listing_is_listed_again(tmp_path, monkeypatch, read):
+    """A checkpoint and log cleanup just after the change feed (or history) listed the log removed
+    commits it then read: the feed of versions the cleanup kept failed with MissingLogFileError
+    ("disappeared after the folder was listed"), where snapshot() lists again. It lists again
+    too now."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.storage import Storage
+
+    t = tmp_path / "t"
+    conf = {"delta.logRetentionDuration": "interval 0 seconds", "delta.enableChangeDataFeed": "true"}
+    for i in range(5):
+        deltalake.write_deltalake(str(t), pa.table({"id": [i]}), mode="append", configuration=conf)
+        if i == 1:
+            deltalake.DeltaTable(str(t)).create_checkpoint()
+    real = Storage.list_names
+    listings = []
+
+    def cleanup_after_the_first_listing(self, path):
+        names = real(self, path)
+        listings.append(path)
+        if len(listings) == 1:  # a writer checkpoints version 3 and cleans up 0..2 right now
+            deltalake.DeltaTable(str(t), version=3).create_checkpoint()
+            deltalake.DeltaTable(str(t)).cleanup_metadata()
+            assert not commit_path(t, 2).exists()
+        return names
+
+    monkeypatch.setattr(Storage, "list_names", cleanup_after_the_first_listing)
+    if read == "changes":
+        rows = DeltaTable(str(t)).changes(4).to_table()
+        assert rows.column("id").to_pylist() == [4]
+    elif read == "table_changes":
+        ctx = dd.register(SessionContext())
+        rows = ctx.sql(f"SELECT id, _commit_version FROM table_changes('{t}', 4)").to_pydict()
+        assert rows == {"id": [4], "_commit_version": [4]}
+    else:
+        assert DeltaTable(str(t)).history().column("version").to_pylist() == [3, 4]
+    assert len(listings) >= 2
+
+
 def test_log_cleanup_after_a_snapshot_was_loaded_is_listed_again(tmp_path):
     """The Python API reads a snapshot's checkpoint on first use, as a registered table does: a
     checkpoint and log cleanup in between removed it, and a snapshot (or a scan made from it)

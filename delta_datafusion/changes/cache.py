@@ -32,6 +32,14 @@ def load_change_feed(table: DeltaTable, start: Any, end: Any = None) -> ChangeFe
     timestamp is made greater than every earlier one), so rewritten or re-timed commits (and a new
     latest version when ``end`` is omitted) are never served stale.
     """
+    from ..table import relisting
+
+    # a commit or checkpoint removed after the listing (a concurrent checkpoint and log cleanup)
+    # is listed again, as snapshot() does: the range may still be there
+    return relisting(lambda: _load(table, start, end))
+
+
+def _load(table: DeltaTable, start: Any, end: Any) -> ChangeFeed:
     listing = list_log(table.storage)
     s, e = resolve_range(table, start, end, listing)
     require_commits(listing, s, e, table.storage.root_uri)
