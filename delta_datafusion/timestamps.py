@@ -208,7 +208,11 @@ class CommitTimeline:
             if version in mono:
                 return mono[version]
         if version not in self.listing.commits:
-            raise VersionNotFoundError(f"no commit file for version {version} in {self.listing.log_dir}")
+            have = f"{self.versions[0]}..{self.versions[-1]}" if self.versions else "none"
+            raise VersionNotFoundError(
+                f"no commit file for version {version} in {self.listing.log_dir} (log cleaned up or "
+                f"never written); commits available: {have}"
+            )
         if version not in self._cache:
             info = self.listing.commits[version]
             self._cache[version] = read_in_commit_timestamp(

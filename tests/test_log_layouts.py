@@ -2108,6 +2108,18 @@ def test_log_cleanup_past_a_loaded_snapshot_is_a_clear_error(tmp_path):
             read()
 
 
+def test_commit_timestamp_of_a_cleaned_up_version_names_the_commits_left(tmp_path):
+    """A snapshot kept while the log is cleaned up past its version: its commit timestamp is no
+    longer known, and the error says which commits are left (it named the version only)."""
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    snap = DeltaTable(str(t)).snapshot()
+    deltalake.write_deltalake(str(t), pa.table({"id": [4]}), mode="append")
+    _checkpoint_and_clean_up(t)
+    with pytest.raises(VersionNotFoundError, match=r"version 3 .*log cleaned up.*commits available: 4\.\.4"):
+        snap.commit_timestamp()
+
+
 def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered_one(tmp_path):
     """The folder deleted and another table written there up to the registered version: listing
     again finds that version with other metadata, and the query is refused instead of reading
