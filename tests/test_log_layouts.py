@@ -1760,6 +1760,44 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     assert snap.domain_metadata == {}
 
 
+def test_checkpoint_of_the_latest_version_is_read_on_the_callers_thread(tmp_path, monkeypatch):
+    """With no commit after the checkpoint there is nothing to overlap its read with: planning
+    and files() read and type it on the caller's thread (a thread started and waited for on
+    every query cost ~0.3 ms), with the same files; a commit after it still gets the thread."""
+    import delta_datafusion.snapshot as snapshot_module
+
+    for i in range(3):
+        rows = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "p": [f"p{i % 2}"] * 10})
+        props = deltalake.CommitProperties(app_transactions=[deltalake.Transaction("app", i)])
+        deltalake.write_deltalake(
+            str(tmp_path), rows, partition_by=["p"], mode="append", commit_properties=props
+        )
+    deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
+    monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)  # threads allowed, whatever the CPU count
+    started: list[str] = []
+    real = snapshot_module._on_thread
+
+    def spy(work, name):
+        started.append(name)
+        return real(work, name)
+
+    monkeypatch.setattr(snapshot_module, "_on_thread", spy)
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    assert not snap.commit_data and snap.checkpoint_version == 2  # the premise
+    files, total, _ = snap.select_files(None)
+    assert total == 3 and files_summary(files) == oracle(tmp_path)
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    assert files_summary(snap.files()) == oracle(tmp_path)
+    assert snap.transactions == {"app": 2}
+    assert started == []
+    deltalake.write_deltalake(
+        str(tmp_path), pa.table({"id": [99], "p": ["p0"]}), partition_by=["p"], mode="append"
+    )
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    assert files_summary(snap.select_files(None)[0]) == oracle(tmp_path)
+    assert started == ["delta-checkpoint-read"]
+
+
 @pytest.mark.parametrize("slow", ["commits", "sequential", "leaf, few touched"])
 def test_checkpoint_files_an_overwrite_removed_are_not_typed(tmp_path, monkeypatch, slow):
     """An overwrite that changed a partition column's type removed every checkpointed file: their
