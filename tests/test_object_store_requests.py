@@ -424,6 +424,49 @@ def test_scan_partitions_read_the_format_sample_once(tmp_path: Path, store) -> N
     assert len([c for c in CALLS if c[0] == "open" and c[1].endswith(".parquet")]) == 1, CALLS
 
 
+def _text_table(tmp_path: Path, files: int) -> Path:
+    """An unpartitioned table with a string column, ``files`` data files of one row group."""
+    path = tmp_path / "text"
+    for i in range(files):
+        rows = pa.table({"id": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "name": [f"n{i}"] * 10})
+        deltalake.write_deltalake(str(path), rows, mode="append")
+    return path
+
+
+def _parquet_opens() -> list[int]:
+    return sorted(Counter(p for kind, p, _ in CALLS if kind == "open" and p.endswith(".parquet")).values())
+
+
+def test_first_rows_open_their_file_once(tmp_path: Path, store) -> None:
+    """A LIMIT query's first file is opened once: the footer its streamed first row group reads
+    also chooses the scan's format (the file was opened once more for that, before any row)."""
+    fs, root = store
+    _upload(fs, _text_table(tmp_path, 1), root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddcount://{root}")
+    CALLS.clear()
+    got = ctx.sql("SELECT * FROM t LIMIT 3").to_arrow_table()
+    assert got.num_rows == 3 and got.column_names == ["id", "name"]
+    assert _parquet_opens() == [1], CALLS
+
+
+def test_scan_without_text_columns_reads_no_footer_for_the_format(tmp_path: Path, store) -> None:
+    """The format's choice (dictionary decoding of string columns) needs a footer only when the
+    scan reads a string column: a scan of numbers opens each file once (a footer request more
+    before the scan started); a later scan of the text still makes the choice."""
+    fs, root = store
+    _upload(fs, _text_table(tmp_path, 2), root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddcount://{root}")
+    CALLS.clear()
+    assert ctx.sql("SELECT sum(id) AS s FROM t WHERE id >= 0").to_pydict() == {"s": [sum(range(20))]}
+    assert _parquet_opens() == [1, 1], CALLS
+    CALLS.clear()
+    got = ctx.sql("SELECT name FROM t WHERE id >= 5").to_pydict()
+    assert sorted(got["name"]) == ["n0"] * 5 + ["n1"] * 10
+    assert _parquet_opens() == [1, 2], CALLS  # one file's footer read for the choice
+
+
 def test_table_changes_reads_each_commit_once(tmp_path: Path, store) -> None:
     """The start snapshot of a change range reuses the range's commits it needs (the start
     commit was read twice when the start snapshot also needed older commits)."""

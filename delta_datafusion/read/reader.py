@@ -6,7 +6,7 @@ fragment guarantees (pyarrow fills them), the SQL-exact row filter pushed into p
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Collection, Generator, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -54,6 +54,10 @@ class UnitReader:
         self.version = version
         self._lock = threading.Lock()
         self._fmt: ds.ParquetFileFormat | None = None
+        #: physical names of the string columns (the ones the format's choice is about)
+        self._strings = frozenset(
+            f.name for f in rs.physical if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+        )
         self._physical_types = dict(zip(rs.physical.names, rs.physical.types, strict=True))
         # the table (and version) for error messages
         where = f"table {table_label}" + (f" version {version}" if version is not None else "")
@@ -196,29 +200,35 @@ class UnitReader:
             return [True] * len(units)
         return [u.all_rows_match for u in units]
 
-    def _format(self, sample: ScanUnit) -> ds.ParquetFileFormat:
-        """The parquet format for fast-path reads, chosen once per reader from one file's footer.
+    def _format(
+        self, sample: ScanUnit, footer: pq.FileMetaData | None = None, read: Collection[str] | None = None
+    ) -> ds.ParquetFileFormat:
+        """The parquet format for fast-path reads, chosen once per reader from one file's footer
+        (``footer``: the sample's, already read).
 
         Low-cardinality string columns (small dictionary pages) are decoded as dictionaries and
         cast to string by the dataset: measured 2x cheaper than pyarrow's plain string decode
         (TPC-H l_returnflag: 0.40 s -> 0.21 s for 6M rows), while high-cardinality ones would be
-        2x slower that way, so they keep the plain decode.
+        2x slower that way, so they keep the plain decode. A scan whose ``read`` columns (the
+        physical names of the file columns it reads; None: any) hold no string column is not
+        affected by the choice, and does not wait for a footer read (TPC-H selective queries:
+        one footer read less before the scan starts).
         """
         with self._lock:  # held while choosing: scan partitions start together, one reads the footer
             if self._fmt is None:
-                self._fmt = self._choose_format(sample)
+                if read is not None and self._strings.isdisjoint(read):
+                    return self._make_format([])
+                self._fmt = self._choose_format(sample, footer)
             return self._fmt
 
-    def _choose_format(self, sample: ScanUnit) -> ds.ParquetFileFormat:
+    def _choose_format(self, sample: ScanUnit, footer: pq.FileMetaData | None = None) -> ds.ParquetFileFormat:
         dict_cols: list[str] = []
-        strings = {
-            pf.name
-            for pf in self.rs.physical
-            if pa.types.is_string(pf.type) or pa.types.is_large_string(pf.type)
-        }
+        strings = self._strings
         if strings:
             try:
-                md = pq.ParquetFile(sample.location, filesystem=self.storage.arrow_fs).metadata
+                if footer is None:
+                    footer = pq.ParquetFile(sample.location, filesystem=self.storage.arrow_fs).metadata
+                md = footer
                 if md.num_row_groups:
                     rg = md.row_group(0)
                     for i in range(rg.num_columns):
@@ -234,6 +244,9 @@ class UnitReader:
                                 dict_cols.append(name)
             except (OSError, pa.ArrowInvalid):
                 dict_cols = []
+        return self._make_format(dict_cols)
+
+    def _make_format(self, dict_cols: list[str]) -> ds.ParquetFileFormat:
         opts: dict[str, Any] = {"coerce_int96_timestamp_unit": "us"}
         if dict_cols:
             opts["dictionary_columns"] = dict_cols
@@ -262,13 +275,6 @@ class UnitReader:
         would read those columns as NULL, so they are read by :meth:`_read_selected`."""
         phys_names = self.rs.to_physical()
         fs = self.storage.arrow_fs
-        fmt = self._format(units[0])
-        frags = [
-            fmt.make_fragment(
-                u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None
-            )
-            for u in units
-        ]
         phys_cols = [phys_names[c] for c in columns]
         # columns the post filter reads are scanned too, then dropped
         scan_cols = list(dict.fromkeys(phys_cols + [phys_names[c] for c in post_columns]))
@@ -283,31 +289,45 @@ class UnitReader:
             ]
             for u in units
         }
+        other_case: set[str] = set()
+        stream = pfilter is None and post is None and first_rows_early
+        footer = None
+        if stream:
+            # Unfiltered (a LIMIT's first rows): the dataset scanner decodes a whole row group
+            # before its first batch; the first row group streams in small batches instead
+            # (lineitem, SELECT * LIMIT 10: first batch 10 -> 4 ms). The format is chosen after,
+            # from the footer the stream has read: no footer read before the first rows
+            try:
+                rest, footer = yield from self._stream_first_row_group(units[0], columns, out_schema)
+            except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
+                raise self.errors.read_error(units, e) from e
+        fmt = self._format(units[0], footer, set().union(*stored_cols.values()))
+        frags = [
+            fmt.make_fragment(
+                u.location, fs, partition_expression=_guarantee(u, self.rs), file_size=u.size or None
+            )
+            for u in units
+        ]
         # The first file is scanned on its own: pyarrow's scanner reads several files ahead before
         # its first batch, which a LIMIT query would pay in full (TPC-H lineitem, SELECT * LIMIT
         # 10: 190 -> 40 ms); full scans measured the same either way.
         parts = [frags[:1], frags[1:]] if len(frags) > 1 and first_rows_early else [frags]
-        other_case: set[str] = set()
+        if stream:
+            first = (
+                []
+                if not rest
+                else [
+                    fmt.make_fragment(
+                        units[0].location,
+                        fs,
+                        partition_expression=_guarantee(units[0], self.rs),
+                        row_groups=rest,
+                        file_size=units[0].size or None,
+                    )
+                ]
+            )
+            parts = [first, frags[1:]]
         try:
-            if pfilter is None and post is None and first_rows_early:
-                # Unfiltered (a LIMIT's first rows): the dataset scanner decodes a whole row group
-                # before its first batch; the first row group streams in small batches instead
-                # (lineitem, SELECT * LIMIT 10: first batch 10 -> 4 ms).
-                rest = yield from self._stream_first_row_group(units[0], columns, out_schema)
-                first = (
-                    []
-                    if not rest
-                    else [
-                        fmt.make_fragment(
-                            units[0].location,
-                            fs,
-                            partition_expression=_guarantee(units[0], self.rs),
-                            row_groups=rest,
-                            file_size=units[0].size or None,
-                        )
-                    ]
-                )
-                parts = [first, frags[1:]]
             for part in parts:
                 if not part:
                     continue
@@ -343,12 +363,14 @@ class UnitReader:
 
     def _stream_first_row_group(
         self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema
-    ) -> Iterator[pa.RecordBatch]:
-        """Yield the unit's first row group in small batches; return its other row groups."""
+    ) -> Generator[pa.RecordBatch, None, tuple[list[int], pq.FileMetaData]]:
+        """Yield the unit's first row group in small batches; return its other row groups and
+        its footer."""
         pf = pq.ParquetFile(unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us")
-        groups = pf.metadata.num_row_groups
+        footer = pf.metadata
+        groups = footer.num_row_groups
         if groups == 0:
-            return []
+            return [], footer
         phys_names = self.rs.to_physical()
         file_schema = pf.schema_arrow
         # cdc files store _change_type themselves (it is not a constant of the unit)
@@ -356,19 +378,19 @@ class UnitReader:
         needed = [c for c in columns if c in stored]
         # names only: a type the dataset converts is refused there, by its own path's error
         if self.checks.checked(unit.location, file_schema, [phys_names[c] for c in needed], types=False):
-            return list(range(groups))  # the dataset path hands it to the row-selection path
+            return list(range(groups)), footer  # the dataset path hands it to the row-selection path
         stored_types = dict(zip(file_schema.names, file_schema.types, strict=True))
         read_cols = [phys_names[c] for c in needed if phys_names[c] in stored_types]
         if len(stored_types) < len(file_schema):  # a name stored twice: pyarrow's lookup refuses it
             stored_types = {c: file_schema.field(c).type for c in read_cols}
         physical = self._physical_types
         if not all(same_storage(stored_types[c], physical[c]) for c in read_cols):
-            return list(range(groups))  # types the dataset converts (or refuses) its own way
+            return list(range(groups)), footer  # types the dataset converts (or refuses) its own way
         for raw in pf.iter_batches(
             batch_size=FIRST_BATCH_ROWS, row_groups=[0], columns=read_cols, use_threads=True
         ):
             yield conform(to_logical(raw, unit, needed, self.rs).select(list(columns)), out_schema)
-        return list(range(1, groups))
+        return list(range(1, groups)), footer
 
     # -- row-selection path -------------------------------------------------------------------
     def _read_selected(
