@@ -226,7 +226,7 @@ class Snapshot(TableVersionView):
         self.storage = storage
         self.segment = segment
         self.version = segment.version
-        self._lock = threading.RLock()  # transactions may list again through files() (see _files)
+        self._lock = threading.Lock()
         self._commit_data = commit_data if commit_data is not None else read_commits(storage, segment.commits)
         self.protocol, self.metadata = self._load_protocol_metadata()
 
@@ -463,7 +463,7 @@ class Snapshot(TableVersionView):
         # the new one's checkpoint), in another snapshot: threads replaying this one are not mixed
         from .table import relisting
 
-        fresh = relisting(lambda: _listed_again(self))
+        fresh = relisting(lambda: _listed_again(self, with_files=True))
         self.__dict__["transactions"] = fresh.transactions
         self.__dict__["domain_metadata"] = fresh.domain_metadata
         return fresh.files()
@@ -548,8 +548,12 @@ class Snapshot(TableVersionView):
         except MissingLogFileError:
             if self.segment.checkpoint is None:
                 raise
-            self.files()  # the checkpoint is gone: listed again, which keeps the transactions
-            return self.__dict__["transactions"]
+        # the checkpoint is gone: listed again (see _files), not through files(), whose lock must
+        # not be awaited here: files() holds it while it reads the transactions (which, before
+        # Python 3.12, waits for this property's lock, one per class: a deadlock)
+        from .table import relisting
+
+        return relisting(lambda: _listed_again(self).transactions)
 
     @cached_property
     def domain_metadata(self) -> dict[str, str]:
@@ -559,8 +563,9 @@ class Snapshot(TableVersionView):
         except MissingLogFileError:
             if self.segment.checkpoint is None:
                 raise
-            self.files()  # see transactions
-            return self.__dict__["domain_metadata"]
+        from .table import relisting
+
+        return relisting(lambda: _listed_again(self).domain_metadata)  # see transactions
 
     def _transactions_with(self, checkpoint_txn: list[pa.Array]) -> dict[str, int]:
         cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
@@ -598,9 +603,10 @@ _RAW_COLUMNS = [
 ]
 
 
-def _listed_again(old: Snapshot) -> Snapshot:
-    """``old``'s version from a new listing of the log, its files read (a file gone again is a
-    MissingLogFileError, for :func:`~delta_datafusion.table.relisting` to list once more)."""
+def _listed_again(old: Snapshot, with_files: bool = False) -> Snapshot:
+    """``old``'s version from a new listing of the log, its files read when ``with_files`` (a
+    file gone again is a MissingLogFileError, for :func:`~delta_datafusion.table.relisting` to
+    list once more)."""
     from .table import DeltaTable
 
     table = DeltaTable.from_storage(old.storage)
@@ -617,7 +623,8 @@ def _listed_again(old: Snapshot) -> Snapshot:
             f"{old.table_root} was replaced by another table after it was opened (version "
             f"{old.version} has another protocol or metadata now); open it again"
         )
-    fresh.__dict__["_files"] = fresh._replayed_files()
+    if with_files:
+        fresh.__dict__["_files"] = fresh._replayed_files()
     return fresh
 
 

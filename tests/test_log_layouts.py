@@ -2146,6 +2146,62 @@ def test_log_cleanup_past_a_loaded_snapshot_is_a_clear_error(tmp_path):
             read()
 
 
+@pytest.mark.parametrize("read", ["transactions", "domain_metadata"])
+def test_transactions_of_a_cleaned_up_snapshot_beside_another_snapshot_files(
+    tmp_path, copy_corpus_table, monkeypatch, read
+):
+    """A snapshot whose checkpoint a log cleanup removed, asked for its transactions first (the
+    checkpoint holds them) while another thread builds a second table's files: the transactions
+    listed the log again through files(), which waits for the snapshot lock while holding the
+    transactions property's lock (one per class before Python 3.12), and that thread's files()
+    took the two in the other order: both threads hung. It lists again on its own now."""
+    import threading
+
+    from delta_datafusion import snapshot as snapshot_module
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    stale = DeltaTable(str(t)).snapshot()
+    _checkpoint_and_clean_up(t)
+    other = DeltaTable(str(copy_corpus_table("v2-checkpoint-json"))).snapshot()  # files read with txns
+    asking, building = threading.Event(), threading.Event()
+    real_manifest, real_replay = snapshot_module.read_manifest, snapshot_module.Snapshot._replayed_files
+
+    def manifest_once_the_other_builds(storage, *args):
+        if storage is stale.storage and not asking.is_set():
+            asking.set()  # the stale snapshot's property lock is held now
+            building.wait(30)
+        return real_manifest(storage, *args)
+
+    def replay_once_the_stale_one_asks(self):
+        if self is other:
+            building.set()  # the other snapshot's lock and files lock are held now
+            asking.wait(30)
+        return real_replay(self)
+
+    monkeypatch.setattr(snapshot_module, "read_manifest", manifest_once_the_other_builds)
+    monkeypatch.setattr(snapshot_module.Snapshot, "_replayed_files", replay_once_the_stale_one_asks)
+    results: dict = {}
+
+    def run(key, work):
+        try:
+            results[key] = work()
+        except Exception as e:  # noqa: BLE001 - asserted below
+            results[key] = e
+
+    threads = [
+        threading.Thread(target=run, args=(read, lambda: getattr(stale, read)), daemon=True),
+        threading.Thread(target=run, args=("files", lambda: other.files().num_rows), daemon=True),
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)  # a hang, not a time limit: the two threads deadlocked
+    assert not any(thread.is_alive() for thread in threads), "deadlocked"
+    assert results == {read: {}, "files": 4}
+    assert stale.files().num_rows == 4 and stale.version == 3
+
+
 def test_commit_timestamp_of_a_cleaned_up_version_names_the_commits_left(tmp_path):
     """A snapshot kept while the log is cleaned up past its version: its commit timestamp is no
     longer known, and the error says which commits are left (it named the version only)."""
