@@ -2131,6 +2131,27 @@ def test_log_cleanup_after_a_snapshot_was_loaded_is_listed_again(tmp_path):
     assert for_txn.transactions == {} and for_txn.files().num_rows == 4
 
 
+def test_log_cleanup_before_a_parallel_scan_of_a_loaded_snapshot_is_listed_again(tmp_path):
+    """parallel_scan_metadata() of a snapshot whose checkpoint a log cleanup removed after it was
+    loaded yielded the old listing's commits, then failed with MissingLogFileError ("disappeared
+    after the folder was listed"), where files() and the other scans of that snapshot list again.
+    It lists again too now, before it yields anything: the two phases give that version's files."""
+    from delta_datafusion.parallel import run_parallel
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    snap = DeltaTable(str(t)).snapshot()
+    _checkpoint_and_clean_up(t)
+    want = DeltaTable(str(t)).snapshot(3).scan(predicate="id > 0").files()
+    assert want.num_rows == 3
+    got = [
+        path
+        for m in run_parallel(snap.scan(predicate="id > 0"))
+        for path in m.files.column("path").to_pylist()
+    ]
+    assert sorted(got) == sorted(want.column("path").to_pylist())
+
+
 def test_log_cleanup_past_a_loaded_snapshot_is_a_clear_error(tmp_path):
     """A snapshot whose version a log cleanup removed (the writer committed past it first) says
     so, naming the version, instead of a missing checkpoint file."""
@@ -2139,7 +2160,11 @@ def test_log_cleanup_past_a_loaded_snapshot_is_a_clear_error(tmp_path):
     snap = DeltaTable(str(t)).snapshot()
     deltalake.write_deltalake(str(t), pa.table({"id": [4]}), mode="append")
     _checkpoint_and_clean_up(t)
-    for read in (snap.files, lambda: snap.scan().to_table()):
+    for read in (
+        snap.files,
+        lambda: snap.scan().to_table(),
+        lambda: list(snap.scan().parallel_scan_metadata()),
+    ):
         with pytest.raises(
             VersionNotFoundError, match=r"log cleanup removed the files of version 3 .*4\.\.4"
         ):

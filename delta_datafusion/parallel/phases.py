@@ -7,6 +7,7 @@ This is the surface a caller distributing replay by hand uses (after delta-kerne
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..arrow_threads import arrow_threads
-from ..errors import ParallelStateError
-from ..log.checkpoint import LeafFile
+from ..errors import MissingLogFileError, ParallelStateError
+from ..log.checkpoint import CheckpointManifest, LeafFile
 from ..scan import Scan, ScanMetadata
-from ..snapshot import project_raw
+from ..snapshot import Snapshot, _listed_again, project_raw
 from .split import as_leaf, refuse_overlaps
 from .state import ParallelState, empty_file_table
 
@@ -61,11 +62,13 @@ class SequentialPhase(Iterator[ScanMetadata]):
                 raise
 
     def _run(self) -> Iterator[ScanMetadata]:
-        snap = self.scan.snapshot
+        snap, manifest = _with_manifest(self.scan.snapshot)
+        if snap is not self.scan.snapshot:  # listed again: both phases read that listing's files
+            self.scan = copy.copy(self.scan)
+            self.scan.snapshot = snap
         live, keys = snap._commit_replay
         files = snap.to_scan_files(project_raw(live)) if live.num_rows else empty_file_table(snap)
         yield self.scan.pruned_metadata(files, source="commits")
-        manifest = snap.checkpoint_manifest
         if manifest is not None and manifest.inline is not None:
             raw = project_raw(snap.leaf_adds(manifest.inline, keys))
             if raw.num_rows:
@@ -89,6 +92,24 @@ class SequentialPhase(Iterator[ScanMetadata]):
                     state = ParallelState.from_scan(self.scan, self._keys, self._leaves)
                     self._result = Parallel(state, list(self._leaves))
             return self._result
+
+
+def _with_manifest(snap: Snapshot) -> tuple[Snapshot, CheckpointManifest | None]:
+    """``snap`` and its checkpoint manifest, read before anything is yielded: a checkpoint a log
+    cleanup removed since the snapshot was listed is listed again, as ``files()`` does (see
+    ``Snapshot._files``), never the old listing's commits with the new one's checkpoint."""
+    try:
+        return snap, snap.checkpoint_manifest
+    except MissingLogFileError:
+        if snap.segment.checkpoint is None:
+            raise
+    from ..table import relisting
+
+    def again() -> tuple[Snapshot, CheckpointManifest | None]:
+        fresh = _listed_again(snap)
+        return fresh, fresh.checkpoint_manifest
+
+    return relisting(again)
 
 
 class ParallelScanMetadata(Iterator[ScanMetadata]):
