@@ -295,12 +295,14 @@ class Snapshot(TableVersionView):
         needs the whole log listed). The change feed's ``_commit_timestamp`` follows each commit's
         own configuration instead (as delta-kernel-rs does), so the two differ for commits made
         while in-commit timestamps were on, once they are switched off."""
-        from .table import DeltaTable
+        from .table import DeltaTable, relisting
 
         version = self.version if version is None else integer(version, "version")
         if version > self.version:
             raise VersionNotFoundError(f"version {version} is after this snapshot's version {self.version}")
-        return DeltaTable.from_storage(self.storage).timeline().timestamp(version)
+        table = DeltaTable.from_storage(self.storage)
+        # a commit removed after the listing (a concurrent log cleanup) is listed again, as history() is
+        return relisting(lambda: table.timeline().timestamp(version))
 
     # -- replay ----------------------------------------------------------------------------
     @cached_property

@@ -2239,6 +2239,34 @@ def test_commit_timestamp_of_a_cleaned_up_version_names_the_commits_left(tmp_pat
         snap.commit_timestamp()
 
 
+def test_commit_timestamp_lists_again_when_a_cleanup_follows_its_listing(tmp_path, monkeypatch):
+    """Snapshot.commit_timestamp() lists the log for the commit file times (each made greater than
+    the ones before): a checkpoint and log cleanup right after that listing removed commits it
+    then asked for their times, and it failed with MissingLogFileError where history() lists
+    again. It lists again too now."""
+    from delta_datafusion.storage import Storage
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t, commits=5)
+    snap = DeltaTable(str(t)).snapshot()
+    real = Storage.list_names
+    listings = []
+
+    def cleanup_after_the_first_listing(self, path):
+        names = real(self, path)
+        listings.append(path)
+        if len(listings) == 1:  # a writer checkpoints version 3 and cleans up 0..2 right now
+            deltalake.DeltaTable(str(t), version=3).create_checkpoint()
+            deltalake.DeltaTable(str(t)).cleanup_metadata()
+            assert not commit_path(t, 2).exists()
+        return names
+
+    monkeypatch.setattr(Storage, "list_names", cleanup_after_the_first_listing)
+    got = snap.commit_timestamp()
+    assert len(listings) >= 2
+    assert got == DeltaTable(str(t)).history().column("timestamp")[-1].as_py()
+
+
 def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered_one(tmp_path):
     """The folder deleted and another table written there up to the registered version: listing
     again finds that version with other metadata, and the query is refused instead of reading
