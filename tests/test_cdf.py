@@ -1293,6 +1293,32 @@ def test_to_reader_streams(flat_table):
     assert first.num_rows + rest == scan.to_table().num_rows
 
 
+def test_python_api_reads_commits_in_one_ordered_scan(flat_table, monkeypatch):
+    """Commits whose files are read whole (cdc files, appends) are one pyarrow scan, whose batches
+    come file after file: commit order is kept without a scan per commit. A filtered feed still
+    reads commit after commit."""
+    from delta_datafusion.read import UnitReader
+
+    calls = []
+    real = UnitReader.read
+
+    def spy(self, units, *args, **kw):
+        calls.append(sorted({u.constants["_commit_version"] for u in units}))
+        return real(self, units, *args, **kw)
+
+    monkeypatch.setattr(UnitReader, "read", spy)
+    got = DeltaTable(str(flat_table)).changes(0).to_table()
+    assert calls == [[0, 1, 2, 3, 4, 5]]
+    versions = got.column("_commit_version").to_pylist()
+    assert versions == sorted(versions)
+    assert_same_rows(got, ours(flat_table, 0), "one ordered scan")
+    calls.clear()
+    filtered = DeltaTable(str(flat_table)).changes(0, predicate=pc.field("id") < 300).to_table()
+    assert calls == [[0], [1], [2], [3], [4]]  # v5 (ids 300..309) pruned
+    versions = filtered.column("_commit_version").to_pylist()
+    assert versions == sorted(versions)
+
+
 # --------------------------------------------------------------------------------------------
 # SQL: names, caching, joins
 # --------------------------------------------------------------------------------------------

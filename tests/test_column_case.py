@@ -140,6 +140,24 @@ def test_every_read_path_finds_columns_named_in_another_case(table: Path) -> Non
     assert _tuples(inserts) == [_rows(i) for i in range(1, 7)]
 
 
+def test_change_feed_python_api_keeps_commit_order_around_a_file_in_another_case(tmp_path: Path) -> None:
+    """The commits are read by one ordered scan; the file naming its columns in another case is
+    read by the row-selection path where its commit comes, not after the others."""
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    exact = _write(table, "a.parquet", ("id", "Name", "st", "Inner", "b"), [_rows(1), _rows(2)])
+    other = _write(table, "b.parquet", ("ID", "name", "ST", "inner", "B"), [_rows(3), _rows(4)])
+    last = _write(table, "c.parquet", ("id", "Name", "st", "Inner", "b"), [_rows(5)])
+    protocol = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}}
+    metadata = _metadata({"delta.enableChangeDataFeed": "true"})
+    _write_log(table, [[protocol, metadata, {"add": exact}], [{"add": other}], [{"add": last}]])
+    for first_rows_early in (True, False):  # the first file streamed or not: read(first_rows_early)
+        scan = dd.DeltaTable(str(table)).changes(0 if first_rows_early else 1)
+        got = scan.to_table().select(["id", "Name", "_commit_version"]).to_pylist()
+        want = [(i, f"n{i}", v) for i, v in [(1, 0), (2, 0), (3, 1), (4, 1), (5, 2)]]
+        assert [tuple(r.values()) for r in got] == want[0 if first_rows_early else 2 :]
+
+
 def test_a_name_given_exactly_wins_over_one_in_another_case(tmp_path: Path) -> None:
     data = pa.table({"ID": [100, 200], "id": [1, 2], "Name": ["a", "b"], "st": pa.array([None, None], ST)})
     table = _one_file_table(tmp_path, data)

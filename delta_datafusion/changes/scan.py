@@ -14,6 +14,7 @@ from .cache import load_change_feed
 from .feed import ChangeFeed, PlanResult
 
 if TYPE_CHECKING:
+    from ..read import UnitReader
     from ..table import DeltaTable
 
 
@@ -90,15 +91,13 @@ class ChangeScan:
         reader = self.feed.reader()
         out = self.schema
         # Commit order: the units of one commit are read together (one pyarrow scan), commit after
-        # commit; rows within a commit come in no particular order.
-        runs: list[list[ScanUnit]] = []
-        for u in units:
-            if not runs or u.constants.get(COMMIT_VERSION) != runs[-1][0].constants.get(COMMIT_VERSION):
-                runs.append([])
-            runs[-1].append(u)
-        for i, run in enumerate(runs):
-            # only the first commit's read hurries its first rows (time to the first batch)
-            batches = reader.read(run, self.columns, self.predicate, batch_size, first_rows_early=i == 0)
+        # commit; rows within a commit come in no particular order. Consecutive commits the reader
+        # reads in order are one scan (see _ordered_runs).
+        for i, (run, in_order) in enumerate(_ordered_runs(reader, units, self.columns, self.predicate)):
+            # only the first read hurries its first rows (time to the first batch)
+            batches = reader.read(
+                run, self.columns, self.predicate, batch_size, first_rows_early=i == 0, in_order=in_order
+            )
             yield from _with_metadata(batches_of_at_most(batches, batch_size), out)
 
     def to_reader(self, batch_size: int | None = None) -> pa.RecordBatchReader:
@@ -113,6 +112,33 @@ class ChangeScan:
 
     def __repr__(self) -> str:
         return f"ChangeScan({self.feed.storage.root_uri!r}, {self.feed.start}..{self.feed.end}, columns={self.columns})"
+
+
+def _ordered_runs(
+    reader: UnitReader, units: Sequence[ScanUnit], columns: Sequence[str], predicate: Any
+) -> list[tuple[list[ScanUnit], bool]]:
+    """The units (in commit order) as reads that keep commit order: each commit's units, and
+    consecutive commits merged into one read while :meth:`~.UnitReader.reads_in_order` accepts
+    them together (flag True). A scan per commit paid its start and end in every commit and
+    decoded one commit's few small files at a time (the cdf benchmark's full feed, 55 commits of
+    328 files: one scan instead of 55, to_table 440 -> 360 ms CPU)."""
+    commits: list[list[ScanUnit]] = []
+    for u in units:
+        if not commits or u.constants.get(COMMIT_VERSION) != commits[-1][0].constants.get(COMMIT_VERSION):
+            commits.append([])
+        commits[-1].append(u)
+    runs: list[tuple[list[ScanUnit], bool]] = []
+    seen: set[str] = set()  # the locations of the last run, if it is read in order
+    for commit in commits:
+        in_order = reader.reads_in_order(commit, columns, predicate)
+        locations = {u.location for u in commit}
+        if in_order and runs and runs[-1][1] and not (locations & seen):
+            runs[-1][0].extend(commit)
+            seen |= locations
+        else:
+            runs.append((list(commit), in_order))
+            seen = locations if in_order else set()
+    return runs
 
 
 def _with_metadata(batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> Iterator[pa.RecordBatch]:

@@ -73,6 +73,7 @@ class UnitReader:
         predicate: Any = None,
         batch_size: int | None = None,
         first_rows_early: bool = True,
+        in_order: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         """Batches of ``columns`` (logical names) for the rows where ``predicate`` is TRUE.
 
@@ -82,11 +83,24 @@ class UnitReader:
         ``first_rows_early``: an unfiltered read yields its first rows in small batches before the
         first row group is decoded whole (for a LIMIT); a caller that has already yielded rows
         passes False (small batches cost more CPU per row).
+        ``in_order``: the rows come in the order of ``units``, file after file; only for units
+        :meth:`reads_in_order` accepts.
         """
-        batches = self._read(units, columns, predicate, batch_size, first_rows_early)
+        batches = self._read(units, columns, predicate, batch_size, first_rows_early, in_order)
         if CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
             return batches
         return self._checked_change_types(batches, units)
+
+    def reads_in_order(self, units: Sequence[ScanUnit], columns: Sequence[str], predicate: Any) -> bool:
+        """Can :meth:`read` give the rows of ``units`` in their order? One pyarrow scan yields its
+        files' batches in order, and an unfiltered read of stored columns from files read whole,
+        each once, is one scan (a file naming a column in another case is read where it comes).
+        Any other read sorts its units by how they are read (row selection, field ids, counts)."""
+        if predicate is not None or self.rs.id_mode or not any(c in self.rs.file_columns for c in columns):
+            return False
+        if any(u.needs_row_selection for u in units):
+            return False
+        return len({u.location for u in units}) == len(units)
 
     def _checked_change_types(
         self, batches: Iterator[pa.RecordBatch], units: Sequence[ScanUnit]
@@ -108,9 +122,11 @@ class UnitReader:
         predicate: Any = None,
         batch_size: int | None = None,
         first_rows_early: bool = True,
+        in_order: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         from ..predicate import referenced_columns, to_pyarrow
 
+        in_order = in_order and predicate is None  # an in-place read of a file is unfiltered
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
         bs = min(max(batch_size or 0, MIN_BATCH_SIZE), MAX_BATCH_SIZE)
         self.storage.note_sizes((u.location, u.size) for u in units)
@@ -181,7 +197,16 @@ class UnitReader:
             filter_cols = [] if scan_pred is None else sorted(referenced_columns(scan_pred))
             selected = selected + (
                 yield from self._read_plain(
-                    plain, columns, pfilter, out_schema, bs, post, post_cols, first_rows_early, filter_cols
+                    plain,
+                    columns,
+                    pfilter,
+                    out_schema,
+                    bs,
+                    post,
+                    post_cols,
+                    first_rows_early,
+                    filter_cols,
+                    in_order,
                 )
             )
         if selected:
@@ -269,10 +294,12 @@ class UnitReader:
         post_columns=(),
         first_rows_early=True,
         filter_columns=(),
+        in_order=False,
     ) -> Generator[pa.RecordBatch, None, list[ScanUnit]]:
         """Read ``units`` with pyarrow's dataset scanner. Returns the units left unread because
         their files name a column in another case (see :meth:`.FileChecks.checked`): the scanner
-        would read those columns as NULL, so they are read by :meth:`_read_selected`."""
+        would read those columns as NULL, so they are read by :meth:`_read_selected` (``in_order``,
+        an unfiltered read: at once, where their rows come)."""
         phys_names = self.rs.to_physical()
         fs = self.storage.arrow_fs
         phys_cols = [phys_names[c] for c in columns]
@@ -327,6 +354,7 @@ class UnitReader:
                 ]
             )
             parts = [first, frags[1:]]
+        read_now: set[str] = set()
         try:
             for part in parts:
                 if not part:
@@ -345,6 +373,10 @@ class UnitReader:
                         checked.add(path)
                         if self.checks.checked(path, tagged.fragment.physical_schema, stored_cols[path]):
                             other_case.add(path)
+                            if in_order:
+                                unit = next(u for u in units if u.location == path)
+                                yield from self._read_selected(unit, columns, None, [], out_schema, bs)
+                                read_now.add(path)
                             continue
                     batch = tagged.record_batch
                     if post is not None:
@@ -359,7 +391,7 @@ class UnitReader:
                         other_case.add(frag.path)
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
             raise self.errors.read_error(units, e) from e
-        return [u for u in units if u.location in other_case]
+        return [u for u in units if u.location in other_case - read_now]
 
     def _stream_first_row_group(
         self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema
