@@ -465,6 +465,17 @@ def test_limit_reads_one_file_per_fragment(session, monkeypatch: pytest.MonkeyPa
     assert N_FILES - ds.last_plan.fragments <= sum(scanned) <= N_FILES
 
 
+def test_streamed_first_row_group_comes_in_batches_doubling_in_size(tmp_path: Path) -> None:
+    """The first rows in a small batch, then batches doubling in size (each batch cost a
+    conversion, and DataFusion's small batches are merged by a copy)."""
+    from delta_datafusion.read.reader import FIRST_BATCH_ROWS
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array(range(100_000), pa.int64())}))  # one row group
+    sizes = [b.num_rows for b in dd.DeltaTable(path).snapshot().scan().to_batches()]
+    assert sizes == [FIRST_BATCH_ROWS, FIRST_BATCH_ROWS, 2 * FIRST_BATCH_ROWS, 4 * FIRST_BATCH_ROWS, 34464]
+
+
 def test_pruned_queries_return_rows(session) -> None:
     """The cases are not vacuous: all but the empty ones return rows."""
     ctx, _ = session
