@@ -1319,6 +1319,34 @@ def test_python_api_reads_commits_in_one_ordered_scan(flat_table, monkeypatch):
     assert versions == sorted(versions)
 
 
+def _corrupt_first_page(path: Path) -> None:
+    """Overwrite bytes of the file's first column chunk: its footer still reads, its data does not."""
+    data = bytearray(path.read_bytes())
+    data[100:400] = b"\xab" * 300
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("start", [0, 2])
+def test_a_file_that_cannot_be_decoded_is_named_among_the_commits_read_together(tmp_path, start):
+    """Commits read whole are one scan (and the first file's first rows are streamed): a file whose
+    data cannot be decoded, in an error naming no file, is named (was 'one of 5 data files, the
+    first is' another one: pyarrow reads files ahead, so the error's place says nothing)."""
+    p = tmp_path / "t"
+    for v in range(5):
+        ids = range(v * 1000, v * 1000 + 3000)
+        data = pa.table({"id": pa.array(ids, pa.int64()), "s": [f"v{v}_{i}" * 3 for i in ids]})
+        write_deltalake(str(p), data, mode="append", configuration=CDF if v == 0 else None)
+    bad = p / next(a["add"]["path"] for a in map(json.loads, commit_path(p, 2).open()) if "add" in a)
+    _corrupt_first_page(bad)
+    for read in (
+        lambda: DeltaTable(str(p)).changes(start).to_table(),
+        DeltaTable(str(p)).snapshot().scan().to_table,
+    ):
+        with pytest.raises(DeltaError) as info:
+            read()
+        assert f"version 4: cannot read data file {bad}: " in str(info.value), str(info.value)
+
+
 # --------------------------------------------------------------------------------------------
 # SQL: names, caching, joins
 # --------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ cannot read it as, a store that failed and may succeed on a retry), else the rea
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,6 +16,11 @@ from ..storage import Storage
 
 #: Files of a failed read checked for existence on an object store, beyond those the error names.
 MAX_EXISTENCE_CHECKS = 64
+
+#: Files of a failed scan decoded again to find the one an error naming no file came from (a
+#: corrupt page): pyarrow's scanner reads up to 4 files ahead of the one it hands on, so that file
+#: is among the first few the scan had not handed on whole.
+MAX_DECODED_AGAIN = 6
 
 #: What reading a data file raises of its own (the OS, pyarrow, the type checks); anything else
 #: came from an fsspec store itself (an HTTP client's error). Both name the file (file_error).
@@ -30,14 +35,20 @@ class ReadErrors:
         self.rs = rs
         self.where = where
 
-    def read_error(self, units: Sequence[ScanUnit], e: Exception) -> Exception:
+    def read_error(
+        self, units: Sequence[ScanUnit], e: Exception, columns: Mapping[str, Sequence[str]] | None = None
+    ) -> Exception:
         """What a failed read of ``units`` raises: the package's own errors as they are (they name
         their file already), anything else (pyarrow's, a store's) as :meth:`file_error`."""
         if isinstance(e, DeltaError) and not isinstance(e, ConversionError):
             return e
-        return self.file_error(units, e)
+        return self.file_error(units, e, columns)
 
-    def file_error(self, units: Sequence[ScanUnit], e: Exception) -> DeltaError:
+    def file_error(
+        self, units: Sequence[ScanUnit], e: Exception, columns: Mapping[str, Sequence[str]] | None = None
+    ) -> DeltaError:
+        """``columns``: per file, the physical columns the failed scan read from it (to find the
+        file an error naming none came from, see :meth:`_undecodable_file`)."""
         named = _named_in(units, str(e))
         where = self.where
         try:
@@ -64,6 +75,8 @@ class ReadErrors:
                 f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
                 f"schema says {expected} ({reason})"
             )
+        if len(units) > 1 and not named and not store_failed and columns is not None:
+            named = self._undecodable_file(units, columns)
         kind = StorageError if store_failed else DeltaError
         if len(units) == 1 or named:
             location = (named or units)[0].location
@@ -90,6 +103,23 @@ class ReadErrors:
                 raise
             if missing:
                 return missing
+        return []
+
+    def _undecodable_file(
+        self, units: Sequence[ScanUnit], columns: Mapping[str, Sequence[str]]
+    ) -> list[ScanUnit]:
+        """After a failed scan whose error names no file: the first file (of at most
+        MAX_DECODED_AGAIN) whose ``columns`` cannot be decoded, if one is found."""
+        for u in units[:MAX_DECODED_AGAIN]:
+            try:
+                pf = pq.ParquetFile(u.location, filesystem=self.storage.arrow_fs)
+                stored = set(pf.schema_arrow.names)
+                for _ in pf.iter_batches(columns=[c for c in columns.get(u.location, ()) if c in stored]):
+                    pass
+            except _READ_ERRORS:
+                return [u]
+            except Exception:  # noqa: BLE001 - the store failing now says nothing of the file
+                return []
         return []
 
     def _mismatched_file(self, units: Sequence[ScanUnit]) -> tuple[str, str, pa.DataType, pa.DataType] | None:

@@ -44,6 +44,15 @@ def _guarantee(unit: ScanUnit, rs: ReadSchema) -> ds.Expression | None:
     return expr
 
 
+def _not_read_whole(units: Sequence[ScanUnit], path: str | None) -> Sequence[ScanUnit]:
+    """The units from the one at ``path`` on: a scan yields file after file, so a failure while it
+    hands on ``path``'s rows is not in a file before it (narrows the files an error may name)."""
+    for i, u in enumerate(units if path is not None else ()):
+        if u.location == path:
+            return units[i:]
+    return units
+
+
 class UnitReader:
     """Reads groups of scan units for one table version; safe to use from several threads."""
 
@@ -327,7 +336,7 @@ class UnitReader:
             try:
                 rest, footer = yield from self._stream_first_row_group(units[0], columns, out_schema, bs)
             except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
-                raise self.errors.read_error(units, e) from e
+                raise self.errors.read_error(units[:1], e) from e  # the one file it reads
         fmt = self._format(units[0], footer, set().union(*stored_cols.values()))
         frags = [
             fmt.make_fragment(
@@ -355,6 +364,7 @@ class UnitReader:
             )
             parts = [first, frags[1:]]
         read_now: set[str] = set()
+        path = None  # the file whose rows the scan is handing on (see _not_read_whole)
         try:
             for part in parts:
                 if not part:
@@ -390,7 +400,7 @@ class UnitReader:
                     ):
                         other_case.add(frag.path)
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
-            raise self.errors.read_error(units, e) from e
+            raise self.errors.read_error(_not_read_whole(units, path), e, stored_cols) from e
         return [u for u in units if u.location in other_case - read_now]
 
     def _stream_first_row_group(
