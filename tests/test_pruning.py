@@ -476,6 +476,18 @@ def test_streamed_first_row_group_comes_in_batches_doubling_in_size(tmp_path: Pa
     assert sizes == [FIRST_BATCH_ROWS, FIRST_BATCH_ROWS, 2 * FIRST_BATCH_ROWS, 4 * FIRST_BATCH_ROWS, 34464]
 
 
+def test_streamed_first_row_group_batches_hold_at_most_the_scans_batch_size(tmp_path: Path) -> None:
+    """The doubling batches stop at the scan's batch size, also one that is not a multiple of the
+    first batch's (200,000: a batch of 204,800 rows, which the Python API then cut into 200,000
+    and 4,800)."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array(range(500_000), pa.int64())}))  # one row group
+    scan = dd.DeltaTable(path).snapshot().scan()
+    sizes = [b.num_rows for b in scan.reader().read(scan.scan_units(), ["id"], None, 200_000)]
+    assert max(sizes) == 200_000 and sum(sizes) == 500_000, sizes
+    assert [b.num_rows for b in scan.to_batches(200_000)] == sizes
+
+
 def test_pruned_queries_return_rows(session) -> None:
     """The cases are not vacuous: all but the empty ones return rows."""
     ctx, _ = session

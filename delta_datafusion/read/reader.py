@@ -433,7 +433,7 @@ class UnitReader:
         # costs a conversion to the logical columns here and a copy where DataFusion's small
         # batches are merged (a 187,500-row group, 23 batches: 9 ms of CPU more than the dataset
         # path's read of it; 6 batches: 7 ms), while a LIMIT still waits for at most as many
-        # rows again as it has.
+        # rows again as it has. A batch holds at most ``bs`` rows (the rest waits for the next).
         pending: list[pa.RecordBatch] = []
         rows = handed = 0
         for raw in pf.iter_batches(
@@ -442,23 +442,26 @@ class UnitReader:
             pending.append(raw)
             rows += raw.num_rows
             if rows >= min(handed, bs):
-                yield self._streamed(pending, unit, needed, columns, out_schema)
-                handed += rows
-                pending, rows = [], 0
+                batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+                take = min(rows, bs)
+                yield self._streamed(batch.slice(0, take), unit, needed, columns, out_schema)
+                handed += take
+                rows -= take
+                pending = [batch.slice(take)] if rows else []
         if pending:
-            yield self._streamed(pending, unit, needed, columns, out_schema)
+            batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+            yield self._streamed(batch, unit, needed, columns, out_schema)
         return list(range(1, groups)), footer
 
     def _streamed(
         self,
-        raw: list[pa.RecordBatch],
+        batch: pa.RecordBatch,
         unit: ScanUnit,
         needed: list[str],
         columns: Sequence[str],
         out_schema: pa.Schema,
     ) -> pa.RecordBatch:
-        """Streamed file batches as one batch of the logical ``columns``."""
-        batch = raw[0] if len(raw) == 1 else pa.concat_batches(raw)
+        """A streamed file batch as a batch of the logical ``columns``."""
         return conform(to_logical(batch, unit, needed, self.rs).select(list(columns)), out_schema)
 
     # -- row-selection path -------------------------------------------------------------------
