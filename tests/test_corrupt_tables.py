@@ -223,6 +223,26 @@ def test_deletion_vector_naming_a_row_past_the_file_is_refused(tmp_path: Path) -
         _sql(t, "SELECT * FROM t")
 
 
+def test_change_data_file_without_change_type_is_named_among_the_commits_read_together(trips: Path) -> None:
+    """The Python API reads consecutive commits in one scan: the cdc file lacking _change_type is
+    named (was 'one of 2 read together, the first' the other commit's cdc file)."""
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.errors import ChangeDataFeedError
+
+    cdc_paths = [
+        json.loads(line)["cdc"]["path"]
+        for v in range(6)
+        for line in commit_path(trips, v).read_text().splitlines()
+        if '"cdc"' in line
+    ]
+    assert len(cdc_paths) == 2  # the premise: two commits with a cdc file each
+    cdc = trips / cdc_paths[-1]
+    pq.write_table(pq.read_table(cdc).drop_columns(["_change_type"]), cdc)
+    with pytest.raises(ChangeDataFeedError, match=rf"no _change_type column \({cdc}\)"):
+        DeltaTable(str(trips)).changes(0).to_table()
+
+
 def test_change_data_file_without_change_type_is_refused(trips: Path) -> None:
     """A cdc file lacking _change_type gave rows with a NULL change type."""
     import pyarrow.parquet as pq

@@ -118,11 +118,25 @@ class UnitReader:
         for batch in batches:
             if batch.column(CHANGE_TYPE).null_count:
                 cdc = [u.location for u in units if u.has_change_type_column]
-                which = cdc[0] if len(cdc) == 1 else f"one of {len(cdc)} read together, the first {cdc[0]}"
+                which = self._without_change_type(cdc) or (
+                    cdc[0] if len(cdc) == 1 else f"one of {len(cdc)} read together, the first {cdc[0]}"
+                )
                 raise ChangeDataFeedError(
                     f"table {self.label}: a change data file has no {CHANGE_TYPE} column ({which})"
                 )
             yield batch
+
+    def _without_change_type(self, locations: list[str]) -> str | None:
+        """After a NULL change type: the first change data file (of at most 1,000) whose footer has
+        no change type column (a batch does not say which file it came from, and the change feed
+        reads many commits' files in one scan)."""
+        for location in locations[:1000]:
+            try:
+                if CHANGE_TYPE not in pq.read_schema(location, filesystem=self.storage.arrow_fs).names:
+                    return location
+            except (OSError, pa.ArrowInvalid):
+                return None  # unreadable: the reader's own error would have said so
+        return None
 
     def _read(
         self,
