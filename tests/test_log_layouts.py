@@ -2080,7 +2080,6 @@ def test_log_cleanup_right_after_a_change_feed_listing_is_listed_again(tmp_path,
     from datafusion import SessionContext
 
     import delta_datafusion as dd
-    from delta_datafusion.storage import Storage
 
     t = tmp_path / "t"
     conf = {"delta.logRetentionDuration": "interval 0 seconds", "delta.enableChangeDataFeed": "true"}
@@ -2088,19 +2087,7 @@ def test_log_cleanup_right_after_a_change_feed_listing_is_listed_again(tmp_path,
         deltalake.write_deltalake(str(t), pa.table({"id": [i]}), mode="append", configuration=conf)
         if i == 1:
             deltalake.DeltaTable(str(t)).create_checkpoint()
-    real = Storage.list_names
-    listings = []
-
-    def cleanup_after_the_first_listing(self, path):
-        names = real(self, path)
-        listings.append(path)
-        if len(listings) == 1:  # a writer checkpoints version 3 and cleans up 0..2 right now
-            deltalake.DeltaTable(str(t), version=3).create_checkpoint()
-            deltalake.DeltaTable(str(t)).cleanup_metadata()
-            assert not commit_path(t, 2).exists()
-        return names
-
-    monkeypatch.setattr(Storage, "list_names", cleanup_after_the_first_listing)
+    listings = _cleanup_after_the_first_listing(monkeypatch, t)
     if read == "changes":
         rows = DeltaTable(str(t)).changes(4).to_table()
         assert rows.column("id").to_pylist() == [4]
@@ -2244,24 +2231,11 @@ def test_commit_timestamp_lists_again_when_a_cleanup_follows_its_listing(tmp_pat
     the ones before): a checkpoint and log cleanup right after that listing removed commits it
     then asked for their times, and it failed with MissingLogFileError where history() lists
     again. It lists again too now."""
-    from delta_datafusion.storage import Storage
 
     t = tmp_path / "t"
     _table_with_an_old_checkpoint(t, commits=5)
     snap = DeltaTable(str(t)).snapshot()
-    real = Storage.list_names
-    listings = []
-
-    def cleanup_after_the_first_listing(self, path):
-        names = real(self, path)
-        listings.append(path)
-        if len(listings) == 1:  # a writer checkpoints version 3 and cleans up 0..2 right now
-            deltalake.DeltaTable(str(t), version=3).create_checkpoint()
-            deltalake.DeltaTable(str(t)).cleanup_metadata()
-            assert not commit_path(t, 2).exists()
-        return names
-
-    monkeypatch.setattr(Storage, "list_names", cleanup_after_the_first_listing)
+    listings = _cleanup_after_the_first_listing(monkeypatch, t)
     got = snap.commit_timestamp()
     assert len(listings) >= 2
     assert got == DeltaTable(str(t)).history().column("timestamp")[-1].as_py()
@@ -2510,3 +2484,24 @@ def test_change_range_over_a_missing_commit_names_it_and_the_gap(tmp_path):
         match=r"commit file of version 4 of .* is not available .*available: 0..7 without 4",
     ):
         DeltaTable(str(tmp_path)).changes(3, 7).to_table()
+
+
+def _cleanup_after_the_first_listing(monkeypatch, t) -> list[str]:
+    """Make the first listing of ``t``'s log be followed at once by a writer's checkpoint of
+    version 3 and log cleanup of 0..2; returns the listed paths, one per listing."""
+    from delta_datafusion.storage import Storage
+
+    real = Storage.list_names
+    listings: list[str] = []
+
+    def cleanup_after_the_first_listing(self, path):
+        names = real(self, path)
+        listings.append(path)
+        if len(listings) == 1:
+            deltalake.DeltaTable(str(t), version=3).create_checkpoint()
+            deltalake.DeltaTable(str(t)).cleanup_metadata()
+            assert not commit_path(t, 2).exists()
+        return names
+
+    monkeypatch.setattr(Storage, "list_names", cleanup_after_the_first_listing)
+    return listings
