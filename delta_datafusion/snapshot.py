@@ -11,13 +11,13 @@ import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arguments import integer
+from .cached import cached_property
 from .errors import (
     DeltaError,
     LogCorruptError,
@@ -551,8 +551,8 @@ class Snapshot(TableVersionView):
             if self.segment.checkpoint is None:
                 raise
         # the checkpoint is gone: listed again (see _files), not through files(), whose lock must
-        # not be awaited here: files() holds it while it reads the transactions (which, before
-        # Python 3.12, waits for this property's lock, one per class: a deadlock)
+        # not be awaited here: files() holds it while it reads the transactions (which waits for
+        # this property's lock: a deadlock)
         from .table import relisting
 
         return relisting(lambda: _listed_again(self).transactions)

@@ -14,13 +14,13 @@ import posixpath
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from functools import cached_property
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from .cached import cached_property
 from .errors import (
     ArgumentError,
     DeltaError,

@@ -2214,6 +2214,116 @@ def test_transactions_of_a_cleaned_up_snapshot_beside_another_snapshot_files(
     assert stale.files().num_rows == 4 and stale.version == 3
 
 
+def _on_threads(work: dict) -> tuple[dict, list]:
+    """Start one daemon thread per ``work`` entry; results (or exceptions) by key, and the threads."""
+    import threading
+
+    results: dict = {}
+
+    def run(key, fn):
+        try:
+            results[key] = fn()
+        except Exception as e:  # noqa: BLE001 - asserted by the caller
+            results[key] = e
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in work.items()]
+    for thread in threads:
+        thread.start()
+    return results, threads
+
+
+def test_files_of_two_tables_build_on_two_threads_at_once(tmp_path, monkeypatch):
+    """Two snapshots of two tables: while one thread replays one snapshot's log, other threads
+    build the other's files. The cached properties held one lock per class while computing
+    (functools.cached_property before Python 3.12): the other threads waited for the first
+    snapshot's whole log replay, and for ever when that replay waited on one of them."""
+    import threading
+
+    from delta_datafusion import snapshot as snapshot_module
+
+    for name in ("a", "b"):
+        deltalake.write_deltalake(str(tmp_path / name), pa.table({"x": [1, 2]}))
+        deltalake.write_deltalake(str(tmp_path / name), pa.table({"x": [3]}), mode="append")
+    held = DeltaTable(str(tmp_path / "a")).snapshot()
+    other = DeltaTable(str(tmp_path / "b")).snapshot()
+    replaying, release = threading.Event(), threading.Event()
+    real_newest = snapshot_module.newest_per_key
+
+    def first_held_until_released(adds, removes):
+        if not replaying.is_set():  # the held snapshot's commit replay (its files are being built)
+            replaying.set()
+            release.wait(60)
+        return real_newest(adds, removes)
+
+    monkeypatch.setattr(snapshot_module, "newest_per_key", first_held_until_released)
+    results, (first,) = _on_threads({"held": lambda: held.files().num_rows})
+    try:
+        assert replaying.wait(30)
+        others, threads = _on_threads(
+            {"files": lambda: other.files().num_rows, "raw_files": lambda: other.raw_files.num_rows}
+        )
+        for thread in threads:
+            thread.join(30)  # a hang, not a time limit: the other snapshot waited for the held one
+        assert not any(thread.is_alive() for thread in threads), "waited for the held snapshot"
+        assert others == {"files": 2, "raw_files": 2}
+        assert results == {}  # still held
+    finally:
+        release.set()
+    first.join(30)
+    assert not first.is_alive()
+    assert results == {"held": 2}
+
+
+def test_a_snapshot_property_is_built_once_by_concurrent_callers_and_a_failure_is_not_kept(
+    tmp_path, monkeypatch
+):
+    """The snapshot's cached values are computed under a lock of the snapshot and property (not
+    of the class): threads asking together get the one value computed once; a failed computation
+    is not kept, so the next call computes again."""
+    import threading
+
+    from delta_datafusion import snapshot as snapshot_module
+    from delta_datafusion.errors import StorageError
+
+    deltalake.write_deltalake(str(tmp_path), pa.table({"x": [1, 2]}))
+    deltalake.write_deltalake(str(tmp_path), pa.table({"x": [3]}), mode="append")
+    calls: list[int] = []
+    computing, release = threading.Event(), threading.Event()
+    real_sources = snapshot_module.Snapshot._raw_sources
+
+    def failing_first(self):
+        calls.append(1)
+        if len(calls) == 1:
+            raise StorageError("the store failed once")
+        return real_sources(self)
+
+    monkeypatch.setattr(snapshot_module.Snapshot, "_raw_sources", failing_first)
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    with pytest.raises(StorageError, match="failed once"):
+        snap.raw_files  # noqa: B018
+    assert snap.raw_files.num_rows == 2 and len(calls) == 2
+
+    def held_first(self):
+        calls.append(1)
+        if not computing.is_set():
+            computing.set()
+            release.wait(60)
+        return real_sources(self)
+
+    calls.clear()
+    monkeypatch.setattr(snapshot_module.Snapshot, "_raw_sources", held_first)
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    results, threads = _on_threads({i: lambda: snap.raw_files for i in range(3)})
+    assert computing.wait(30)
+    threading.Event().wait(0.2)  # let the other threads ask meanwhile (not a time limit)
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    assert len(calls) == 1 and results[0].num_rows == 2
+    assert results[1] is results[0] and results[2] is results[0]
+
+
 def test_commit_timestamp_of_a_cleaned_up_version_names_the_commits_left(tmp_path):
     """A snapshot kept while the log is cleaned up past its version: its commit timestamp is no
     longer known, and the error says which commits are left (it named the version only)."""

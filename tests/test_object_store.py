@@ -183,6 +183,53 @@ class _TokenMemoryFS(MemoryFileSystem):
         super().__init__(**kwargs)
 
 
+class _SlowConnectMemoryFS(MemoryFileSystem):
+    """The in-memory store whose connection waits for ``gate`` (an authentication round trip)."""
+
+    protocol = "ddslowconnect"
+    cachable = False
+
+    def __init__(self, gate=None, **kwargs):
+        if gate is not None:
+            gate["connecting"].set()
+            gate["release"].wait(60)
+        super().__init__(**kwargs)
+
+
+def test_a_store_connecting_does_not_hold_up_opening_another() -> None:
+    """Two tables on two stores opened on two threads: while one store's filesystem connects
+    (it may authenticate over the network), the other table opens. The filesystem was a cached
+    property holding one lock per class while computing (before Python 3.12): every other
+    Storage waited for that connection."""
+    import threading
+
+    from delta_datafusion.storage import Storage
+
+    fsspec.register_implementation("ddslowconnect", _SlowConnectMemoryFS, clobber=True)
+    gate = {"connecting": threading.Event(), "release": threading.Event()}
+    opened: dict = {}
+
+    def open_store(key, options):
+        try:
+            opened[key] = Storage("ddslowconnect://bucket/t", options).fs
+        except Exception as e:  # noqa: BLE001 - asserted below
+            opened[key] = e
+
+    slow = threading.Thread(target=open_store, args=("slow", {"gate": gate}), daemon=True)
+    slow.start()
+    try:
+        assert gate["connecting"].wait(30)
+        other = threading.Thread(target=open_store, args=("other", {}), daemon=True)
+        other.start()
+        other.join(30)  # a hang, not a time limit: it waited for the other store's connection
+        assert not other.is_alive(), "opening a table waited for another store's connection"
+        assert isinstance(opened["other"], _SlowConnectMemoryFS) and "slow" not in opened
+    finally:
+        gate["release"].set()
+    slow.join(30)
+    assert isinstance(opened["slow"], _SlowConnectMemoryFS)
+
+
 def test_storage_options_reach_every_route(store) -> None:
     """A store that needs a credential: the storage options given at registration are used for
     the table's reads and for ``table_changes()`` on it, by registered name, by catalog name and
