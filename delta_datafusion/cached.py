@@ -18,6 +18,14 @@ T = TypeVar("T")
 _LOCKS = "_cached_property_locks"
 
 
+class _Locks(dict):
+    """An instance's per-property locks; pickled (and deep-copied) as none, so an instance that
+    pickled before it had locks still does (a lock cannot be pickled)."""
+
+    def __reduce__(self) -> tuple:
+        return _Locks, ()
+
+
 class cached_property(Generic[T]):
     """Like :func:`functools.cached_property` (the value is kept in the instance ``__dict__``
     under the property's name, which code may also set, read or drop directly), but computed
@@ -43,7 +51,7 @@ class cached_property(Generic[T]):
             return self
         cache = instance.__dict__
         # dict.setdefault is atomic: racing threads get the same lock
-        lock = cache.setdefault(_LOCKS, {}).setdefault(self.name, threading.RLock())
+        lock = cache.setdefault(_LOCKS, _Locks()).setdefault(self.name, threading.RLock())
         with lock:
             if self.name in cache:  # computed by the thread this one waited for
                 return cache[self.name]

@@ -664,3 +664,20 @@ def test_no_message_shows_the_password_of_a_tables_url(tmp_path: Path):
     with pytest.raises(dd.DeltaError) as e:
         dd.DeltaTable(f"ddlogin://reader:s3cret@host:21{root}").snapshot().scan().to_table()
     assert "reader:***@host" in str(e.value) and "s3cret" not in str(e.value)
+
+
+def test_a_table_pickles_after_its_store_connected(tmp_path):
+    """A DeltaTable (and its Storage) pickled, e.g. to send it to a process pool or a Dask worker,
+    also after its filesystem was made: the per-instance locks of its cached values are not
+    pickled (a lock cannot be), and the copy builds its own."""
+    import pickle
+
+    import deltalake
+
+    t = tmp_path / "t"
+    deltalake.write_deltalake(str(t), pa.table({"id": [1, 2, 3]}))
+    table = dd.DeltaTable(str(t))
+    table.storage.fs, table.storage.arrow_fs  # noqa: B018 - made (and locked) before the pickle
+    copy = pickle.loads(pickle.dumps(table))
+    assert copy.snapshot().scan().to_table().column("id").to_pylist() == [1, 2, 3]
+    assert copy.storage.fs is not None
