@@ -723,7 +723,7 @@ def test_storage_options_of_the_wrong_type(tmp_path: Path, options):
 def test_unreadable_log_is_a_delta_error(tmp_path: Path, monkeypatch):
     """A commit or _delta_log the process may not read (root ignores file modes, so the denial
     is simulated where Storage opens and lists local files)."""
-    import delta_datafusion.storage as storage_module
+    import delta_datafusion.storage.store as storage_module  # where Storage looks up open
 
     t = _small_table(tmp_path / "t", commits=2)
     denied = str(commit_path(t, 1))

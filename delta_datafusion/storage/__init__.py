@@ -1,0 +1,11 @@
+"""A thin I/O layer over fsspec: listing, whole-file and range reads, and pyarrow filesystems.
+
+The log and scan code never touches fsspec or the local filesystem directly; everything goes
+through :class:`Storage`, so any fsspec protocol (with storage options) works the same way.
+"""
+
+from .handles import store_errors
+from .listing import FileInfo, _mtime_ms, forget_listing
+from .store import Storage
+
+__all__ = ["FileInfo", "Storage", "_mtime_ms", "forget_listing", "store_errors"]

@@ -1,0 +1,94 @@
+"""File handles whose failures are the package's errors naming the file: a store's own message,
+a ConnectionError or a timeout, often names none."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..errors import DeltaError, StorageError
+
+
+@contextlib.contextmanager
+def store_errors(what: str, path: str) -> Iterator[None]:
+    """A failed request to the store as a StorageError naming the path (a store's own message,
+    a ConnectionError or a timeout, often names none); not found passes through as it is."""
+    try:
+        yield
+    except (FileNotFoundError, NotADirectoryError, DeltaError):
+        raise
+    except PermissionError as e:
+        raise StorageError(f"cannot {what} {path}: permission denied") from e
+    except Exception as e:  # noqa: BLE001 - every store raises its own kinds
+        raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
+
+
+class _FileProxy:
+    """A store's file handle for pyarrow whose I/O calls go through :meth:`_call`, which names
+    the file in their errors (a store's own message often names none); everything else is the
+    handle's."""
+
+    def __init__(self, handle: Any, path: str):
+        self._handle = handle
+        self._path = path
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._handle, name)
+        if name not in ("read", "readinto", "seek", "tell", "size"):
+            return attr
+        return lambda *args, **kwargs: self._call(attr, args, kwargs)
+
+    def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        raise NotImplementedError
+
+    def __enter__(self) -> _FileProxy:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with store_errors("close", self._path):
+            self._handle.close()
+
+
+class _StoreFile(_FileProxy):
+    """Failed requests are StorageError (pyarrow passes a Python exception from a file it reads
+    through unchanged): a checkpoint the store failed to read is not a corrupt one. Not found
+    stays FileNotFoundError."""
+
+    def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        with store_errors("read", self._path):
+            return attr(*args, **kwargs)
+
+
+class _NamedMissing(_FileProxy):
+    """Data-file reads: errors stay OSErrors (the reader turns them into its own), with the
+    file named; not-found ones surface at the first read.
+
+    pyarrow's first read of a parquet file is its last 64 KB, the footer: a smaller file is then
+    read whole, and later reads (the column chunks) are served from those bytes instead of
+    asking the store again (a scan of small files: 2 -> 1 request per file)."""
+
+    def __init__(self, handle: Any, path: str, size: int | None = None):
+        super().__init__(handle, path)
+        self._size = size  # None once the bytes are held (or the size is unknown)
+
+    def read(self, *args: Any) -> bytes:
+        # only a read from byte 0 is the whole file: a log size smaller than the file (on a store
+        # that opens by the real size) can equal the length of a read elsewhere
+        at_start = bool(self._size) and self._call(self._handle.tell, (), {}) == 0
+        data = self._call(self._handle.read, args, {})
+        if at_start and len(data) == self._size:
+            whole, self._handle, self._size = self._handle, io.BytesIO(data), None
+            self._handle.seek(len(data))
+            with store_errors("close", self._path):
+                whole.close()
+        return data
+
+    def _call(self, attr: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        try:
+            return attr(*args, **kwargs)
+        except FileNotFoundError as e:
+            raise FileNotFoundError(f"{self._path}: {e}") from e
+        except OSError as e:  # a network error or a timeout: the message names no file
+            raise OSError(f"{self._path}: {type(e).__name__}: {e}") from e

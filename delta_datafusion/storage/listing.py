@@ -1,0 +1,157 @@
+"""Listing entries: local folders are listed by name only (a log can hold thousands of files), and
+an object store's entry times are read from whichever field its filesystem fills."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+from typing import Any
+
+from ..errors import DeltaError, MissingLogFileError, StorageError
+
+
+class FileInfo:
+    """One listed object: full path (without protocol), name, size and modification time (ms).
+
+    Local listings do not stat every entry (a log can hold thousands of files); size and
+    modification time are read on first use.
+    """
+
+    __slots__ = ("path", "name", "_size", "_mtime_ms", "_fs")
+
+    def __init__(
+        self, path: str, name: str, size: int | None = None, mtime_ms: int | None = None, fs: Any = None
+    ):
+        self.path = path
+        self.name = name
+        self._size = size
+        self._mtime_ms = mtime_ms
+        self._fs = fs  # the fsspec filesystem to ask for what the listing did not say (None: local)
+
+    def _stat(self) -> None:
+        if self._fs is not None:
+            self._mtime_ms = _fs_mtime_ms(self._fs, self.path)
+            return
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError as e:  # listed, then removed (log cleanup, a concurrent writer)
+            raise MissingLogFileError(f"{self.path} disappeared after the folder was listed") from e
+        self._size, self._mtime_ms = st.st_size, st.st_mtime_ns // 1_000_000
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._stat()
+        return self._size
+
+    def mtime_or_none(self) -> int | None:
+        """The modification time, or None where the filesystem gives none (zip): for cache keys,
+        which must not fail where reads need no times."""
+        try:
+            return self.mtime_ms
+        except MissingLogFileError:
+            raise
+        except DeltaError:
+            return None
+
+    @property
+    def listed_size(self) -> int | None:
+        """The size the listing gave, without asking the filesystem (None for local listings)."""
+        return self._size
+
+    @property
+    def mtime_ms(self) -> int:
+        if self._mtime_ms is None:
+            self._stat()
+        return self._mtime_ms
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FileInfo) and self.path == other.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"FileInfo({self.path!r})"
+
+
+def _local_names(path: str) -> list[str]:
+    """Sorted names of the files in a local folder (os.scandir, no stat per entry)."""
+    try:
+        with os.scandir(path) as it:
+            names = [e.name for e in it if not e.is_dir()]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    except PermissionError as e:
+        raise StorageError(f"cannot list {path}: permission denied") from e
+    except OSError as e:  # a symlink loop, a name too long, an I/O error: not a crash
+        raise StorageError(f"cannot list {path}: {e.strerror or e}") from e
+    names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
+    return names
+
+
+def _list_local(path: str) -> list[FileInfo]:
+    """Names only; sizes and mtimes are read lazily."""
+    prefix = path.rstrip("/") + "/"
+    return [FileInfo(prefix + n, n) for n in _local_names(path)]
+
+
+def _fs_mtime_ms(fs: Any, path: str) -> int:
+    """Modification time from ``fs.modified`` for listings that carry none. A filesystem that
+    cannot tell is an error: a made-up time would give wrong commit timestamps."""
+    try:
+        modified = fs.modified(path)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
+    except Exception as e:  # noqa: BLE001 - NotImplementedError and any filesystem's own error
+        kind = type(getattr(fs, "wrapped", fs)).__name__
+        why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__  # zip's has no text
+        raise DeltaError(
+            f"{path}: {kind} gives no modification time ({why}); commit timestamps (time travel "
+            "by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps"
+        ) from e
+    if getattr(modified, "tzinfo", None) is None:
+        modified = modified.replace(tzinfo=datetime.timezone.utc)
+    return int(modified.timestamp() * 1000)
+
+
+_MLSD_TIME = re.compile(r"^[0-9]{14}(\.[0-9]+)?$")
+
+
+def _mtime_ms(entry: dict[str, Any]) -> int | None:
+    """The modification time (ms) an fsspec listing entry carries, None when it has none."""
+    modify = entry.get("modify")  # FTP's MLSD fact (RFC 3659): YYYYMMDDHHMMSS[.fff] in UTC
+    if isinstance(modify, str) and _MLSD_TIME.match(modify):
+        whole, _, fraction = modify.partition(".")
+        t = datetime.datetime.strptime(whole, "%Y%m%d%H%M%S").replace(tzinfo=datetime.timezone.utc)
+        return int(t.timestamp()) * 1000 + int((fraction + "000")[:3])
+    for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        v = entry.get(key)
+        if v is None:
+            continue
+        if isinstance(v, str):
+            try:
+                v = datetime.datetime.fromisoformat(v.replace("Z", "+00:00"))
+            except ValueError:
+                pass
+        if isinstance(v, datetime.datetime):
+            if v.tzinfo is None:
+                v = v.replace(tzinfo=datetime.timezone.utc)
+            return int(v.timestamp() * 1000)
+        try:
+            return int(float(v) * 1000)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def forget_listing(fs: Any, path: str) -> None:
+    """Drop a filesystem's cached listing of ``path``: object-store filesystems cache listings per
+    instance and fsspec shares instances, so a cached listing of ``_delta_log`` would hide every
+    commit made after it. Only an optimisation of theirs is lost; a filesystem whose
+    ``invalidate_cache`` takes other arguments or fails is left as it is."""
+    try:
+        fs.invalidate_cache(path)
+    except Exception:  # noqa: BLE001, S110 - see above
+        pass

@@ -1,0 +1,350 @@
+"""Storage: the one layer over fsspec the log and scan code read through, so any fsspec protocol
+(with storage options) works the same way."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import pyarrow.fs as pafs
+
+from ..cached import cached_property
+from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
+from .arrow import _LogSizedHandler
+from .handles import _StoreFile, store_errors
+from .listing import FileInfo, _list_local, _local_names, _mtime_ms, forget_listing
+from .serial import _serialized_if_needed
+from .uri import _chain_child, _is_chained, _open_error, _split_uri
+
+
+class Storage:
+    """Access to one table root on some filesystem."""
+
+    def __init__(self, uri: str, storage_options: dict[str, Any] | None = None):
+        if isinstance(uri, os.PathLike):
+            uri = os.fspath(uri)
+        if not isinstance(uri, str) or not uri:
+            raise ArgumentError(f"table URI must be a non-empty string or path, got {uri!r}")
+        if "\x00" in uri:
+            raise DeltaError(f"table URI {uri!r} contains a NUL character")
+        if storage_options is not None and not isinstance(storage_options, Mapping):
+            raise ArgumentError(
+                f"storage_options for {uri!r} must be a dict of filesystem options, got "
+                f"{type(storage_options).__name__}: {storage_options!r}"
+            )
+        self.storage_options = dict(storage_options or {})
+        self.uri = uri
+        self._url_options: dict[str, Any] = {}  # what the URL itself says (host, port, account)
+        self._protocols: frozenset[str] = frozenset()  # the names of the table's store's protocol
+        self._fs_class: Any = None
+        self.chained = _is_chained(uri)
+        if self.chained:  # fsspec URL chaining: the filesystems and the path come from fsspec
+            self.protocol = "chain"
+            path = self._open_chain(uri)
+        else:
+            self.protocol, path = _split_uri(uri)
+            if not self.is_local:
+                path = self._url_path(uri)
+        if not self.is_local:
+            self.fs  # noqa: B018 - fail early on an unknown protocol or bad options
+        self.root = path.rstrip("/") if path not in ("/", "") else path
+        self._known_sizes: dict[str, int] = {}  # sizes from the log and listings (note_sizes)
+
+    def _open_chain(self, uri: str) -> str:
+        import fsspec.core
+
+        try:
+            fs, path = fsspec.core.url_to_fs(uri, **self.storage_options)
+        except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
+            raise _open_error(uri, e, self.storage_options) from e
+        self.__dict__["fs"] = _serialized_if_needed(fs)
+        return path
+
+    def _url_path(self, uri: str) -> str:
+        """The path within the store as its filesystem names it, and the options the URL itself
+        carries (an FTP host and port, an Azure account): an HTTP filesystem names files by their
+        whole URL, other stores by what follows the protocol."""
+        import fsspec
+
+        try:
+            cls = fsspec.get_filesystem_class(self.protocol)
+            self._url_options = dict(cls._get_kwargs_from_urls(uri) or {})
+        except Exception as e:  # noqa: BLE001 - an unknown protocol, a library not installed
+            raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
+        self._fs_class = cls
+        protocols = cls.protocol if isinstance(cls.protocol, (tuple, list)) else (cls.protocol,)
+        self._protocols = frozenset(p.lower() for p in protocols) | {self.protocol}
+        return self._store_path(uri)
+
+    def _store_path(self, uri: str) -> str:
+        """A URI of the table's store -> the path its filesystem opens (the root and absolute
+        log paths alike, so that both name a file the same way)."""
+        scheme = uri.split("://", 1)[0].lower()
+        try:
+            path = self._fs_class._strip_protocol(uri)
+        except Exception as e:  # noqa: BLE001 - a filesystem's own parsing error
+            raise DeltaError(
+                f"{uri!r}: not a path of the {self.protocol} store ({type(e).__name__}: {e})"
+            ) from e
+        path = (path if isinstance(path, str) else str(path)).rstrip("/") or "/"
+        if path.lower().startswith(scheme + "://") and scheme not in ("http", "https"):
+            # a filesystem subclass registered under another name may strip only its parent's
+            # protocol; outside HTTP, a store's paths are what follows the protocol
+            path = path.split("://", 1)[1].rstrip("/") or "/"
+        return path
+
+    @cached_property
+    def fs(self) -> Any:  # fsspec.AbstractFileSystem (fsspec is imported on demand)
+        """The fsspec filesystem (imported on demand: local tables do not need fsspec)."""
+        import fsspec
+
+        try:
+            fs = fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
+        except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
+            raise _open_error(self.uri, e, self.storage_options) from e
+        return _serialized_if_needed(fs)
+
+    # -- naming -------------------------------------------------------------------------
+    @property
+    def is_local(self) -> bool:
+        return self.protocol in ("file", "local")
+
+    @property
+    def root_uri(self) -> str:
+        """The table root as a URI (``file:///...`` for local tables)."""
+        if self.is_local:
+            return "file://" + self.root
+        if self.chained or self._url_options:
+            # a chain, or a URL whose host/port/account the path does not keep: the URL as given
+            return self.uri.rstrip("/")
+        return self.root if "://" in self.root else f"{self.protocol}://{self.root}"
+
+    @property
+    def cache_key(self) -> tuple[str, tuple]:
+        """The table location and storage options: what identifies the table in a process cache
+        (the same folder read with other credentials is another entry)."""
+        options = tuple(sorted((str(k), repr(v)) for k, v in self.storage_options.items()))
+        return self.root_uri, options
+
+    def join(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def child_location(self, *parts: str) -> str:
+        """A location below the root that opens on the same filesystem: a plain path for local
+        folders, ``protocol://path`` otherwise (``join`` drops the protocol)."""
+        if self.chained:
+            return _chain_child(self.uri, posixpath.join(*parts))
+        if self._url_options:  # keep the URL's host, port or account
+            return self.root_uri + "/" + posixpath.join(*parts)
+        path = self.join(*parts)
+        return path if self.is_local or "://" in path else f"{self.protocol}://{path}"
+
+    def resolve(self, path: str) -> str:
+        """Resolve a log path, already URL-decoded once, against the table root.
+
+        Relative paths are joined to the root; absolute paths and URIs are kept, and never decoded
+        or URL-parsed again: ``file:///t/a%20b`` names the file ``a%20b``, and '#' and '?' are file
+        name characters, not a fragment or a query.
+        """
+        if self.url_quoted:
+            return self._url_of(path)
+        if path[:5].lower() == "file:":
+            rest = path[5:]
+            if rest.startswith("//"):  # file://[host]/path: empty or localhost authority
+                slash = rest.find("/", 2)
+                rest = rest[slash:] if slash >= 0 else "/"
+            if not rest.startswith("/"):
+                # not a URI: a relative path whose first folder has a colon ('file:k=a/...', a
+                # partition column named 'file:k'), as the reference readers take it
+                return posixpath.join(self.root, path)
+            if not self.is_local and not self.chained:
+                raise self._elsewhere(path, "file")
+            return rest
+        if "://" in path:
+            if self.chained:
+                return path.split("://", 1)[1].rstrip("/")
+            scheme = path.split("://", 1)[0].lower()
+            if self.is_local:
+                if scheme != "local":
+                    raise self._elsewhere(path, scheme)
+                return self.resolve("file" + path[5:])
+            if scheme not in self._protocols:
+                raise self._elsewhere(path, scheme)
+            try:
+                where = dict(self._fs_class._get_kwargs_from_urls(path) or {})
+            except Exception:  # noqa: BLE001 - a filesystem's own parsing error
+                where = None
+            if where != self._url_options:  # another host, port or account of the same kind
+                raise self._elsewhere(
+                    path, f"{scheme}, {where or 'no host'} instead of {self._url_options or 'no host'}"
+                )
+            return self._store_path(path)
+        if path.startswith("/"):
+            return path
+        return posixpath.join(self.root, path)
+
+    @property
+    def url_quoted(self) -> bool:
+        """Whether the store names files by URL (HTTP), whose paths must be percent-encoded: a
+        log path decoded once names the file ``x=A%2FA``, requested as ``x=A%252FA``."""
+        return not self.is_local and "://" in self.root  # a local folder may be named a://b
+
+    def _url_of(self, path: str) -> str:
+        """A log path (decoded once) as a URL of the table's URL-named store."""
+        parts = urlsplit(self.root)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        if "://" in path:
+            scheme = path.split("://", 1)[0].lower()
+            given = urlsplit(path)
+            if scheme not in self._protocols and not self.chained or given.netloc != parts.netloc:
+                raise self._elsewhere(path, f"{scheme}://{given.netloc}")
+            return f"{origin}{quote(given.path)}"
+        if path.startswith("/"):
+            return origin + quote(path)
+        return self.root + "/" + quote(path)
+
+    def _elsewhere(self, path: str, scheme: str) -> DeltaError:
+        from ..errors import UnsupportedFeatureError
+
+        return UnsupportedFeatureError(
+            f"{self.root_uri}: the log names the file {path!r} on another filesystem ({scheme}) than "
+            f"the table's ({self.protocol}); files on other stores are not read (a reader of the "
+            "table's store would read whatever that path holds there)"
+        )
+
+    # -- reads --------------------------------------------------------------------------
+    def list_names(self, path: str) -> tuple[list[str], dict[str, FileInfo] | None]:
+        """Names of the files directly under ``path``, sorted, and their FileInfo when the listing
+        gave more than names (object stores); local listings make FileInfo objects on demand."""
+        if self.is_local:
+            return _local_names(path), None
+        files = self.list_dir(path)
+        return [f.name for f in files], {f.name: f for f in files}
+
+    def list_dir(self, path: str) -> list[FileInfo]:
+        """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
+        if self.is_local:
+            return _list_local(path)
+        forget_listing(self.fs, path)
+        try:
+            with store_errors("list", path):
+                entries = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError:
+            return []
+        out = []
+        for e in entries:
+            if e.get("type") == "directory":
+                continue
+            full = e["name"]
+            out.append(
+                FileInfo(full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e), self.fs)
+            )
+        out.sort(key=lambda f: f.name)
+        return out
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists; a StorageError when the store cannot tell (no permission to
+        look: "missing" would send the user looking for a VACUUM that never happened)."""
+        if self.is_local:
+            try:
+                os.stat(path)
+            except PermissionError as e:
+                raise StorageError(f"cannot look up {path}: permission denied") from e
+            except (OSError, ValueError):  # not there, a symlink loop, a name too long
+                return False
+            return True
+        with store_errors("look up", path):
+            return bool(self.fs.exists(path))
+
+    def isdir(self, path: str) -> bool:
+        if self.is_local:
+            return os.path.isdir(path)
+        with store_errors("look up", path):
+            return bool(self.fs.isdir(path))
+
+    def open_remote(self, path: str) -> Any:
+        """A file of a remote store opened for pyarrow, its failed requests StorageError; opened
+        with the size its listing gave when :meth:`note_sizes` was told it."""
+        with store_errors("open", path):
+            return _StoreFile(self._open(path, self._known_sizes.get(self.fs._strip_protocol(path))), path)
+
+    def _open(self, path: str, size: int | None = None):
+        """Opened for reading. A remote file whose size is known is opened with it: object-store
+        filesystems (s3fs, gcsfs, HTTP) otherwise ask the store for the size first, a round trip
+        before the read (one per commit of a snapshot)."""
+        if self.is_local:
+            return open(path, "rb")  # noqa: SIM115
+        if size:
+            try:
+                return self.fs.open(path, "rb", size=size)
+            except TypeError:  # a filesystem whose open takes no size
+                pass
+        return self.fs.open(path, "rb")
+
+    def read_bytes(self, path: str, size: int | None = None) -> bytes:
+        """The whole file (``size``: what a listing said it holds). Not found stays
+        FileNotFoundError (callers say what was missing); any other failure of the store is a
+        StorageError naming the file."""
+        with store_errors("read", path):
+            with self._open(path, size) as f:
+                return f.read()
+
+    def read_listed(self, path: str, size: int | None = None) -> bytes:
+        """Read a log file a listing named: gone by now (log cleanup, a concurrent writer) is a
+        MissingLogFileError naming it; fewer bytes than the listing's ``size`` is a StorageError
+        (a store that ends a read early must not drop a commit's last actions)."""
+        try:
+            data = self.read_bytes(path, size)
+        except FileNotFoundError as e:
+            raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
+        if size is not None and len(data) < size:
+            raise StorageError(f"cannot read {path}: got {len(data)} of its {size} bytes")
+        return data
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes at ``offset`` (fewer at the end of the file). On a remote store one
+        ranged request: opening the file would ask the store for its size first, and read ahead
+        a whole block (s3fs: 50 MB) for a deletion vector of a few bytes."""
+        with store_errors("read", path):
+            if self.is_local:
+                with open(path, "rb") as f:
+                    f.seek(offset)
+                    return f.read(length)
+            data = self.fs.cat_file(path, start=offset, end=offset + length)
+            if len(data) > length:  # an HTTP server that ignores Range sends the whole file
+                data = data[offset : offset + length]
+            return data
+
+    def info(self, path: str) -> FileInfo:
+        with store_errors("look up", path):
+            if self.is_local:
+                st = os.stat(path)
+                return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
+            e = self.fs.info(path)
+        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e), self.fs)
+
+    # -- pyarrow ------------------------------------------------------------------------
+    @cached_property
+    def arrow_fs(self) -> pafs.FileSystem:
+        """A pyarrow filesystem for data reads: native where one exists, else fsspec-wrapped."""
+        if self.is_local:
+            return pafs.LocalFileSystem()
+        return pafs.PyFileSystem(_LogSizedHandler(self.fs, self._known_sizes))
+
+    def note_sizes(self, files: Iterable[tuple[str, int | None]]) -> None:
+        """Remember the sizes the log gives for data files (``(location, size)``), so that
+        :attr:`arrow_fs` opens them without asking the store (see :class:`_LogSizedHandler`)."""
+        if self.is_local:
+            return
+        strip = self.fs._strip_protocol
+        sizes = self._known_sizes
+        if len(sizes) > 1_000_000:  # bounded like the other per-file caches
+            sizes.clear()
+        for location, size in files:
+            if size:
+                sizes[strip(location)] = int(size)

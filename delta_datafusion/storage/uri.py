@@ -1,0 +1,106 @@
+"""Table locations as fsspec takes them: plain paths, file URIs, protocol URLs and chained URLs,
+and the package error a filesystem that cannot be opened becomes (so a typo, a missing archive and
+an unreachable host read differently)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from ..errors import DeltaError, StorageError, TableNotFoundError
+
+
+def _split_uri(uri: str) -> tuple[str, str]:
+    """Return (protocol, path-without-protocol) for a path or URI.
+
+    Non-file URLs keep everything after ``protocol://`` (fsspec treats '#' and '?' as path
+    characters); file URIs follow RFC 8089: percent-decoded, no host other than localhost."""
+    if uri.split(":", 1)[0].lower() in ("file", "local") and ("#" in uri or "?" in uri):
+        # RFC 8089 would drop a fragment or query silently, and read another folder than the
+        # name says ("file:///x/t#v2" is /x/t); a '#' or '?' in a folder name is written %23, %3F
+        raise DeltaError(
+            f"{uri!r}: a file URI cannot have a '#' fragment or '?' query; write '#' as %23 and '?' "
+            "as %3F, or give a plain path"
+        )
+    if uri.split(":", 1)[0].lower() in ("file", "local") and any(c in uri for c in "\t\r\n"):
+        # URL parsing deletes tabs and line breaks: "file:///x/a\nb" would read /x/ab
+        raise DeltaError(f"{uri!r}: a file URI cannot hold a tab or line break; give a plain path")
+    if "://" not in uri:
+        if uri[:5].lower() == "file:":
+            path = unquote(uri[5:]) or "/"
+            if not path.startswith("/"):
+                raise DeltaError(f"{uri!r}: a file URI needs an absolute path (file:///abs/path)")
+            return "file", path
+        return "file", os.path.abspath(os.path.expanduser(uri))
+    scheme, rest = uri.split("://", 1)
+    protocol = scheme.lower()
+    if protocol in ("file", "local"):
+        parts = urlsplit(uri)
+        if parts.netloc not in ("", "localhost"):
+            raise DeltaError(
+                f"{uri!r}: file URIs with a host ({parts.netloc!r}) are not supported; "
+                f"write file:///absolute/path or a plain path"
+            )
+        return "file", unquote(parts.path) or "/"
+    return protocol, rest.rstrip("/")
+
+
+_PROTOCOL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
+
+
+def _is_chained(uri: str) -> bool:
+    """An fsspec chained URL (``simplecache::s3://b/t``, ``zip://t::file:///a.zip``): its first
+    link starts with a protocol. A local folder may have '::' in its name (``/x/a::b``)."""
+    if "::" not in uri:
+        return False
+    first = uri.split("::", 1)[0]
+    return bool(_PROTOCOL.match(first.split("://", 1)[0])) and (
+        "://" in first or first.lower() in _fsspec_protocols()
+    )
+
+
+def _fsspec_protocols() -> frozenset[str]:
+    import fsspec
+
+    return frozenset(p.lower() for p in fsspec.available_protocols())
+
+
+def _chain_child(uri: str, name: str) -> str:
+    """A chained fsspec URL (``simplecache::s3://b/t``, ``zip://t::file:///a.zip``) for ``name``
+    below its root: the path lives in the first link that has one."""
+    links = uri.split("::")
+    for i, link in enumerate(links):
+        if "://" in link:
+            protocol, path = link.split("://", 1)
+            links[i] = f"{protocol}://{path.rstrip('/') + '/' if path.rstrip('/') else ''}{name}"
+            return "::".join(links)
+    raise DeltaError(f"{uri!r}: no link of this chained URL names a path")
+
+
+#: OSErrors about a path, not the network: opening a filesystem with them is a DeltaError.
+_PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
+def _open_error(uri: str, e: Exception, options: dict[str, Any]) -> DeltaError:
+    """A filesystem that could not be opened: a StorageError when the store could not be reached
+    (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
+    does not resolve (socket.gaierror) or no route to it, OSErrors that are not ConnectionErrors;
+    a TableNotFoundError when what it opens is not there (a zip archive); else a DeltaError
+    (options, auth, protocol, a missing key or credentials file)."""
+    network = isinstance(e, OSError) and not isinstance(e, _PATH_ERRORS)
+    missing = isinstance(e, FileNotFoundError) and _names_location(e, uri, options)
+    cls = StorageError if network else TableNotFoundError if missing else DeltaError
+    what = " (so there is no table there)" if missing else ""
+    return cls(f"cannot open filesystem for {uri!r}{what}: {type(e).__name__}: {e}")
+
+
+def _names_location(e: FileNotFoundError, uri: str, options: dict[str, Any]) -> bool:
+    """Whether the missing file is the location opened (an archive named in the URL or by an
+    ``fo`` option), not a file another option names (a key file: the store's error, not "no
+    table there")."""
+    if e.filename is None:
+        return False
+    archives = [options.get("fo")] + [v.get("fo") for v in options.values() if isinstance(v, dict)]
+    return str(e.filename) in uri or str(e.filename) in {str(a) for a in archives if a is not None}
