@@ -5,7 +5,9 @@ checks that the log's figures can be trusted and the batches built from them."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -30,11 +32,12 @@ def constant_batches(
         if total:
             yield pa.RecordBatch.from_arrays([pa.nulls(total)], names=["n"]).select([])
         return
-    rows: dict[tuple, int] = {}
+    rows: dict[tuple, tuple[tuple, int]] = {}
     for u, n in counted:
-        key = tuple(u.partition_values[c] if c in u.partition_values else u.constants[c] for c in columns)
-        rows[key] = rows.get(key, 0) + n
-    for values, total in rows.items():
+        values = tuple(u.partition_values[c] if c in u.partition_values else u.constants[c] for c in columns)
+        key = tuple(_value_key(v) for v in values)
+        rows[key] = (values, rows[key][1] + n if key in rows else n)
+    for values, total in rows.values():
         scalars = [pa.array([v], f.type)[0] for v, f in zip(values, schema, strict=True)]
         full = None
         while total > 0:
@@ -47,6 +50,12 @@ def constant_batches(
                     full = batch
             yield batch
             total -= n
+
+
+def _value_key(value: Any) -> Any:
+    """``value`` as a key that keeps apart what ``==`` merges: the float partition values -0.0
+    and 0.0 are two values (their rows must keep their own sign)."""
+    return (value, math.copysign(1.0, value)) if isinstance(value, float) else value
 
 
 #: More rows than a data file is taken to hold: statistics claiming more are read, not trusted.
