@@ -360,13 +360,11 @@ class UnitReader:
         ]
         # The first file is scanned on its own: pyarrow's scanner reads several files ahead before
         # its first batch, which a LIMIT query would pay in full (TPC-H lineitem, SELECT * LIMIT
-        # 10: 190 -> 40 ms); full scans measured the same either way.
-        parts = [frags[:1], frags[1:]] if len(frags) > 1 and first_rows_early else [frags]
+        # 10: 190 -> 40 ms); full scans measured the same either way. A streamed first file leaves
+        # only its other row groups to scan.
         if stream:
             first = (
-                []
-                if not rest
-                else [
+                [
                     fmt.make_fragment(
                         units[0].location,
                         fs,
@@ -375,8 +373,14 @@ class UnitReader:
                         file_size=units[0].size or None,
                     )
                 ]
+                if rest
+                else []
             )
             parts = [first, frags[1:]]
+        elif len(frags) > 1 and first_rows_early:
+            parts = [frags[:1], frags[1:]]
+        else:
+            parts = [frags]
         read_now: set[str] = set()
         path = None  # the file whose rows the scan is handing on (see _not_read_whole)
         try:
