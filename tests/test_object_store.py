@@ -681,3 +681,21 @@ def test_a_table_pickles_after_its_store_connected(tmp_path):
     copy = pickle.loads(pickle.dumps(table))
     assert copy.snapshot().scan().to_table().column("id").to_pylist() == [1, 2, 3]
     assert copy.storage.fs is not None
+
+
+def test_a_table_pickles_after_its_checkpoint_was_read(tmp_path):
+    """A DeltaTable pickled after a snapshot read its checkpoint: the handle's open checkpoint
+    reader and its lock are not pickled (a lock cannot be: 'cannot pickle _thread.lock'); the
+    copy opens its own."""
+    import pickle
+
+    import deltalake
+
+    t = str(tmp_path / "t")
+    for i in range(3):
+        deltalake.write_deltalake(t, pa.table({"id": [i]}), mode="append")
+    deltalake.DeltaTable(t).create_checkpoint()
+    table = dd.DeltaTable(t)
+    assert table.snapshot().scan().to_table().num_rows == 3  # the checkpoint read
+    copy = pickle.loads(pickle.dumps(table))
+    assert sorted(copy.snapshot().scan().to_table().column("id").to_pylist()) == [0, 1, 2]

@@ -53,6 +53,15 @@ class Storage:
         self.root = path.rstrip("/") if path not in ("/", "") else path
         self._known_sizes: dict[str, int] = {}  # sizes from the log and listings (note_sizes)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the handle's open checkpoint readers and their lock (see
+        :func:`~delta_datafusion.log.actions.read_parquet_actions`), which cannot be pickled: the
+        copy opens its own."""
+        state = dict(self.__dict__)
+        state.pop("_log_parquet", None)
+        state.pop("_log_parquet_lock", None)
+        return state
+
     def _open_chain(self, uri: str) -> str:
         import fsspec.core
 
