@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Collection
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -58,6 +58,8 @@ from .storage import Storage
 
 if TYPE_CHECKING:
     from .scan import Scan
+
+T = TypeVar("T")
 
 #: How many checkpoint leaves (V2 sidecars, multi-part parts) a snapshot reads at once, on threads
 #: (pyarrow releases the GIL). 1 reads them one after another, i.e. fully sequential replay.
@@ -453,22 +455,28 @@ class Snapshot(TableVersionView):
         parts = [t for t in (commits, typed) if t is not None]
         return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 
-    @cached_property
-    def _files(self) -> pa.Table:
+    def _read_or_relisted(self, read: Callable[[Snapshot], T]) -> T:
+        """``read(self)``, or, when the checkpoint it reads is gone, ``read`` of this version built
+        again from a new listing. The checkpoint is read on first use, after the listing: a log
+        cleanup in between may have removed it. The new listing's snapshot is another object
+        (never the old listing's commits with the new one's checkpoint): threads replaying this
+        one are not mixed."""
         try:
-            return self._replayed_files()
+            return read(self)
         except MissingLogFileError:
             if self.segment.checkpoint is None:
                 raise
-        # the checkpoint is read on first use, after the listing: a log cleanup in between removed
-        # it. The version is built again from a new listing (never the old listing's commits with
-        # the new one's checkpoint), in another snapshot: threads replaying this one are not mixed
         from .table import relisting
 
-        fresh = relisting(lambda: _listed_again(self, with_files=True))
-        self.__dict__["transactions"] = fresh.transactions
-        self.__dict__["domain_metadata"] = fresh.domain_metadata
-        return fresh.files()
+        return relisting(lambda: read(_listed_again(self)))
+
+    @cached_property
+    def _files(self) -> pa.Table:
+        snap, files = self._read_or_relisted(lambda s: (s, s._replayed_files()))
+        if snap is not self:  # listed again: its transactions and domains are this version's
+            self.__dict__["transactions"] = snap.transactions
+            self.__dict__["domain_metadata"] = snap.domain_metadata
+        return files
 
     def _replayed_files(self) -> pa.Table:
         # Typed source by source (smaller parse buffers); then the raw strings are dropped: planning
@@ -545,29 +553,16 @@ class Snapshot(TableVersionView):
     @cached_property
     def transactions(self) -> dict[str, int]:
         """Latest version of each application transaction (``txn`` actions)."""
-        try:
-            return self._transactions_with(self._checkpoint_pass.txn)
-        except MissingLogFileError:
-            if self.segment.checkpoint is None:
-                raise
-        # the checkpoint is gone: listed again (see _files), not through files(), whose lock must
-        # not be awaited here: files() holds it while it reads the transactions (which waits for
-        # this property's lock: a deadlock)
-        from .table import relisting
-
-        return relisting(lambda: _listed_again(self).transactions)
+        # not through files() when the checkpoint is gone: files() holds the snapshot's lock while
+        # it reads the transactions (which waits for this property's lock: a deadlock)
+        return self._read_or_relisted(lambda s: s._transactions_with(s._checkpoint_pass.txn))
 
     @cached_property
     def domain_metadata(self) -> dict[str, str]:
         """Active domain metadata configurations by domain name."""
-        try:
-            return self._domains_with(self._checkpoint_pass.domains)
-        except MissingLogFileError:
-            if self.segment.checkpoint is None:
-                raise
-        from .table import relisting
-
-        return relisting(lambda: _listed_again(self).domain_metadata)  # see transactions
+        return self._read_or_relisted(
+            lambda s: s._domains_with(s._checkpoint_pass.domains)
+        )  # see transactions
 
     def _transactions_with(self, checkpoint_txn: list[pa.Array]) -> dict[str, int]:
         cols = [self.commit_log.actions.column("txn").combine_chunks()[::-1]]
@@ -605,10 +600,9 @@ _RAW_COLUMNS = [
 ]
 
 
-def _listed_again(old: Snapshot, with_files: bool = False) -> Snapshot:
-    """``old``'s version from a new listing of the log, its files read when ``with_files`` (a
-    file gone again is a MissingLogFileError, for :func:`~delta_datafusion.table.relisting` to
-    list once more)."""
+def _listed_again(old: Snapshot) -> Snapshot:
+    """``old``'s version from a new listing of the log (a file gone again is a
+    MissingLogFileError, for :func:`~delta_datafusion.table.relisting` to list once more)."""
     from .table import DeltaTable
 
     table = DeltaTable.from_storage(old.storage)
@@ -625,8 +619,6 @@ def _listed_again(old: Snapshot, with_files: bool = False) -> Snapshot:
             f"{old.table_root} was replaced by another table after it was opened (version "
             f"{old.version} has another protocol or metadata now); open it again"
         )
-    if with_files:
-        fresh.__dict__["_files"] = fresh._replayed_files()
     return fresh
 
 

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from ..arrow_threads import arrow_threads
-from ..errors import MissingLogFileError, ParallelStateError
+from ..errors import ParallelStateError
 from ..log.checkpoint import CheckpointManifest, LeafFile
 from ..scan import Scan, ScanMetadata
-from ..snapshot import Snapshot, _listed_again, project_raw
+from ..snapshot import Snapshot, project_raw
 from .split import as_leaf, refuse_overlaps
 from .state import ParallelState, empty_file_table
 
@@ -98,18 +98,7 @@ def _with_manifest(snap: Snapshot) -> tuple[Snapshot, CheckpointManifest | None]
     """``snap`` and its checkpoint manifest, read before anything is yielded: a checkpoint a log
     cleanup removed since the snapshot was listed is listed again, as ``files()`` does (see
     ``Snapshot._files``), never the old listing's commits with the new one's checkpoint."""
-    try:
-        return snap, snap.checkpoint_manifest
-    except MissingLogFileError:
-        if snap.segment.checkpoint is None:
-            raise
-    from ..table import relisting
-
-    def again() -> tuple[Snapshot, CheckpointManifest | None]:
-        fresh = _listed_again(snap)
-        return fresh, fresh.checkpoint_manifest
-
-    return relisting(again)
+    return snap._read_or_relisted(lambda s: (s, s.checkpoint_manifest))
 
 
 class ParallelScanMetadata(Iterator[ScanMetadata]):
