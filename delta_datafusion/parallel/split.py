@@ -18,7 +18,12 @@ from ..storage import Storage
 
 
 def leaf_location(storage: Storage, path: str) -> str:
-    """A leaf path resolved against the table and normalized (no '..' escaping the log folder)."""
+    """A leaf path resolved against the table and normalized (no '..' escaping the log folder).
+
+    The sequential phase hands out leaves as store paths, which on object stores have no leading
+    '/' (``bucket/t/_delta_log/...``): read as relative, they would be joined to the root again."""
+    if "://" not in path and path.startswith(storage.root.rstrip("/") + "/"):
+        return posixpath.normpath(path)
     return posixpath.normpath(storage.resolve(path))
 
 

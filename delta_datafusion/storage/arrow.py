@@ -8,7 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from .handles import _NamedMissing
+from .handles import _NamedMissing, with_known_size
 
 
 class _LogSizedHandler(pafs.FSSpecHandler):
@@ -40,4 +40,4 @@ class _LogSizedHandler(pafs.FSSpecHandler):
             raise
         except OSError as e:  # a network error or a timeout: the message names no file
             raise OSError(f"{path}: {type(e).__name__}: {e}") from e
-        return pa.PythonFile(_NamedMissing(handle, path, size), mode="r")
+        return pa.PythonFile(_NamedMissing(with_known_size(handle, size), path, size), mode="r")

@@ -11,6 +11,16 @@ from typing import Any
 from ..errors import DeltaError, StorageError
 
 
+def with_known_size(handle: Any, size: int) -> Any:
+    """``handle``, an fsspec file opened with the ``size`` the log or a listing gave, told that
+    size as its details too: s3fs otherwise asks the store for them (a HEAD request, for an ETag
+    check it skips when opened with a size) at the first read, one round trip before each data
+    file's first bytes. Data files are never rewritten in place, so the check guards nothing."""
+    if getattr(handle, "_details", 0) is None:  # fsspec's buffered file, details not asked yet
+        handle.details = {"name": handle.path, "size": size, "type": "file"}
+    return handle
+
+
 @contextlib.contextmanager
 def store_errors(what: str, path: str) -> Iterator[None]:
     """A failed request to the store as a StorageError naming the path (a store's own message,
@@ -20,7 +30,10 @@ def store_errors(what: str, path: str) -> Iterator[None]:
     except (FileNotFoundError, NotADirectoryError, DeltaError):
         raise
     except PermissionError as e:
-        raise StorageError(f"cannot {what} {path}: permission denied") from e
+        # a store's reason (s3fs: an unknown access key, a bad signature, a policy) tells what to
+        # fix; an OSError of a local file only repeats the path
+        reason = f" ({e})" if e.filename is None and str(e) else ""
+        raise StorageError(f"cannot {what} {path}: permission denied{reason}") from e
     except Exception as e:  # noqa: BLE001 - every store raises its own kinds
         raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
 

@@ -1,0 +1,180 @@
+"""Tables in S3 read through s3fs from a moto S3 server on 127.0.0.1, as a user's bucket would be.
+
+The in-memory filesystem of ``test_object_store.py`` names files ``/root/...``; s3fs names them
+``bucket/key`` (no leading '/') and asks the store for a file's details before its first read
+unless told otherwise, so paths, request counts and the store's own errors are checked here on
+the real client library.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from conftest import corpus_table
+
+s3fs = pytest.importorskip("s3fs")
+moto_server = pytest.importorskip("moto.server")
+from datafusion import SessionContext  # noqa: E402
+from moto.core.authorization import enable_iam_authentication  # noqa: E402
+
+import delta_datafusion as dd  # noqa: E402
+from delta_datafusion.errors import from_datafusion  # noqa: E402
+
+#: A V2 checkpoint with sidecars, a multi-part checkpoint, DVs with column mapping, escaped
+#: partition folders and a change data feed.
+TABLES = [
+    "v2-checkpoints-json-with-sidecars",
+    "v1-multi-part-struct-stats-only",
+    "dv-with-columnmapping",
+    "data-reader-escaped-chars",
+    "cdf-table",
+]
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    """A moto S3 server on a free port of 127.0.0.1, stopped after the module's tests."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def _options(endpoint: str, **more: Any) -> dict[str, Any]:
+    # a new s3fs instance per table: the request counts below see only their own calls
+    return {"key": "k", "secret": "s", "endpoint_url": endpoint, "skip_instance_cache": True, **more}
+
+
+@pytest.fixture
+def bucket(endpoint: str) -> Iterator[tuple[Any, str]]:
+    """(s3fs filesystem, a fresh bucket name); the bucket is removed afterwards."""
+    fs = s3fs.S3FileSystem(**_options(endpoint))
+    name = f"dd-{uuid.uuid4().hex[:12]}"
+    fs.mkdir(name)
+    yield fs, name
+    fs.rm(name, recursive=True)
+
+
+def _upload(fs: Any, local: Path, prefix: str) -> str:
+    for dirpath, _dirs, files in os.walk(local):
+        for name in files:
+            path = Path(dirpath) / name
+            fs.pipe(f"{prefix}/{path.relative_to(local).as_posix()}", path.read_bytes())
+    return f"s3://{prefix}"
+
+
+def _rows(t: pa.Table) -> list[str]:
+    return sorted(map(str, t.to_pylist()))
+
+
+def _objects(fs: Any, prefix: str) -> dict[str, str]:
+    fs.invalidate_cache()
+    return {p: fs.info(p)["ETag"] for p in fs.find(prefix)}
+
+
+def _parallel_files(snap: dd.Snapshot) -> list[str]:
+    from delta_datafusion.parallel import Parallel, ParallelScanMetadata
+
+    phase = snap.scan().parallel_scan_metadata()
+    paths = [p for batch in phase for p in batch.files.column("path").to_pylist()]
+    result = phase.finish()
+    if isinstance(result, Parallel):
+        for batch in ParallelScanMetadata(result.state.to_bytes(), result.files):
+            paths += batch.files.column("path").to_pylist()
+    return sorted(paths)
+
+
+@pytest.fixture
+def head_requests(monkeypatch) -> list[str]:
+    """The keys s3fs sends HEAD requests for (a file's details)."""
+    heads: list[str] = []
+    call = s3fs.S3FileSystem._call_s3
+
+    async def counting(self, method, *args, **kwargs):
+        if method == "head_object":
+            heads.append(kwargs.get("Key", ""))
+        return await call(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counting)
+    return heads
+
+
+@pytest.mark.parametrize("name", TABLES)
+def test_s3_tables_read_like_local(endpoint, bucket, name: str) -> None:
+    fs, bucket_name = bucket
+    local = corpus_table(name)
+    uri = _upload(fs, local, f"{bucket_name}/tables/{name}")
+    options = _options(endpoint)
+    before = _objects(fs, bucket_name)
+
+    want = dd.DeltaTable(str(local)).snapshot()
+    snap = dd.DeltaTable(uri, storage_options=options).snapshot()
+    assert snap.version == want.version
+    assert sorted(snap.files().column("path").to_pylist()) == sorted(want.files().column("path").to_pylist())
+    assert _rows(snap.scan().to_table()) == _rows(want.scan().to_table())
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "loc", str(local))
+    dd.register_table(ctx, "s3", uri, storage_options=options)
+    assert _rows(ctx.sql("SELECT * FROM s3").to_arrow_table()) == _rows(
+        ctx.sql("SELECT * FROM loc").to_arrow_table()
+    )
+    if want.properties.get("delta.enableChangeDataFeed") == "true":
+        sql = "SELECT * FROM table_changes('{}', 0)"
+        a = ctx.sql(sql.format("loc")).to_arrow_table().drop_columns(["_commit_timestamp"])
+        b = ctx.sql(sql.format("s3")).to_arrow_table().drop_columns(["_commit_timestamp"])
+        assert a.num_rows and _rows(a) == _rows(b)
+
+    # the parallel phase's leaves are store paths without a leading '/'
+    if want.checkpoint_version is not None:
+        assert _parallel_files(snap) == _parallel_files(want)
+    assert _objects(fs, bucket_name) == before, "a read wrote to the bucket"
+
+
+@pytest.mark.parametrize("name", ["v1-multi-part-struct-stats-only", "dv-with-columnmapping", "cdf-table"])
+def test_s3_reads_ask_no_sizes(endpoint, bucket, head_requests, name: str) -> None:
+    """Commits, checkpoint parts and data files open with the sizes the listing and the log
+    give: no HEAD request each (s3fs asks for a file's details at its first read otherwise)."""
+    fs, bucket_name = bucket
+    uri = _upload(fs, corpus_table(name), f"{bucket_name}/t")
+    snap = dd.DeltaTable(uri, storage_options=_options(endpoint)).snapshot()
+    assert snap.scan().to_table().num_rows
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", uri, storage_options=_options(endpoint))
+    assert ctx.sql("SELECT * FROM t").to_arrow_table().num_rows
+    assert head_requests == []
+
+
+def test_s3_missing_data_file_is_named(endpoint, bucket) -> None:
+    fs, bucket_name = bucket
+    uri = _upload(fs, corpus_table("cdf-table"), f"{bucket_name}/t")
+    options = _options(endpoint)
+    victim = dd.DeltaTable(uri, storage_options=options).snapshot().files().column("path")[0].as_py()
+    fs.rm(f"{bucket_name}/t/{victim}")
+
+    with pytest.raises(dd.errors.DataFileNotFoundError, match=victim):
+        dd.DeltaTable(uri, storage_options=options).snapshot().scan().to_table()
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", uri, storage_options=options)
+    with pytest.raises(Exception) as caught:
+        ctx.sql("SELECT * FROM t").collect()
+    error = from_datafusion(caught.value)
+    assert isinstance(error, dd.errors.DataFileNotFoundError) and victim in str(error)
+
+
+def test_s3_wrong_credentials_are_a_storage_error_with_the_stores_reason(endpoint, bucket) -> None:
+    fs, bucket_name = bucket
+    uri = _upload(fs, corpus_table("table-with-dv-small"), f"{bucket_name}/t")
+    with enable_iam_authentication():
+        with pytest.raises(dd.errors.StorageError) as caught:
+            dd.DeltaTable(uri, storage_options=_options(endpoint, key="nobody")).snapshot()
+    message = str(caught.value)
+    assert f"{bucket_name}/t/_delta_log" in message and "permission denied" in message
+    assert "Access Key Id you provided does not exist" in message  # which of the store's reasons
