@@ -699,3 +699,56 @@ def test_a_table_pickles_after_its_checkpoint_was_read(tmp_path):
     assert table.snapshot().scan().to_table().num_rows == 3  # the checkpoint read
     copy = pickle.loads(pickle.dumps(table))
     assert sorted(copy.snapshot().scan().to_table().column("id").to_pylist()) == [0, 1, 2]
+
+
+class _BucketMemoryFS(MemoryFileSystem):
+    """The in-memory store naming files as object stores do (s3fs, gcsfs, adlfs): ``bucket/key``,
+    with no leading slash."""
+
+    protocol = "ddbucket"
+    root_marker = ""
+
+    @classmethod
+    def _strip_protocol(cls, path):
+        if path.startswith("ddbucket://"):
+            path = path[len("ddbucket://") :]
+        return path.strip("/")
+
+
+def _paths(batches) -> list[str]:
+    return sorted(p for m in batches for p in m.files.column("path").to_pylist())
+
+
+@pytest.mark.parametrize("name", ["v2-checkpoint-parquet", "v1-multi-part-struct-stats-only"])
+def test_parallel_scan_metadata_on_a_bucket_store(name: str) -> None:
+    """The parallel phase's leaves carry the store's own paths (``container/t/_delta_log/...``
+    on Azure, S3 and GCS): they were taken as paths relative to the table root and refused as
+    "not in" its log folder, so every checkpointed table on such a store failed."""
+    from delta_datafusion.parallel import ParallelScanMetadata, run_parallel, split_leaves
+
+    fsspec.register_implementation("ddbucket", _BucketMemoryFS, clobber=True)
+    fs = fsspec.filesystem("ddbucket")
+    bucket = f"dd-bucket-{uuid.uuid4().hex}"
+    local = corpus_table(name)
+    try:
+        for dirpath, _dirs, files in os.walk(local):
+            for f in files:
+                path = Path(dirpath) / f
+                fs.pipe(f"{bucket}/t/{path.relative_to(local).as_posix()}", path.read_bytes())
+        uri = f"ddbucket://{bucket}/t"
+        want = _paths(dd.DeltaTable(str(local)).snapshot().scan().scan_metadata())
+        assert want and _paths(run_parallel(dd.DeltaTable(uri).snapshot().scan())) == want
+        # the leaves split over workers, each with the state's bytes
+        phase = dd.DeltaTable(uri).snapshot().scan().parallel_scan_metadata()
+        first = list(phase)
+        after = phase.finish()
+        assert after.files and all(f.path.startswith(f"{bucket}/t/_delta_log/") for f in after.files)
+        groups = split_leaves(after.files, 2, after.state.storage)
+        leaves = [m for g in groups for m in ParallelScanMetadata(after.state.to_bytes(), g)]
+        assert _paths(first + leaves) == want
+        # a leaf of another table in the same bucket is still refused
+        other = after.files[0].path.replace(f"{bucket}/t/", f"{bucket}/u/")
+        with pytest.raises(dd.ParallelStateError, match="is not in"):
+            list(ParallelScanMetadata(after.state, [other]))
+    finally:
+        fs.rm(bucket, recursive=True)
