@@ -23,6 +23,7 @@ from conftest import corpus_table
 fsspec = pytest.importorskip("fsspec")
 from datafusion import SessionContext  # noqa: E402
 from fsspec.implementations.memory import MemoryFileSystem  # noqa: E402
+from fsspec.spec import AbstractBufferedFile  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
 
@@ -752,3 +753,83 @@ def test_parallel_scan_metadata_on_a_bucket_store(name: str) -> None:
             list(ParallelScanMetadata(after.state, [other]))
     finally:
         fs.rm(bucket, recursive=True)
+
+
+class _BlobNotFound(Exception):
+    """Like azure.core's ResourceNotFoundError: not an OSError; its HTTP status says what it is."""
+
+    status_code = 404
+
+
+class _AzureLikeFile(AbstractBufferedFile):
+    """A blob opened with a known size: no request until the first read, which fails for a blob
+    deleted since with the store's own error (adlfs lets ResourceNotFoundError through there)."""
+
+    def _fetch_range(self, start, end):
+        data = MemoryFileSystem.store.get(self.path)
+        if data is None:
+            raise _BlobNotFound("The specified blob does not exist.\nErrorCode:BlobNotFound")
+        return data.getvalue()[start:end]
+
+
+class _AzureLikeMemoryFS(MemoryFileSystem):
+    """The in-memory store opening files of a known size as adlfs does; ``before_open`` (a
+    callable taking the path) runs first, e.g. a concurrent log cleanup."""
+
+    protocol = "ddazurelike"
+    before_open = None
+
+    def _open(self, path, mode="rb", size=None, **kwargs):
+        if type(self).before_open is not None:
+            type(self).before_open(self._strip_protocol(path))
+        if size is None:
+            return super()._open(path, mode=mode, **kwargs)
+        return _AzureLikeFile(self, self._strip_protocol(path), mode, size=size, cache_type="none")
+
+
+@pytest.fixture
+def azure_like(store):
+    fsspec.register_implementation("ddazurelike", _AzureLikeMemoryFS, clobber=True)
+    yield store
+    _AzureLikeMemoryFS.before_open = None
+
+
+def test_a_blob_deleted_after_listing_is_missing_not_a_store_failure(azure_like, tmp_path) -> None:
+    """A commit removed between the listing and its read on a store whose reads report it with
+    their own not-found error (adlfs: azure's ResourceNotFoundError, HTTP 404, not an OSError)
+    was a StorageError: the snapshot did not list again after a concurrent log cleanup, and a
+    pinned listing's error did not say the commit was gone."""
+    from deltalake import DeltaTable as WriterTable
+    from deltalake import write_deltalake
+
+    fs, root = azure_like
+    local = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(local), pa.table({"id": [i]}), mode="append")
+    uri = f"ddazurelike://{root}"
+    _upload(fs, local, root)
+    table = dd.DeltaTable(uri)
+    listing = table.listing()
+    fs.rm(f"{root}/_delta_log/00000000000000000001.json")
+    with pytest.raises(dd.MissingLogFileError, match=r"00000000000000000001\.json disappeared"):
+        table.snapshot(listing=listing)
+
+    # a checkpoint and log cleanup between a snapshot's listing and its commit reads
+    WriterTable(str(local)).create_checkpoint()
+    _upload(fs, local, root)
+    for name in ("00000000000000000002.checkpoint.parquet", "_last_checkpoint"):
+        fs.rm(f"{root}/_delta_log/{name}")
+    cleaned: list[str] = []
+
+    def cleanup(path: str) -> None:
+        if not cleaned and path.endswith(".json"):
+            cleaned.append(path)
+            for name in ("00000000000000000002.checkpoint.parquet", "_last_checkpoint"):
+                fs.pipe(f"{root}/_delta_log/{name}", (local / "_delta_log" / name).read_bytes())
+            for v in (0, 1):
+                fs.rm(f"{root}/_delta_log/{v:020d}.json")
+
+    _AzureLikeMemoryFS.before_open = staticmethod(cleanup)
+    snap = dd.DeltaTable(uri).snapshot()
+    assert cleaned and snap.version == 2
+    assert sorted(snap.scan().to_table().column("id").to_pylist()) == [0, 1, 2]

@@ -4,6 +4,7 @@ a ConnectionError or a timeout, often names none."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,10 +22,22 @@ def with_known_size(handle: Any, size: int) -> Any:
     return handle
 
 
+def _not_found(e: BaseException, path: str) -> FileNotFoundError | None:
+    """A store's own not-found error as a FileNotFoundError naming ``path``, else None: adlfs
+    lets azure's ResourceNotFoundError (HTTP 404, not an OSError) through from the reads of a
+    blob opened with a known size, so a blob deleted since it was listed read as a failed
+    request, not a missing file."""
+    if isinstance(e, OSError) or getattr(e, "status_code", None) != 404:
+        return None
+    first = str(e).split("\n", 1)[0]
+    return FileNotFoundError(errno.ENOENT, f"{type(e).__name__}: {first}", path)
+
+
 @contextlib.contextmanager
 def store_errors(what: str, path: str) -> Iterator[None]:
     """A failed request to the store as a StorageError naming the path (a store's own message,
-    a ConnectionError or a timeout, often names none); not found passes through as it is."""
+    a ConnectionError or a timeout, often names none); not found passes through as it is, a
+    store's own not-found error as a FileNotFoundError."""
     try:
         yield
     except (FileNotFoundError, NotADirectoryError, DeltaError):
@@ -35,6 +48,9 @@ def store_errors(what: str, path: str) -> Iterator[None]:
         reason = f" ({e})" if e.filename is None and str(e) else ""
         raise StorageError(f"cannot {what} {path}: permission denied{reason}") from e
     except Exception as e:  # noqa: BLE001 - every store raises its own kinds
+        missing = _not_found(e, path)
+        if missing is not None:
+            raise missing from e
         raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
 
 
