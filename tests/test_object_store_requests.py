@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import uuid
 from collections import Counter
@@ -567,3 +568,61 @@ def test_data_file_larger_than_its_logged_size_reads_its_own_bytes(tmp_path: Pat
     _upload(fs, local, root)
     got = dd.DeltaTable(f"memory://{root}").snapshot().scan().to_table()
     assert got.sort_by("id").equals(rows)
+
+
+class _ServiceRequestError(Exception):
+    """Like azure.core's ServiceRequestError: the store could not be reached (not an OSError)."""
+
+
+class _ResourceNotFoundError(Exception):
+    """Like azure.core's ResourceNotFoundError: the blob is gone (HTTP 404, not an OSError)."""
+
+    status_code = 404
+
+
+class _UnreachableFile(AbstractBufferedFile):
+    def _fetch_range(self, start, end):
+        if MemoryFileSystem.store.get(self.path) is None:
+            raise _ResourceNotFoundError("The specified blob does not exist.")
+        raise _ServiceRequestError("Cannot connect to host 127.0.0.1:10000 [Connect call failed]")
+
+
+class _UnreachableStore(_CountingMemoryFS):
+    """Opening with a known size asks nothing (as adlfs); every data read then fails as a store
+    that went down does, with the store's own error (the Azure SDK retries each request for ~80 s
+    before it gives up)."""
+
+    protocol = "ddunreachable"
+
+    def _open(self, path, mode="rb", size=None, cache_type=None, **kwargs):
+        if size is None or "/_delta_log/" in path:  # down after the log was read
+            return super()._open(path, mode=mode, **kwargs)
+        return _UnreachableFile(self, self._strip_protocol(path), mode, size=size, cache_type="none")
+
+
+def test_a_store_gone_down_is_not_asked_whether_data_files_exist(tmp_path: Path, store) -> None:
+    """A data read the store failed (unreachable, not "not found") was followed by an existence
+    check of the file, a second request to the store that is down (on Azure another ~80 s of
+    retries), whose failure then hid the read's own error ("cannot look up"). A blob that is gone
+    (HTTP 404) is still named as missing."""
+    fsspec.register_implementation("ddunreachable", _UnreachableStore, clobber=True)
+    fs, root = store
+    local = _table(tmp_path, "t", 1)
+    _upload(fs, local, root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddunreachable://{root}")
+    CALLS.clear()
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT sum(id) FROM t").collect()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.StorageError), info.value
+    said = re.search(r"cannot read data file .*\.parquet: _ServiceRequestError: Cannot connect", str(err))
+    assert said, err
+    assert not [c for c in CALLS if c[0] in METADATA and c[1].endswith(".parquet")], CALLS
+    victim = next(iter(_data_files(root)))
+    fs.rm(victim)
+    with pytest.raises(Exception) as info:  # noqa: B017
+        ctx.sql("SELECT sum(id) FROM t").collect()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
+    assert f"{victim} is missing" in str(err)

@@ -51,8 +51,14 @@ class ReadErrors:
         file an error naming none came from, see :meth:`_undecodable_file`)."""
         named = _named_in(units, str(e))
         where = self.where
+        # the store failed (network, timeout, access): a retry may succeed, the file is not bad;
+        # one that could not be reached is not asked again whether the file exists (on Azure each
+        # request to a store that is down takes ~80 s of retries); a denied read may be a missing
+        # file (S3 without ListBucket answers 403)
+        store_failed = _store_failure(e)
+        unreachable = store_failed and not any(isinstance(c, PermissionError) for c in _causes(e))
         try:
-            missing = self._missing_files(units, named)
+            missing = [] if unreachable else self._missing_files(units, named)
         except StorageError as denied:  # a file or folder the store does not let us look at
             return StorageError(f"{where}: {denied}")
         if missing:
@@ -66,8 +72,6 @@ class ReadErrors:
         reason = str(e).splitlines()[0][:400]
         if not isinstance(e, _READ_ERRORS):
             reason = f"{type(e).__name__}: {reason}"  # a store's own error: its type says what
-        # the store failed (network, timeout, access): a retry may succeed, the file is not bad
-        store_failed = _store_failure(e)
         culprit = None if store_failed else self._mismatched_file(units)
         if culprit is not None:
             location, column, stored, expected = culprit
@@ -145,17 +149,20 @@ def _store_failure(e: BaseException) -> bool:
     """Did a read fail because the store did? pyarrow wraps an fsspec store's ConnectionError,
     TimeoutError or PermissionError in an OSError whose cause it is, and lets other exceptions of
     the store's (an HTTP client's) through as they are."""
-    if not isinstance(e, _READ_ERRORS):  # a store's own (HTTP client's) error
-        return True
-    seen: set[int] = set()
+    if not isinstance(e, _READ_ERRORS):  # a store's own (HTTP client's) error, but not found
+        return getattr(e, "status_code", None) != 404  # (adlfs: azure's ResourceNotFoundError)
+    return any(isinstance(c, (ConnectionError, TimeoutError, PermissionError)) for c in _causes(e))
+
+
+def _causes(e: BaseException) -> list[BaseException]:
+    """``e`` and its explicit causes (``__context__`` is whatever the caller was handling
+    meanwhile)."""
+    out: list[BaseException] = []
     cur: BaseException | None = e
-    while cur is not None and id(cur) not in seen:
-        if isinstance(cur, (ConnectionError, TimeoutError, PermissionError)):
-            return True
-        seen.add(id(cur))
-        # the explicit cause only: __context__ is whatever the caller was handling meanwhile
+    while cur is not None and all(cur is not c for c in out):
+        out.append(cur)
         cur = cur.__cause__
-    return False
+    return out
 
 
 def _named_in(units: Sequence[ScanUnit], error: str) -> list[ScanUnit]:
