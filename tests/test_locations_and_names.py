@@ -27,7 +27,13 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import delta_datafusion as dd
 from delta_datafusion import cli
-from delta_datafusion.errors import DeltaError, InvalidProtocolError, TableNotFoundError
+from delta_datafusion.errors import (
+    ArgumentError,
+    DeltaError,
+    InvalidProtocolError,
+    TableNotFoundError,
+    from_datafusion,
+)
 
 
 def _table(path: Path, values: list[int], cdf: bool = True) -> str:
@@ -973,6 +979,10 @@ def test_tables_at_one_path_on_two_hosts_are_two_tables(tmp_path: Path, monkeypa
     assert tb.storage.root_uri == "ddhosts://hostb/t"
     assert _xs(ta.snapshot().scan().to_table()) == [1, 2]
     assert _xs(tb.snapshot().scan().to_table()) == [100, 200, 300]
+    # a host option other than the URL's would read the other server's table
+    with pytest.raises(ArgumentError, match="'host' names another store than the URL.*'hostb'.*'hosta'"):
+        dd.DeltaTable("ddhosts://hosta/t", {"host": "hostb"})
+    assert _xs(dd.DeltaTable("ddhosts://hosta/t", {"host": "hosta"}).snapshot().scan().to_table()) == [1, 2]
     ctx = _session()
     sql = (
         "SELECT x FROM table_changes('ddhosts://hosta/t', 0) UNION ALL "
@@ -993,6 +1003,99 @@ def test_tables_at_one_path_on_two_hosts_are_two_tables(tmp_path: Path, monkeypa
     )
     with pytest.raises(UnsupportedFeatureError, match="on another filesystem .*hostb"):
         dd.DeltaTable("ddhosts://hosta/t").snapshot().files()
+
+
+class _AccountMemoryFS(MemoryFileSystem):
+    """An Azure-like store with one namespace per account: URLs name it as adlfs's do
+    (``ddaz://container@account.dfs.core.windows.net/path``), and, as in adlfs, a connection
+    string (the option, else AZURE_STORAGE_CONNECTION_STRING) picks it over ``account_name``."""
+
+    protocol = "ddaz"
+    cachable = False  # the environment picks the account too
+    stores: dict[str, dict] = {}
+
+    def __init__(self, account_name: str = "", connection_string: str = "", **kwargs):
+        super().__init__(**kwargs)
+        text = connection_string or os.environ.get("AZURE_STORAGE_CONNECTION_STRING")
+        if text:
+            account_name = dict(p.split("=", 1) for p in text.split(";"))["AccountName"]
+        self.store = _AccountMemoryFS.stores.setdefault(account_name.lower(), {})
+        self.pseudo_dirs = [""]
+
+    @classmethod
+    def _strip_protocol(cls, path: str) -> str:
+        rest = path.split("://", 1)[1] if "://" in path else path.lstrip("/")
+        container, _, key = rest.partition("/")
+        return "/" + "/".join(p for p in (container.split("@", 1)[0], key.rstrip("/")) if p)
+
+    @staticmethod
+    def _get_kwargs_from_urls(path: str) -> dict:
+        host = path.split("://", 1)[1].split("/", 1)[0]
+        return {"account_name": host.split("@", 1)[1].split(".", 1)[0]} if "@" in host else {}
+
+
+def test_an_azure_url_and_options_naming_two_accounts_are_refused(tmp_path: Path, monkeypatch):
+    """A URL naming one account with a connection string (option or environment) or an
+    ``account_name`` of another read the other account's table silently (adlfs takes those over
+    the URL's account); the URL's account in any case, or a URL naming none, reads as before."""
+    monkeypatch.setitem(sys.modules["fsspec.registry"]._registry, "ddaz", _AccountMemoryFS)
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    container = f"c{uuid.uuid4().hex[:8]}"
+    for account, values in (("mine", [1, 2]), ("other", [7])):
+        local = _table(tmp_path / account, values)
+        _upload(fsspec.filesystem("ddaz", account_name=account), local, f"/{container}/t")
+    conn = "DefaultEndpointsProtocol=https;AccountName=Mine;AccountKey=a2V5"
+    other = f"ddaz://{container}@other.dfs.core.windows.net/t"
+    mine = f"ddaz://{container}@mine.dfs.core.windows.net/t"
+    assert _xs(dd.DeltaTable(other).snapshot().scan().to_table()) == [7]
+    sas = "BlobEndpoint=https://mine.blob.core.windows.net/;SharedAccessSignature=sv=1&sig=a%3D"
+    for opts in ({"connection_string": conn}, {"account_name": "mine"}, {"connection_string": sas}):
+        with pytest.raises(ArgumentError, match="'other'.*'[Mm]ine'|'[Mm]ine'.*'other'"):
+            dd.DeltaTable(other, opts).snapshot()
+    ctx = _session()
+    with pytest.raises(Exception) as caught:
+        ctx.sql(
+            f"CREATE EXTERNAL TABLE e STORED AS DELTA LOCATION '{other}' OPTIONS ('connection_string' '{conn}')"
+        )
+    assert isinstance(from_datafusion(caught.value), ArgumentError), caught.value
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE e STORED AS DELTA LOCATION '{mine}' OPTIONS ('connection_string' '{conn}')"
+    )
+    assert _sql_xs(ctx, "SELECT x FROM e") == [1, 2]
+    dd.register_catalog(ctx, "lake", mine.rsplit("/", 1)[0], storage_options={"connection_string": conn})
+    assert _sql_xs(ctx, "SELECT x FROM lake.default.t") == [1, 2]
+    same = (
+        (mine.replace("@mine", "@MINE"), {"account_name": "Mine"}),
+        (f"ddaz://{container}/t", {"connection_string": conn}),
+    )
+    for uri, opts in same:
+        assert _xs(dd.DeltaTable(uri, opts).snapshot().scan().to_table()) == [1, 2]
+
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+    with pytest.raises(ArgumentError, match="'other'.*AZURE_STORAGE_CONNECTION_STRING.*'Mine'"):
+        dd.DeltaTable(other).snapshot()
+    with pytest.raises(Exception) as caught:
+        ctx.sql(f"SELECT x FROM table_changes('{other}', 0)").collect()
+    assert isinstance(from_datafusion(caught.value), ArgumentError), caught.value
+    assert _sql_xs(ctx, f"SELECT x FROM table_changes('{mine}', 0)") == [1, 2]
+    assert _xs(dd.DeltaTable(f"ddaz://{container}/t").snapshot().scan().to_table()) == [1, 2]
+
+
+def test_adlfs_reads_a_connection_strings_account_so_another_in_the_url_is_refused(monkeypatch):
+    """adlfs itself (no server: opening makes no request) reads the connection string's account
+    whatever account the URL names, so the package refuses the two naming different accounts."""
+    adlfs = pytest.importorskip("adlfs")
+    from delta_datafusion.storage import Storage
+
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING", raising=False)
+    conn = "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=a2V5;BlobEndpoint=http://127.0.0.1:9/devstoreaccount1"
+    fs = adlfs.AzureBlobFileSystem(account_name="other", connection_string=conn, skip_instance_cache=True)
+    assert fs.service_client.account_name == "devstoreaccount1"
+    with pytest.raises(ArgumentError, match="'other'.*'devstoreaccount1'"):
+        Storage("abfss://c@other.dfs.core.windows.net/t", {"connection_string": conn})
+    for uri in ("abfss://c@DevStoreAccount1.dfs.core.windows.net/t", "az://c/t", "abfs://c/t"):
+        storage = Storage(uri, {"connection_string": conn})
+        assert storage.root == "c/t" and storage.fs.service_client.account_name == "devstoreaccount1"
 
 
 def test_an_http_table_requests_its_files_by_percent_encoded_urls(tmp_path: Path, monkeypatch):

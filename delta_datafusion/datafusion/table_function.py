@@ -399,6 +399,8 @@ def _resolve_table(session: SessionContext, arg: _TableArgument) -> tuple[DeltaT
         return DeltaTable.from_storage(found.storage), False
     try:
         return DeltaTable(arg.path), True
+    except ArgumentError:
+        raise  # a location whose storage options (or environment) name another store
     except DeltaError:
         raise _no_such_table(session, arg) from None
 

@@ -17,7 +17,7 @@ from .arrow import _LogSizedHandler
 from .handles import _StoreFile, store_errors
 from .listing import FileInfo, _list_local, _local_names, _mtime_ms, forget_listing
 from .serial import _serialized_if_needed
-from .uri import _chain_child, _is_chained, _open_error, _split_uri
+from .uri import _chain_child, _check_url_options, _is_chained, _open_error, _split_uri
 
 
 class Storage:
@@ -83,6 +83,7 @@ class Storage:
             self._url_options = dict(cls._get_kwargs_from_urls(uri) or {})
         except Exception as e:  # noqa: BLE001 - an unknown protocol, a library not installed
             raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
+        _check_url_options(uri, self._url_options, self.storage_options, os.environ)
         self._fs_class = cls
         protocols = cls.protocol if isinstance(cls.protocol, (tuple, list)) else (cls.protocol,)
         self._protocols = frozenset(p.lower() for p in protocols) | {self.protocol}

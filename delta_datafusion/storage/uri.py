@@ -9,7 +9,7 @@ import re
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from ..errors import DeltaError, StorageError, TableNotFoundError
+from ..errors import ArgumentError, DeltaError, StorageError, TableNotFoundError
 
 
 def _split_uri(uri: str) -> tuple[str, str]:
@@ -104,3 +104,39 @@ def _names_location(e: FileNotFoundError, uri: str, options: dict[str, Any]) -> 
         return False
     archives = [options.get("fo")] + [v.get("fo") for v in options.values() if isinstance(v, dict)]
     return str(e.filename) in uri or str(e.filename) in {str(a) for a in archives if a is not None}
+
+
+def _check_url_options(uri: str, url_options: dict[str, Any], options: dict[str, Any], env: Any) -> None:
+    """Refuse storage options that name another store than the URL: the filesystem takes the
+    option (an FTP ``host``, an Azure ``account_name``), and adlfs takes the account of a
+    connection string (the option, else ``AZURE_STORAGE_CONNECTION_STRING`` in ``env``) over the
+    URL's, so ``abfss://c@one.dfs.core.windows.net/t`` would read another account's table."""
+    for key, value in url_options.items():
+        given = options.get(key)
+        if given is not None and str(given).lower() != str(value).lower():
+            shown = "" if key == "password" else f" {given!r}, the URL {value!r}"
+            raise ArgumentError(
+                f"{uri!r}: storage option {key!r} names another store than the URL (option{shown}); "
+                "give one of them, or the same in both"
+            )
+    account = url_options.get("account_name")
+    text = options.get("connection_string") or env.get("AZURE_STORAGE_CONNECTION_STRING")
+    other = _connection_account(text) if account and isinstance(text, str) else None
+    if other is not None and other.lower() != str(account).lower():
+        source = "storage option" if options.get("connection_string") else "AZURE_STORAGE_CONNECTION_STRING"
+        raise ArgumentError(
+            f"{uri!r} names the Azure account {account!r}, but the connection_string ({source}) names "
+            f"{other!r}, whose container the filesystem would read instead; give a connection string "
+            "of the URL's account, or a URL without one (az://container/path)"
+        )
+
+
+def _connection_account(text: str) -> str | None:
+    """The account an Azure connection string names: its AccountName, else the first label of its
+    blob endpoint's host (``acct.blob.core.windows.net``); None when it names none."""
+    fields = {k.strip().lower(): v.strip() for k, _, v in (p.partition("=") for p in text.split(";"))}
+    if fields.get("accountname"):
+        return fields["accountname"]
+    host = urlsplit(fields.get("blobendpoint", "")).hostname or ""
+    match = re.match(r"([^.]+)\.blob\.", host)
+    return match.group(1) if match else None
