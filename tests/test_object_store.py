@@ -265,6 +265,81 @@ def test_storage_options_reach_every_route(store) -> None:
     assert ctx.sql(by_type.format("ext")).to_pydict() == want
 
 
+def _library_request(timeout: int = 0, client_kwargs: dict | None = None) -> None:
+    """The library beneath a store (a session, an HTTP client): takes only its own keywords."""
+    _library_session(**(client_kwargs or {}))
+
+
+def _library_session(trust_env: bool = False) -> None:
+    pass
+
+
+class _PassOnMemoryFS(MemoryFileSystem):
+    """An in-memory store that takes any option and hands it to the library beneath at each
+    request, as s3fs (aiobotocore) and fsspec's HTTP filesystem (aiohttp) do."""
+
+    protocol = "ddpasson"
+
+    def __init__(self, **kwargs):
+        super().__init__()
+        self.kwargs = kwargs
+
+    def ls(self, path, detail=True, **kwargs):
+        _library_request(**self.kwargs)
+        return super().ls(path, detail=detail, **kwargs)
+
+
+class _BuggyMemoryFS(_PassOnMemoryFS):
+    """A store whose own bug is a TypeError about a keyword no storage option gave."""
+
+    protocol = "ddbuggy"
+
+    def ls(self, path, detail=True, **kwargs):
+        _library_request(**self.kwargs, attempts=2)
+        return super().ls(path, detail=detail, **kwargs)
+
+
+class _StrictMemoryFS(MemoryFileSystem):
+    """An in-memory store whose constructor takes only the options it knows."""
+
+    protocol = "ddstrict"
+
+    def __init__(self, timeout: int = 0):
+        super().__init__()
+
+
+def test_a_storage_option_the_filesystem_refuses_is_an_argument_error(store, tmp_path: Path):
+    """A misspelt option of a store that passes options on (s3fs, HTTP) failed only at the first
+    listing, as a StorageError (which says a retry may help) quoting another library's TypeError;
+    one refused on opening was a plain DeltaError. Both name the option and the store now; another
+    TypeError of the store stays a StorageError."""
+    for cls in (_PassOnMemoryFS, _BuggyMemoryFS, _StrictMemoryFS):
+        fsspec.register_implementation(cls.protocol, cls, clobber=True)
+    fs, root = store
+    uri = _upload(fs, corpus_table("cdf-table"), f"{root}/cdf_table")
+    passon, strict = uri.replace("memory://", "ddpasson://"), uri.replace("memory://", "ddstrict://")
+    assert dd.DeltaTable(passon, {"timeout": 5}).snapshot().version == dd.DeltaTable(uri).snapshot().version
+    cases = [
+        (
+            passon,
+            {"timeout": 5, "nonsense_opt": 1},
+            r"ddpasson filesystem \(_PassOnMemoryFS\) .* option 'nonsense_opt'",
+        ),
+        (passon, {"client_kwargs": {"trust_envv": True}}, r"option 'client_kwargs' key 'trust_envv'"),
+        (strict, {"nonsense_opt": 1}, r"ddstrict://.* option 'nonsense_opt'"),
+    ]
+    for location, options, message in cases:
+        with pytest.raises(dd.errors.ArgumentError, match=message):
+            dd.DeltaTable(location, options).snapshot()
+    ctx = SessionContext()
+    dd.register(ctx)
+    with pytest.raises(dd.errors.ArgumentError, match="'nonsense_opt'"):
+        dd.register_catalog(ctx, "lake", f"ddpasson://{root}", storage_options={"nonsense_opt": 1})
+        ctx.sql("SELECT * FROM lake.default.cdf_table").collect()
+    with pytest.raises(dd.errors.StorageError, match="unexpected keyword argument 'attempts'"):
+        dd.DeltaTable(uri.replace("memory://", "ddbuggy://"), {"timeout": 5}).snapshot()
+
+
 class _CachingMemoryFileSystem(MemoryFileSystem):
     """A memory filesystem that caches listings until told otherwise, as s3fs, gcsfs and adlfs do."""
 

@@ -178,3 +178,22 @@ def test_s3_wrong_credentials_are_a_storage_error_with_the_stores_reason(endpoin
     message = str(caught.value)
     assert f"{bucket_name}/t/_delta_log" in message and "permission denied" in message
     assert "Access Key Id you provided does not exist" in message  # which of the store's reasons
+
+
+def test_s3_a_misspelt_storage_option_is_an_argument_error_naming_it(endpoint, bucket) -> None:
+    """s3fs takes any option and hands it on to aiobotocore (or botocore's Config) at its first
+    request: a misspelt one was a StorageError, which says a retry may help, quoting their
+    TypeError."""
+    fs, name = bucket
+    uri = _upload(fs, corpus_table("cdf-table"), f"{name}/t")
+    cases = [
+        ({"nonsense_opt": 1}, "'nonsense_opt'"),
+        ({"config_kwargs": {"connect_timeoutt": 2}}, "'config_kwargs' key 'connect_timeoutt'"),
+    ]
+    for more, named in cases:
+        refused = rf"S3FileSystem\) does not take the storage option {named}"
+        with pytest.raises(dd.errors.ArgumentError, match=refused):
+            dd.DeltaTable(uri, _options(endpoint, **more)).snapshot()
+    local = dd.DeltaTable(str(corpus_table("cdf-table"))).snapshot().version
+    options = _options(endpoint, config_kwargs={"connect_timeout": 2})
+    assert dd.DeltaTable(uri, options).snapshot().version == local

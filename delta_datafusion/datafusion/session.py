@@ -21,7 +21,7 @@ from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
 from ..errors import ArgumentError, DeltaError, TableNotFoundError
-from ..storage import Storage, forget_listing, store_errors
+from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error
 from .names import same_as_flattened, same_table
@@ -373,7 +373,7 @@ class DeltaSchemaProvider(SchemaProvider):
         if not self.storage.is_local:
             forget_listing(fs, self.storage.root)  # a cached listing would hide tables made since
         try:
-            with store_errors("list", self.storage.root):
+            with self.storage.request_errors("list", self.storage.root):
                 entries = fs.ls(self.storage.root, detail=True)
         except FileNotFoundError as e:
             raise TableNotFoundError(f"catalog root {self.storage.root} does not exist") from e

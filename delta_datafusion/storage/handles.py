@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..errors import DeltaError, StorageError
+from ..errors import ArgumentError, DeltaError, StorageError
 
 
 def with_known_size(handle: Any, size: int) -> Any:
@@ -33,11 +34,32 @@ def _not_found(e: BaseException, path: str) -> FileNotFoundError | None:
     return FileNotFoundError(errno.ENOENT, f"{type(e).__name__}: {first}", path)
 
 
+_UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def refused_option(e: BaseException, options: Mapping[str, Any]) -> str | None:
+    """The storage option a filesystem refused with ``e`` (``'x'``, or ``'client_kwargs' key
+    'x'``), else None. s3fs and fsspec's HTTP filesystem take any keyword and hand it on to the
+    library beneath (aiobotocore, botocore's Config, aiohttp) at the first request, whose
+    TypeError names only the keyword; a TypeError naming no option given is not the options'."""
+    match = _UNEXPECTED_KEYWORD.search(str(e)) if isinstance(e, TypeError) else None
+    if match is None:
+        return None
+    name = match.group(1)
+    if name in options:
+        return repr(name)
+    held = [k for k, v in options.items() if isinstance(v, Mapping) and name in v]
+    return f"{held[0]!r} key {name!r}" if held else None
+
+
 @contextlib.contextmanager
-def store_errors(what: str, path: str) -> Iterator[None]:
+def store_errors(
+    what: str, path: str, options: Mapping[str, Any] | None = None, store: str = "the filesystem"
+) -> Iterator[None]:
     """A failed request to the store as a StorageError naming the path (a store's own message,
     a ConnectionError or a timeout, often names none); not found passes through as it is, a
-    store's own not-found error as a FileNotFoundError."""
+    store's own not-found error as a FileNotFoundError; a storage option of ``options`` that
+    ``store`` refused an ArgumentError naming it (no retry helps)."""
     try:
         yield
     except (FileNotFoundError, NotADirectoryError, DeltaError):
@@ -51,6 +73,12 @@ def store_errors(what: str, path: str) -> Iterator[None]:
         missing = _not_found(e, path)
         if missing is not None:
             raise missing from e
+        refused = refused_option(e, options or {})
+        if refused is not None:
+            raise ArgumentError(
+                f"cannot {what} {path}: {store} does not take the storage option {refused} "
+                f"({type(e).__name__}: {e})"
+            ) from e
         raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
 
 

@@ -226,6 +226,14 @@ class Storage:
         )
 
     # -- reads --------------------------------------------------------------------------
+    def request_errors(self, what: str, path: str) -> Any:
+        """:func:`store_errors` for a request of this store: a storage option the filesystem
+        refuses only when it makes its first request (s3fs, HTTP) is named as an ArgumentError."""
+        if self.is_local:
+            return store_errors(what, path)
+        name = (self._fs_class or type(self.fs)).__name__
+        return store_errors(what, path, self.storage_options, f"the {self.protocol} filesystem ({name})")
+
     def list_names(self, path: str) -> tuple[list[str], dict[str, FileInfo] | None]:
         """Names of the files directly under ``path``, sorted, and their FileInfo when the listing
         gave more than names (object stores); local listings make FileInfo objects on demand."""
@@ -240,7 +248,7 @@ class Storage:
             return _list_local(path)
         forget_listing(self.fs, path)
         try:
-            with store_errors("list", path):
+            with self.request_errors("list", path):
                 entries = self.fs.ls(path, detail=True)
         except FileNotFoundError:
             return []
@@ -268,19 +276,19 @@ class Storage:
             except (OSError, ValueError):  # not there, a symlink loop, a name too long
                 return False
             return True
-        with store_errors("look up", path):
+        with self.request_errors("look up", path):
             return bool(self.fs.exists(path))
 
     def isdir(self, path: str) -> bool:
         if self.is_local:
             return os.path.isdir(path)
-        with store_errors("look up", path):
+        with self.request_errors("look up", path):
             return bool(self.fs.isdir(path))
 
     def open_remote(self, path: str) -> Any:
         """A file of a remote store opened for pyarrow, its failed requests StorageError; opened
         with the size its listing gave when :meth:`note_sizes` was told it."""
-        with store_errors("open", path):
+        with self.request_errors("open", path):
             return _StoreFile(self._open(path, self._known_sizes.get(self.fs._strip_protocol(path))), path)
 
     def _open(self, path: str, size: int | None = None):
@@ -300,7 +308,7 @@ class Storage:
         """The whole file (``size``: what a listing said it holds). Not found stays
         FileNotFoundError (callers say what was missing); any other failure of the store is a
         StorageError naming the file."""
-        with store_errors("read", path):
+        with self.request_errors("read", path):
             with self._open(path, size) as f:
                 return f.read()
 
@@ -320,7 +328,7 @@ class Storage:
         """``length`` bytes at ``offset`` (fewer at the end of the file). On a remote store one
         ranged request: opening the file would ask the store for its size first, and read ahead
         a whole block (s3fs: 50 MB) for a deletion vector of a few bytes."""
-        with store_errors("read", path):
+        with self.request_errors("read", path):
             if self.is_local:
                 with open(path, "rb") as f:
                     f.seek(offset)
@@ -331,7 +339,7 @@ class Storage:
             return data
 
     def info(self, path: str) -> FileInfo:
-        with store_errors("look up", path):
+        with self.request_errors("look up", path):
             if self.is_local:
                 st = os.stat(path)
                 return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)

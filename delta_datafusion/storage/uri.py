@@ -10,6 +10,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from ..errors import ArgumentError, DeltaError, StorageError, TableNotFoundError
+from .handles import refused_option
 
 
 def _split_uri(uri: str) -> tuple[str, str]:
@@ -88,7 +89,14 @@ def _open_error(uri: str, e: Exception, options: dict[str, Any]) -> DeltaError:
     (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
     does not resolve (socket.gaierror) or no route to it, OSErrors that are not ConnectionErrors;
     a TableNotFoundError when what it opens is not there (a zip archive); else a DeltaError
-    (options, auth, protocol, a missing key or credentials file)."""
+    (options, auth, protocol, a missing key or credentials file); an ArgumentError when it
+    refused a storage option."""
+    refused = refused_option(e, options)
+    if refused is not None:
+        return ArgumentError(
+            f"cannot open filesystem for {uri!r}: it does not take the storage option {refused} "
+            f"({type(e).__name__}: {e})"
+        )
     network = isinstance(e, OSError) and not isinstance(e, _PATH_ERRORS)
     missing = isinstance(e, FileNotFoundError) and _names_location(e, uri, options)
     cls = StorageError if network else TableNotFoundError if missing else DeltaError
