@@ -9,6 +9,7 @@ the real client library.
 from __future__ import annotations
 
 import os
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,14 +38,40 @@ TABLES = [
 ]
 
 
+#: Addresses other than the loopback server's that a test tried to connect to (refused).
+OFF_BOX: list[Any] = []
+
+
+def _loopback_only(connect: Any) -> Any:
+    def guarded(sock: socket.socket, address: Any) -> Any:
+        if isinstance(address, tuple) and address[0] not in ("127.0.0.1", "::1"):
+            OFF_BOX.append(address)
+            raise ConnectionRefusedError(f"test_s3_store: no connections off the machine ({address})")
+        return connect(sock, address)
+
+    return guarded
+
+
 @pytest.fixture(scope="module")
 def endpoint() -> Iterator[str]:
-    """A moto S3 server on a free port of 127.0.0.1, stopped after the module's tests."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    """A moto S3 server on a free port of 127.0.0.1, stopped after the module's tests. botocore
+    stays on this machine: no proxy from the environment (it carried the requests for 127.0.0.1
+    to the proxy), no profile, config or endpoint of the user's, no EC2 metadata service; any
+    other connection is refused and fails the test."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in list(os.environ):
+            if name.startswith("AWS_") or name.lower() in ("http_proxy", "https_proxy", "all_proxy"):
+                mp.delenv(name)
+        mp.setenv("AWS_CONFIG_FILE", os.devnull)
+        mp.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+        mp.setenv("AWS_EC2_METADATA_DISABLED", "true")
+        for name in ("connect", "connect_ex"):
+            mp.setattr(socket.socket, name, _loopback_only(getattr(socket.socket, name)))
+        server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+        server.stop()
 
 
 def _options(endpoint: str, **more: Any) -> dict[str, Any]:
@@ -55,11 +82,13 @@ def _options(endpoint: str, **more: Any) -> dict[str, Any]:
 @pytest.fixture
 def bucket(endpoint: str) -> Iterator[tuple[Any, str]]:
     """(s3fs filesystem, a fresh bucket name); the bucket is removed afterwards."""
+    OFF_BOX.clear()
     fs = s3fs.S3FileSystem(**_options(endpoint))
     name = f"dd-{uuid.uuid4().hex[:12]}"
     fs.mkdir(name)
     yield fs, name
     fs.rm(name, recursive=True)
+    assert not OFF_BOX, f"connections off the machine: {OFF_BOX}"
 
 
 def _upload(fs: Any, local: Path, prefix: str) -> str:
