@@ -1083,7 +1083,9 @@ def test_an_azure_url_and_options_naming_two_accounts_are_refused(tmp_path: Path
 
 def test_adlfs_reads_a_connection_strings_account_so_another_in_the_url_is_refused(monkeypatch):
     """adlfs itself (no server: opening makes no request) reads the connection string's account
-    whatever account the URL names, so the package refuses the two naming different accounts."""
+    whatever account the URL names, so the package refuses the two naming different accounts;
+    the emulator's strings (UseDevelopmentStorage, a local endpoint whose path is the account)
+    were let through, and read the emulator's container for another account's URL."""
     adlfs = pytest.importorskip("adlfs")
     from delta_datafusion.storage import Storage
 
@@ -1096,6 +1098,25 @@ def test_adlfs_reads_a_connection_strings_account_so_another_in_the_url_is_refus
     for uri in ("abfss://c@DevStoreAccount1.dfs.core.windows.net/t", "az://c/t", "abfs://c/t"):
         storage = Storage(uri, {"connection_string": conn})
         assert storage.root == "c/t" and storage.fs.service_client.account_name == "devstoreaccount1"
+    # an emulator's strings name its account without AccountName: the library reads it anyway
+    sas = "SharedAccessSignature=sv=1&sig=a%3D"
+    emulator = ("UseDevelopmentStorage=true", f"BlobEndpoint=http://127.0.0.1:9/devstoreaccount1;{sas}")
+    for text in emulator:
+        fs = adlfs.AzureBlobFileSystem(account_name="other", connection_string=text, skip_instance_cache=True)
+        assert fs.service_client.account_name == "devstoreaccount1"
+        with pytest.raises(ArgumentError, match="'other'.*'devstoreaccount1'"):
+            Storage("abfss://c@other.dfs.core.windows.net/t", {"connection_string": text})
+        storage = Storage("abfss://c@devstoreaccount1.dfs.core.windows.net/t", {"connection_string": text})
+        assert storage.fs.service_client.account_name == "devstoreaccount1"
+    # an account_name option beside a connection string of another account: the string's is read
+    fs = adlfs.AzureBlobFileSystem(account_name="other", connection_string=conn, skip_instance_cache=True)
+    assert fs.service_client.account_name == "devstoreaccount1"
+    with pytest.raises(ArgumentError, match=r"'other' \(storage option account_name\).*'devstoreaccount1'"):
+        Storage("az://c/t", {"account_name": "other", "connection_string": conn})
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", conn)
+    with pytest.raises(ArgumentError, match="'other'.*AZURE_STORAGE_CONNECTION_STRING.*'devstoreaccount1'"):
+        Storage("az://c/t", {"account_name": "other"})
+    assert Storage("az://c/t", {"account_name": "DevStoreAccount1"}).root == "c/t"
 
 
 def test_an_http_table_requests_its_files_by_percent_encoded_urls(tmp_path: Path, monkeypatch):

@@ -571,6 +571,12 @@ def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:
 def ftp_root(tmp_path) -> Iterator[tuple[Path, str]]:
     """(a local folder, the ``ftp://127.0.0.1:<port>`` URL serving it read-only): a real FTP server
     (pyftpdlib) on a thread, stopped afterwards."""
+    yield from _ftp_serving(tmp_path / "served")
+
+
+def _ftp_serving(root: Path, login: tuple[str, str] | None = None) -> Iterator[tuple[Path, str]]:
+    """``root`` served read-only by a real FTP server (pyftpdlib) on a thread: anonymously, or to
+    the one ``login`` (user, password) given."""
     import logging
     import threading
 
@@ -579,10 +585,12 @@ def ftp_root(tmp_path) -> Iterator[tuple[Path, str]]:
     from pyftpdlib.servers import FTPServer
 
     logging.getLogger("pyftpdlib").setLevel(logging.WARNING)
-    root = tmp_path / "served"
     root.mkdir()
     authorizer = DummyAuthorizer()
-    authorizer.add_anonymous(str(root))
+    if login is None:
+        authorizer.add_anonymous(str(root))
+    else:
+        authorizer.add_user(login[0], login[1], str(root))
     handler = type("Handler", (FTPHandler,), {"authorizer": authorizer})
     server = FTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, kwargs={"timeout": 0.1}, daemon=True)
@@ -633,6 +641,52 @@ def test_ftp_tables_read_through_one_connection_at_a_time(ftp_root) -> None:
     assert all(ts is not None for ts in changes["ts"]) and changes["ts"] == sorted(changes["ts"])
     cached = f"simplecache::{remote}"  # a chained URL whose inner store is FTP takes turns too
     assert dd.DeltaTable(cached).snapshot().scan(columns=["id"]).to_table().num_rows == 120
+
+
+@pytest.mark.filterwarnings("ignore:The asyn(core|chat) module is deprecated:DeprecationWarning")
+def test_ftp_login_options_may_decode_the_urls_and_an_ipv6_host_drop_its_brackets(tmp_path) -> None:
+    """A URL's user and password are percent-encoded (``ann%40example.com``, as fsspec hands them
+    on), an IPv6 host is bracketed (and without a port fsspec cuts it at its last colon): options
+    naming the same login decoded, or the same host bare, were refused as naming another store.
+    A login differing only in case is another user (another home folder): refused, as another
+    password is, which no message shows."""
+    import socket
+
+    user, password = "Ann@example.com", "p@ss:w/rd"
+    served = _ftp_serving(tmp_path / "served", (user, password))
+    local, url = next(served)
+    try:
+        import deltalake
+
+        deltalake.write_deltalake(str(local / "t"), pa.table({"x": [1, 2]}))
+        port = url.rsplit(":", 1)[1]
+        remote = f"ftp://Ann%40example.com:p%40ss%3Aw%2Frd@127.0.0.1:{port}/t"
+        decoded = {"username": user, "password": password}
+        assert dd.DeltaTable(remote, decoded).snapshot().scan().to_table().column("x").to_pylist() == [1, 2]
+        for other in ({"username": "ann@example.com"}, {"password": "P@ss:w/rd"}):
+            with pytest.raises(dd.errors.ArgumentError, match="names another store") as caught:
+                dd.DeltaTable(remote, {**decoded, **other})
+            assert "w/rd" not in str(caught.value) and "w%2Frd" not in str(caught.value)
+    finally:
+        next(served, None)
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    loopback = "0:0:0:0:0:0:0:1"  # written in full: '::' would read as a chained URL
+    for uri in (f"ftp://[{loopback}]:{closed}/t", f"ftp://[{loopback}]/t"):
+        with pytest.raises(dd.StorageError, match="cannot open filesystem"):  # not refused: tried
+            dd.DeltaTable(uri, {"host": loopback, "port": closed, "timeout": 2})
+    with pytest.raises(dd.errors.ArgumentError, match="'host' names another store"):
+        dd.DeltaTable(f"ftp://[{loopback}]:{closed}/t", {"host": "0:0:0:0:0:0:0:2"})
+
+
+def test_a_gist_token_in_the_url_and_another_in_the_options_are_not_shown() -> None:
+    """fsspec's gist store takes a URL's password as its token: refused when an option gives
+    another, without showing either (the message showed both)."""
+    pytest.importorskip("requests")
+    with pytest.raises(dd.errors.ArgumentError, match="'token' names another store") as caught:
+        dd.DeltaTable("gist://:urltoken123@abc/t", {"token": "optiontoken456"})
+    assert "urltoken123" not in str(caught.value) and "optiontoken456" not in str(caught.value)
 
 
 def test_ftp_listing_times_are_commit_times() -> None:

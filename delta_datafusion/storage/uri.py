@@ -121,30 +121,71 @@ def _check_url_options(uri: str, url_options: dict[str, Any], options: dict[str,
     URL's, so ``abfss://c@one.dfs.core.windows.net/t`` would read another account's table."""
     for key, value in url_options.items():
         given = options.get(key)
-        if given is not None and str(given).lower() != str(value).lower():
-            shown = "" if key == "password" else f" {given!r}, the URL {value!r}"
+        if given is not None and not _same_option(key, given, value, uri):
+            shown = "" if key in _SECRET_KEYS else f" {given!r}, the URL {value!r}"
             raise ArgumentError(
                 f"{uri!r}: storage option {key!r} names another store than the URL (option{shown}); "
                 "give one of them, or the same in both"
             )
-    account = url_options.get("account_name")
+    # the account_name option counts too: adlfs takes a connection string over it as well
+    account = url_options.get("account_name") or options.get("account_name")
     text = options.get("connection_string") or env.get("AZURE_STORAGE_CONNECTION_STRING")
     other = _connection_account(text) if account and isinstance(text, str) else None
     if other is not None and other.lower() != str(account).lower():
         source = "storage option" if options.get("connection_string") else "AZURE_STORAGE_CONNECTION_STRING"
+        named = "" if url_options.get("account_name") else " (storage option account_name)"
         raise ArgumentError(
-            f"{uri!r} names the Azure account {account!r}, but the connection_string ({source}) names "
-            f"{other!r}, whose container the filesystem would read instead; give a connection string "
-            "of the URL's account, or a URL without one (az://container/path)"
+            f"{uri!r} names the Azure account {account!r}{named}, but the connection_string ({source}) "
+            f"names {other!r}, whose container the filesystem would read instead; give a connection "
+            "string of that account, or no account besides it (az://container/path)"
         )
 
 
+#: URL-given options whose values a message never shows (a gist URL's password is its token).
+_SECRET_KEYS = frozenset({"password", "token"})
+#: URL-given options that are user names or passwords: percent-encoded in a URL (fsspec hands on
+#: ``us%40er``), and compared exactly (``Alice`` and ``alice`` may be two users, two home folders).
+_LOGIN_KEYS = frozenset({"username", "user", "password", "token"})
+
+
+def _same_option(key: str, given: Any, value: Any, uri: str) -> bool:
+    """Whether an option says what the URL does: a host whatever its case, IPv6 brackets or
+    fsspec's misparse of them (without a port, fsspec cuts an IPv6 host at its last colon, and a
+    bracketed host cannot be connected to: a bare ``host`` option names such a server); a login
+    as written or percent-decoded;
+    anything else (ports, flags, accounts) as text, whatever its case (SQL options are strings)."""
+    text, said = str(given), str(value)
+    if key in _LOGIN_KEYS:
+        return text in (said, unquote(said))
+    if key == "host":
+        try:
+            parsed = urlsplit(uri).hostname or ""  # lower case, no brackets
+        except ValueError:  # not a URL urllib parses (a filesystem's own form)
+            parsed = ""
+        return text.strip("[]").lower() in {said.strip("[]").lower(), parsed}
+    return text.lower() == said.lower()
+
+
+#: The storage emulator's one account (``UseDevelopmentStorage=true``, Azurite).
+_EMULATOR_ACCOUNT = "devstoreaccount1"
+
+
 def _connection_account(text: str) -> str | None:
-    """The account an Azure connection string names: its AccountName, else the first label of its
-    blob endpoint's host (``acct.blob.core.windows.net``); None when it names none."""
+    """The account an Azure connection string names, as azure-storage-blob reads it: the
+    emulator's for ``UseDevelopmentStorage=true``, its AccountName, else the first label of its
+    blob endpoint's host (``acct.blob.core.windows.net``) or, on a local emulator's endpoint
+    (``http://127.0.0.1:10000/devstoreaccount1``), its path; None when it names none."""
     fields = {k.strip().lower(): v.strip() for k, _, v in (p.partition("=") for p in text.split(";"))}
+    if fields.get("usedevelopmentstorage") == "true":  # the library ignores every other field
+        return _EMULATOR_ACCOUNT
     if fields.get("accountname"):
         return fields["accountname"]
-    host = urlsplit(fields.get("blobendpoint", "")).hostname or ""
+    try:
+        endpoint = urlsplit(fields.get("blobendpoint", ""))
+        host = endpoint.hostname or ""
+    except ValueError:  # not a URL: the library refuses it itself
+        return None
+    if host in ("127.0.0.1", "localhost"):
+        return endpoint.path.strip("/") or None
     match = re.match(r"([^.]+)\.blob\.", host)
     return match.group(1) if match else None
