@@ -299,6 +299,21 @@ class _BuggyMemoryFS(_PassOnMemoryFS):
         return super().ls(path, detail=detail, **kwargs)
 
 
+class _OwnOptionBugMemoryFS(MemoryFileSystem):
+    """A store that takes ``timeout`` itself (a named parameter) but, by a bug of its own, hands
+    it to a library call that does not take it."""
+
+    protocol = "ddownbug"
+
+    def __init__(self, timeout: int = 0, **kwargs):
+        super().__init__(**kwargs)
+        self.timeout = timeout
+
+    def ls(self, path, detail=True, **kwargs):
+        _library_session(timeout=self.timeout)
+        return super().ls(path, detail=detail, **kwargs)
+
+
 class _StrictMemoryFS(MemoryFileSystem):
     """An in-memory store whose constructor takes only the options it knows."""
 
@@ -312,8 +327,9 @@ def test_a_storage_option_the_filesystem_refuses_is_an_argument_error(store, tmp
     """A misspelt option of a store that passes options on (s3fs, HTTP) failed only at the first
     listing, as a StorageError (which says a retry may help) quoting another library's TypeError;
     one refused on opening was a plain DeltaError. Both name the option and the store now; another
-    TypeError of the store stays a StorageError."""
-    for cls in (_PassOnMemoryFS, _BuggyMemoryFS, _StrictMemoryFS):
+    TypeError of the store stays a StorageError, as does one naming an option the store's own
+    constructor takes (a bug of the store)."""
+    for cls in (_PassOnMemoryFS, _BuggyMemoryFS, _StrictMemoryFS, _OwnOptionBugMemoryFS):
         fsspec.register_implementation(cls.protocol, cls, clobber=True)
     fs, root = store
     uri = _upload(fs, corpus_table("cdf-table"), f"{root}/cdf_table")
@@ -338,6 +354,11 @@ def test_a_storage_option_the_filesystem_refuses_is_an_argument_error(store, tmp
         ctx.sql("SELECT * FROM lake.default.cdf_table").collect()
     with pytest.raises(dd.errors.StorageError, match="unexpected keyword argument 'attempts'"):
         dd.DeltaTable(uri.replace("memory://", "ddbuggy://"), {"timeout": 5}).snapshot()
+    # an option the store names as its own parameter is taken: a TypeError about it is the
+    # store's bug, not the user's option (it was "does not take the storage option 'timeout'")
+    with pytest.raises(dd.errors.StorageError, match="unexpected keyword argument 'timeout'") as caught:
+        dd.DeltaTable(uri.replace("memory://", "ddownbug://"), {"timeout": 5}).snapshot()
+    assert not isinstance(caught.value, dd.errors.ArgumentError)
 
 
 class _CachingMemoryFileSystem(MemoryFileSystem):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import inspect
 import io
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -37,24 +38,44 @@ def _not_found(e: BaseException, path: str) -> FileNotFoundError | None:
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
 
 
-def refused_option(e: BaseException, options: Mapping[str, Any]) -> str | None:
+def refused_option(e: BaseException, options: Mapping[str, Any], fs_class: Any = None) -> str | None:
     """The storage option a filesystem refused with ``e`` (``'x'``, or ``'client_kwargs' key
     'x'``), else None. s3fs and fsspec's HTTP filesystem take any keyword and hand it on to the
     library beneath (aiobotocore, botocore's Config, aiohttp) at the first request, whose
-    TypeError names only the keyword; a TypeError naming no option given is not the options'."""
+    TypeError names only the keyword; a TypeError naming no option given is not the options'. Nor
+    is one naming a parameter of ``fs_class``'s constructor: the filesystem takes that option,
+    and the TypeError is a bug of its own (or of the library beneath)."""
     match = _UNEXPECTED_KEYWORD.search(str(e)) if isinstance(e, TypeError) else None
     if match is None:
         return None
     name = match.group(1)
     if name in options:
-        return repr(name)
+        return None if _takes(fs_class, name) else repr(name)
     held = [k for k, v in options.items() if isinstance(v, Mapping) and name in v]
     return f"{held[0]!r} key {name!r}" if held else None
 
 
+def _takes(fs_class: Any, name: str) -> bool:
+    """Whether the constructor of ``fs_class`` (or of a class it inherits) names the parameter
+    ``name``, rather than taking it into ``**kwargs``."""
+    for cls in getattr(fs_class, "__mro__", ()):
+        init = cls.__dict__.get("__init__")
+        try:
+            param = inspect.signature(init).parameters.get(name) if init is not None else None
+        except (TypeError, ValueError):  # a constructor in C, or not a function
+            continue
+        if param is not None and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            return True
+    return False
+
+
 @contextlib.contextmanager
 def store_errors(
-    what: str, path: str, options: Mapping[str, Any] | None = None, store: str = "the filesystem"
+    what: str,
+    path: str,
+    options: Mapping[str, Any] | None = None,
+    store: str = "the filesystem",
+    fs_class: Any = None,
 ) -> Iterator[None]:
     """A failed request to the store as a StorageError naming the path (a store's own message,
     a ConnectionError or a timeout, often names none); not found passes through as it is, a
@@ -73,7 +94,7 @@ def store_errors(
         missing = _not_found(e, path)
         if missing is not None:
             raise missing from e
-        refused = refused_option(e, options or {})
+        refused = refused_option(e, options or {}, fs_class)
         if refused is not None:
             raise ArgumentError(
                 f"cannot {what} {path}: {store} does not take the storage option {refused} "

@@ -114,7 +114,7 @@ class Storage:
         try:
             fs = fsspec.filesystem(self.protocol, **{**self._url_options, **self.storage_options})
         except Exception as e:  # noqa: BLE001 - any filesystem's own error (auth, options, protocol)
-            raise _open_error(self.uri, e, self.storage_options) from e
+            raise _open_error(self.uri, e, self.storage_options, self._fs_class) from e
         return _serialized_if_needed(fs)
 
     # -- naming -------------------------------------------------------------------------
@@ -231,8 +231,9 @@ class Storage:
         refuses only when it makes its first request (s3fs, HTTP) is named as an ArgumentError."""
         if self.is_local:
             return store_errors(what, path)
-        name = (self._fs_class or type(self.fs)).__name__
-        return store_errors(what, path, self.storage_options, f"the {self.protocol} filesystem ({name})")
+        cls = self._fs_class or type(self.fs)
+        name = cls.__name__
+        return store_errors(what, path, self.storage_options, f"the {self.protocol} filesystem ({name})", cls)
 
     def list_names(self, path: str) -> tuple[list[str], dict[str, FileInfo] | None]:
         """Names of the files directly under ``path``, sorted, and their FileInfo when the listing

@@ -84,14 +84,14 @@ def _chain_child(uri: str, name: str) -> str:
 _PATH_ERRORS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
-def _open_error(uri: str, e: Exception, options: dict[str, Any]) -> DeltaError:
+def _open_error(uri: str, e: Exception, options: dict[str, Any], fs_class: Any = None) -> DeltaError:
     """A filesystem that could not be opened: a StorageError when the store could not be reached
     (FTP connects on opening; a retry may succeed): refused, timed out, but also a host name that
     does not resolve (socket.gaierror) or no route to it, OSErrors that are not ConnectionErrors;
     a TableNotFoundError when what it opens is not there (a zip archive); else a DeltaError
     (options, auth, protocol, a missing key or credentials file); an ArgumentError when it
     refused a storage option."""
-    refused = refused_option(e, options)
+    refused = refused_option(e, options, fs_class)
     if refused is not None:
         return ArgumentError(
             f"cannot open filesystem for {uri!r}: it does not take the storage option {refused} "
