@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import ArgumentError, DeltaError
-from .scan_unit import ScanUnit, units_from_files
+from .scan_unit import FileUnits
 
 if TYPE_CHECKING:
     from .parallel import SequentialPhase
@@ -61,8 +61,8 @@ class ScanMetadata:
     def num_files(self) -> int:
         return self.files.num_rows
 
-    def scan_units(self, snapshot: Snapshot, predicate: Any = None) -> list[ScanUnit]:
-        """The batch's files as scan units; files whose every row makes ``predicate`` TRUE (by
+    def scan_units(self, snapshot: Snapshot, predicate: Any = None) -> FileUnits:
+        """The batch's files as scan units (made when first used); files whose every row makes ``predicate`` TRUE (by
         partition values or exact statistics) are marked, so queries that read no data column
         take their rows from the log (see read/known_rows.py)."""
         from .predicate import TRUE
@@ -74,7 +74,7 @@ class ScanMetadata:
             if predicate is not None and predicate != TRUE and self.files.num_rows
             else None
         )
-        return units_from_files(self.files, parts, matching)
+        return FileUnits(self.files, parts, matching)
 
 
 def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
@@ -225,7 +225,7 @@ class Scan:
     def files(self) -> pa.Table:
         return pa.concat_tables([m.files for m in self.scan_metadata()])
 
-    def scan_units(self) -> list[ScanUnit]:
+    def scan_units(self) -> FileUnits:
         """The files to read, selected as a query selects them: only the predicate's columns'
         stats are typed (typing every column's cost seconds on a table of thousands of columns)."""
         files, _, _ = self.snapshot.select_files(self.predicate)

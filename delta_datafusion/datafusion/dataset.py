@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import heapq
 import operator
 import os
 import threading
@@ -23,6 +22,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
@@ -33,7 +33,7 @@ from ..errors import DeltaError, PredicateError
 from ..predicate import BoolLiteral
 from ..predicate_parse import expression_text, from_pyarrow
 from ..read import UnitReader
-from ..scan_unit import ScanUnit
+from ..scan_unit import FileUnits, ScanUnit
 
 
 @dataclass
@@ -66,7 +66,7 @@ class ScanPlanInfo:
 
 
 #: planner(predicate) -> (units, info without fragments)
-Planner = Callable[[Any], tuple[list[ScanUnit], ScanPlanInfo]]
+Planner = Callable[[Any], tuple[Sequence[ScanUnit], ScanPlanInfo]]
 
 
 def target_fragments() -> int:
@@ -77,18 +77,25 @@ def target_fragments() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def balance(units: Sequence[ScanUnit], groups: int) -> list[list[ScanUnit]]:
-    """Greedy largest-first assignment of files to groups by bytes (keeps groups even)."""
-    if not units:
+def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
+    """Files to groups by bytes, largest first, in a snake order (0, 1, .., g-1, g-1, .., 0):
+    even groups, computed over the sizes at once. A table's files (:class:`FileUnits`) stay
+    slices of their table, made into units only when a group is read (a heap over 200,000 units
+    cost ~0.4 s a query)."""
+    if not len(units):
         return []
     groups = max(1, min(groups, len(units)))
-    heap = [(0, i) for i in range(groups)]
-    out: list[list[ScanUnit]] = [[] for _ in range(groups)]
-    for u in sorted(units, key=lambda u: -(u.size or 0)):
-        load, i = heapq.heappop(heap)
-        out[i].append(u)
-        heapq.heappush(heap, (load + max(u.size or 0, 1), i))
-    return [g for g in out if g]
+    if isinstance(units, FileUnits):
+        sizes = units.sizes()
+    else:
+        sizes = np.fromiter((u.size or 0 for u in units), np.int64, len(units))
+    order = np.argsort(-sizes, kind="stable")
+    turn = np.arange(len(units)) % (2 * groups)
+    group_of = np.where(turn < groups, turn, 2 * groups - 1 - turn)
+    picked = [order[group_of == g] for g in range(groups)]
+    if isinstance(units, FileUnits):
+        return [units.take(idx) for idx in picked]
+    return [[units[i] for i in idx] for idx in picked]
 
 
 class _ScanThreads:
@@ -266,10 +273,38 @@ def coalesce_small(batches: Iterator[pa.RecordBatch], metadata: Any) -> Iterator
         yield pa.concat_batches(pending).replace_schema_metadata(metadata)
 
 
+#: A fragment of a table's files that reads their data makes units of its first FIRST_PART files
+#: and reads them before the rest: a LIMIT met by the first files leaves the others' units unmade
+#: (200,000 files, LIMIT 10: 200,000 units made before, ~1.6 s). The rest is one read: parts of
+#: 8,192 files cost ~12 % more CPU on a scan of 12,500 small files (each pyarrow scan fills and
+#: drains its read-ahead).
+FIRST_PART = 64
+
+
+def read_in_parts(
+    reader: UnitReader,
+    units: Sequence[ScanUnit],
+    columns: Sequence[str],
+    predicate: Any,
+    batch_size: int | None,
+) -> Iterator[pa.RecordBatch]:
+    """``reader.read(units, ...)``; a table's files (:class:`FileUnits`) whose data is read, the
+    first FIRST_PART files, then the rest (those answered from the log are counted at once, see
+    read/known_rows.py)."""
+    if not isinstance(units, FileUnits) or not any(c in reader.rs.file_columns for c in columns):
+        yield from reader.read(units, columns, predicate, batch_size)
+        return
+    first = min(FIRST_PART, len(units))
+    yield from reader.read(units.slice(0, first), columns, predicate, batch_size)
+    if first < len(units):
+        rest = units.slice(first, len(units))
+        yield from reader.read(rest, columns, predicate, batch_size, first_rows_early=False)
+
+
 class UnitGroupFragment:
     """One DataFusion partition: a group of scan units read by one pyarrow scan."""
 
-    def __init__(self, dataset: DeltaDataset, units: list[ScanUnit], predicate: Any):
+    def __init__(self, dataset: DeltaDataset, units: Sequence[ScanUnit], predicate: Any):
         self.dataset = dataset
         self.units = units
         self.predicate = predicate
@@ -288,7 +323,7 @@ class UnitGroupFragment:
         md = out.metadata
 
         def batches() -> Iterator[pa.RecordBatch]:
-            return coalesce_small(reader.read(units, cols, pred, batch_size), md)
+            return coalesce_small(read_in_parts(reader, units, cols, pred, batch_size), md)
 
         return _Scanner(out, batches)
 

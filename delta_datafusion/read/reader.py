@@ -15,11 +15,11 @@ import pyarrow.parquet as pq
 
 from ..errors import ChangeDataFeedError
 from ..read_schema import ReadSchema, conform, same_storage
-from ..scan_unit import CHANGE_TYPE, ScanUnit
+from ..scan_unit import CHANGE_TYPE, FileUnits, ScanUnit
 from ..storage import Storage
 from .batches import MAX_BATCH_SIZE, MIN_BATCH_SIZE
 from .file_checks import FileChecks
-from .known_rows import constant_batches, constant_columns, known_row_count
+from .known_rows import constant_batches, constant_columns, known_file_rows, known_row_count, value_batches
 from .nan_filters import split_nan_sensitive
 from .read_errors import ReadErrors
 from .selected_rows import SelectedRows, to_logical
@@ -147,12 +147,11 @@ class UnitReader:
         first_rows_early: bool = True,
         in_order: bool = False,
     ) -> Iterator[pa.RecordBatch]:
-        from ..predicate import referenced_columns, to_pyarrow
+        from ..predicate import TRUE, referenced_columns, to_pyarrow
 
         in_order = in_order and predicate is None  # an in-place read of a file is unfiltered
         out_schema = pa.schema([self.rs.logical.field(c) for c in columns])
         bs = min(max(batch_size or 0, MIN_BATCH_SIZE), MAX_BATCH_SIZE)
-        self.storage.note_sizes((u.location, u.size) for u in units)
         variants = self.rs.variant_columns
         if variants:
             variants = variants.intersection(columns) | (
@@ -165,13 +164,19 @@ class UnitReader:
             # partition column, count by _change_type): a file whose rows all match (see
             # _all_rows_match) gives its stats' numRecords minus its deletion vector's cardinality
             # rows of its own values, unopened.
-            matching = self._all_rows_match(units, predicate)
-            counted = [
-                (u, known_row_count(u) if ok and constant_columns(u, columns) else None)
-                for u, ok in zip(units, matching, strict=True)
-            ]
-            yield from constant_batches([(u, n) for u, n in counted if n], columns, out_schema, bs)
-            units = [u for u, n in counted if n is None]
+            if isinstance(units, FileUnits):  # a table's files: counted without making units
+                groups, units = known_file_rows(units, columns, predicate is None or predicate == TRUE)
+                yield from value_batches(groups, out_schema, bs)
+            else:
+                matching = self._all_rows_match(units, predicate)
+                counted = [
+                    (u, known_row_count(u) if ok and constant_columns(u, columns) else None)
+                    for u, ok in zip(units, matching, strict=True)
+                ]
+                yield from constant_batches([(u, n) for u, n in counted if n], columns, out_schema, bs)
+                units = [u for u, n in counted if n is None]
+        # the files to read (not those answered from the log)
+        self.storage.note_sizes((u.location, u.size) for u in units)
         plain = [u for u in units if not u.needs_row_selection]
         selected = [u for u in units if u.needs_row_selection]
         if plain and self.rs.id_mode:
