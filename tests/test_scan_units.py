@@ -115,3 +115,25 @@ def test_counts_from_the_log_with_deletion_vectors(made: list[str]) -> None:
         n = ctx.sql("SELECT count(*) AS n FROM t").to_pydict()["n"][0]
         assert made == [], name
         assert n == ctx.sql("SELECT * FROM t").to_arrow_table().num_rows, name
+
+
+def test_fragments_balance_one_large_file_with_small_ones(tmp_path: Path) -> None:
+    """A compacted file and small appends after it: the large file's fragment takes no small
+    file while another fragment can (an even count of files per fragment made the large one's
+    fragment read half the small files too, ~1.5x the wall time of the scan on two cores)."""
+    from delta_datafusion.datafusion.dataset import balance
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array(range(100_000), pa.int64())}))
+    for i in range(12):
+        write_deltalake(path, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    units = dd.DeltaTable(path).snapshot().scan().scan_units()
+    big = max(units, key=lambda u: u.size)
+    assert big.size > sum(u.size for u in units) - big.size  # larger than all the others
+    for groups in (2, 3):
+        parts = balance(units, groups)
+        assert sorted(u.location for g in parts for u in g) == sorted(u.location for u in units)
+        assert [[u.location for u in g] for g in parts if big in g] == [[big.location]], groups
+        assert [list(g) for g in balance(list(units), groups)] == [list(g) for g in parts]  # change feeds
+    assert balance(units, 100) and all(len(g) == 1 for g in balance(units, 100))
+    assert balance([], 4) == []

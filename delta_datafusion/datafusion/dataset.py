@@ -78,10 +78,11 @@ def target_fragments() -> int:
 
 
 def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
-    """Files to groups by bytes, largest first, in a snake order (0, 1, .., g-1, g-1, .., 0):
-    even groups, computed over the sizes at once. A table's files (:class:`FileUnits`) stay
-    slices of their table, made into units only when a group is read (a heap over 200,000 units
-    cost ~0.4 s a query)."""
+    """Files to groups by bytes, largest first: the largest few each to the least loaded group,
+    then the rest, in size order, fill each group up to an even share (computed over the sizes
+    at once; one large file among small ones is then not joined by as many small files as the
+    others get). A table's files (:class:`FileUnits`) stay slices of their table, made into
+    units only when a group is read (a heap over 200,000 units cost ~0.4 s a query)."""
     if not len(units):
         return []
     groups = max(1, min(groups, len(units)))
@@ -90,12 +91,28 @@ def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
     else:
         sizes = np.fromiter((u.size or 0 for u in units), np.int64, len(units))
     order = np.argsort(-sizes, kind="stable")
-    turn = np.arange(len(units)) % (2 * groups)
-    group_of = np.where(turn < groups, turn, 2 * groups - 1 - turn)
+    weight = np.maximum(sizes[order], 1)  # an empty or unknown size still costs a file's open
+    group_of = np.empty(len(units), np.intp)
+    load = np.zeros(groups, np.int64)
+    head = min(len(units), BALANCED_ONE_BY_ONE * groups)  # >= groups: no group is left empty
+    for i in range(head):
+        g = int(np.argmin(load))
+        group_of[i] = g
+        load[g] += weight[i]
+    tail = weight[head:]
+    if len(tail):
+        by_load = np.argsort(load, kind="stable")
+        room = np.cumsum(np.maximum((load.sum() + tail.sum()) / groups - load[by_load], 0))
+        middle = np.cumsum(tail) - tail / 2
+        group_of[head:] = by_load[np.minimum(np.searchsorted(room, middle, side="right"), groups - 1)]
     picked = [order[group_of == g] for g in range(groups)]
     if isinstance(units, FileUnits):
         return [units.take(idx) for idx in picked]
     return [[units[i] for i in idx] for idx in picked]
+
+
+#: balance places this many files per group one by one, the largest (the rest fill the groups)
+BALANCED_ONE_BY_ONE = 4
 
 
 class _ScanThreads:
