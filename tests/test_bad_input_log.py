@@ -524,7 +524,7 @@ def _read_everything(path: Path) -> None:
     dt_.snapshot(timestamp=dt_.history().column("timestamp")[-1].as_py())
     scan = snap.scan()
     scan.files()
-    scan.scan_units()
+    list(scan.scan_units())  # the units made, each descriptor checked
     if files.num_rows and importlib.util.find_spec("delta_datafusion.read") is not None:
         scan.to_table()
 
