@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from ..errors import DataFileNotFoundError, DeltaError, StorageError
 from ..read_schema import ConversionError, ReadSchema, cast_may_fail, readable_as
 from ..scan_unit import COMMIT_VERSION, ScanUnit
-from ..storage import Storage
+from ..storage import Storage, store_not_found
 
 #: Files of a failed read checked for existence on an object store, beyond those the error names.
 MAX_EXISTENCE_CHECKS = 64
@@ -150,7 +150,7 @@ def _store_failure(e: BaseException) -> bool:
     TimeoutError or PermissionError in an OSError whose cause it is, and lets other exceptions of
     the store's (an HTTP client's) through as they are."""
     if not isinstance(e, _READ_ERRORS):  # a store's own (HTTP client's) error, but not found
-        return getattr(e, "status_code", None) != 404  # (adlfs: azure's ResourceNotFoundError)
+        return not store_not_found(e)
     return any(isinstance(c, (ConnectionError, TimeoutError, PermissionError)) for c in _causes(e))
 
 

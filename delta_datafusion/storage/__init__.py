@@ -4,8 +4,8 @@ The log and scan code never touches fsspec or the local filesystem directly; eve
 through :class:`Storage`, so any fsspec protocol (with storage options) works the same way.
 """
 
-from .handles import store_errors
+from .handles import store_errors, store_not_found
 from .listing import FileInfo, _mtime_ms, forget_listing
 from .store import Storage
 
-__all__ = ["FileInfo", "Storage", "_mtime_ms", "forget_listing", "store_errors"]
+__all__ = ["FileInfo", "Storage", "_mtime_ms", "forget_listing", "store_errors", "store_not_found"]

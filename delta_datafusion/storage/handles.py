@@ -24,12 +24,16 @@ def with_known_size(handle: Any, size: int) -> Any:
     return handle
 
 
+def store_not_found(e: BaseException) -> bool:
+    """Is ``e`` a store's own not-found error (not an OSError)? adlfs lets azure's
+    ResourceNotFoundError (HTTP 404) through from the reads of a blob opened with a known size."""
+    return not isinstance(e, OSError) and getattr(e, "status_code", None) == 404
+
+
 def _not_found(e: BaseException, path: str) -> FileNotFoundError | None:
-    """A store's own not-found error as a FileNotFoundError naming ``path``, else None: adlfs
-    lets azure's ResourceNotFoundError (HTTP 404, not an OSError) through from the reads of a
-    blob opened with a known size, so a blob deleted since it was listed read as a failed
-    request, not a missing file."""
-    if isinstance(e, OSError) or getattr(e, "status_code", None) != 404:
+    """A store's own not-found error as a FileNotFoundError naming ``path``, else None (a blob
+    deleted since it was listed is a missing file, not a failed request)."""
+    if not store_not_found(e):
         return None
     first = str(e).split("\n", 1)[0]
     return FileNotFoundError(errno.ENOENT, f"{type(e).__name__}: {first}", path)
