@@ -521,6 +521,61 @@ def test_small_data_files_are_read_in_one_request(tmp_path: Path, store) -> None
     assert sum(n for kind, _, n in CALLS if kind == "range") == sum(sizes.values())
 
 
+class _DetailsOnOpenStore(_HeadingStore):
+    """Opens files as gcsfs and adlfs do: the file object asks the store for the file's details
+    (counted as ``info``) whatever size it is given. Registered under its own name, it names
+    gcsfs's protocols, as a subclass of gcsfs's filesystem does; ``cat_file`` is one GET."""
+
+    protocol = ("dddetails", "gs", "gcs")
+
+    def _open(self, path, mode="rb", size=None, **kwargs):
+        self.info(path)
+        return super()._open(path, mode, **kwargs)
+
+
+def test_data_files_on_gcs_and_azure_ask_for_no_details(tmp_path: Path, store) -> None:
+    """gcsfs's and adlfs's file objects ask the store for a file's details when opened, whatever
+    size they are given (one metadata request per data file and scan): data files of known size
+    are read by ranged requests instead, the same bytes, a small file in one request."""
+    fsspec.register_implementation("dddetails", _DetailsOnOpenStore, clobber=True)
+    fs, root = store
+    local = _table(tmp_path, "t", 6)
+    n = 30_000  # one file larger than pyarrow's 64 KB footer read: read in several ranges
+    big = pa.table({"id": pa.array(range(60, 60 + n), pa.int64()), "part": ["p9"] * n})
+    deltalake.write_deltalake(str(local), big, partition_by=["part"], mode="append")
+    _upload(fs, local, root)
+    sizes = _data_files(root)
+    assert max(sizes.values()) > 65536
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"dddetails://{root}")
+    ctx.sql("SELECT max(id) FROM t").collect()  # the log read, and the format chosen from a footer
+    CALLS.clear()
+    got = ctx.sql("SELECT id, part FROM t WHERE id >= 0").to_pydict()
+    assert sorted(got["id"]) == list(range(60 + n))
+    on_data = [c for c in CALLS if c[1] in sizes]
+    assert not [c for c in on_data if c[0] != "get"], on_data  # no details, no stock opens
+    reads = Counter(path for _, path, _ in on_data)
+    assert set(reads) == set(sizes)
+    assert [p for p, k in reads.items() if k > 1] == [max(sizes, key=sizes.get)], reads
+
+
+def test_missing_data_file_on_gcs_and_azure_is_named(tmp_path: Path, store) -> None:
+    """A data file read by ranged requests (see above) that is gone fails at its first read,
+    as the missing file the reader names."""
+    fsspec.register_implementation("dddetails", _DetailsOnOpenStore, clobber=True)
+    fs, root = store
+    _upload(fs, _table(tmp_path, "t", 3), root)
+    victim = sorted(_data_files(root))[1]
+    fs.rm(victim)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"dddetails://{root}")
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
+    assert f"{victim.rsplit('/', 1)[1]} is missing" in str(err)
+
+
 def test_data_file_larger_than_its_logged_size_reads_its_own_bytes(tmp_path: Path, store) -> None:
     """A log whose ``size`` is smaller than the file (64 KB for a larger one) on a store that opens
     by the file's real size: pyarrow's footer read (the last 64 KB) has exactly the logged size but
