@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -221,6 +221,49 @@ class TableVersionView:
         return pv
 
 
+def latest_protocol_metadata(
+    storage: Storage, segment: LogSegment, newest_first: Iterable[CommitData]
+) -> tuple[Protocol, Metadata, bool]:
+    """The protocol and metadata in force at the segment's version, and whether the metadata is
+    the checkpoint's (no later commit replaced it). ``newest_first``: the segment's commits,
+    newest first; consumed only until both actions are found, so a lazy reader of them reads
+    no further (the checkpoint's are read when the commits after it have none)."""
+    protocol = metadata = None
+    p_where = m_where = None
+    seen: list[CommitData] = []
+    for c in newest_first:
+        seen.append(c)
+        p, m = find_protocol_and_metadata(c.data, c.info.path)
+        if p is not None and protocol is None:
+            protocol, p_where = p, c.info.path
+        if m is not None and metadata is None:
+            metadata, m_where = m, c.info.path
+        if protocol is not None and metadata is not None:
+            break
+    ckpt = segment.checkpoint
+    if (protocol is None or metadata is None) and ckpt is not None:
+        p, m = checkpoint_protocol_metadata(storage, ckpt)
+        where = ckpt.parts[0].path
+        if protocol is None and p is not None:
+            protocol, p_where = p, where
+        if metadata is None and m is not None:
+            metadata, m_where = m, where
+    where_table = f"{storage.root} at version {segment.version}"
+    if protocol is None or metadata is None:
+        # found by a byte search: a commit that is not JSON at all must be called corrupt
+        for c in reversed(seen):
+            check_json_lines(c.data, c.info.path)
+    if protocol is None:
+        raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
+    proto = Protocol.from_action(protocol, p_where)
+    proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
+    md = require_metadata(
+        Metadata.from_action(metadata, m_where, proto) if metadata is not None else None, where_table
+    )
+    proto.check_readable(p_where, md.schema_json)
+    return proto, md, ckpt is not None and m_where == ckpt.parts[0].path
+
+
 class Snapshot(TableVersionView):
     """The table at ``version``: protocol, metadata, schema, and (lazily) its live files."""
 
@@ -234,40 +277,10 @@ class Snapshot(TableVersionView):
 
     # -- protocol & metadata ------------------------------------------------------------------
     def _load_protocol_metadata(self) -> tuple[Protocol, Metadata]:
-        protocol = metadata = None
-        p_where = m_where = None
-        for c in reversed(self._commit_data):
-            p, m = find_protocol_and_metadata(c.data, c.info.path)
-            if p is not None and protocol is None:
-                protocol, p_where = p, c.info.path
-            if m is not None and metadata is None:
-                metadata, m_where = m, c.info.path
-            if protocol is not None and metadata is not None:
-                break
-        ckpt = self.segment.checkpoint
-        if (protocol is None or metadata is None) and ckpt is not None:
-            p, m = checkpoint_protocol_metadata(self.storage, ckpt)
-            where = ckpt.parts[0].path
-            if protocol is None and p is not None:
-                protocol, p_where = p, where
-            if metadata is None and m is not None:
-                metadata, m_where = m, where
-        #: whether the metadata is the checkpoint's (no later commit replaced it)
-        self.metadata_from_checkpoint = ckpt is not None and m_where == ckpt.parts[0].path
-        where_table = f"{self.storage.root} at version {self.version}"
-        if protocol is None or metadata is None:
-            # found by a byte search: a commit that is not JSON at all must be called corrupt
-            for c in self._commit_data:
-                check_json_lines(c.data, c.info.path)
-        if protocol is None:
-            raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
-        proto = Protocol.from_action(protocol, p_where)
-        proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
-        md = require_metadata(
-            Metadata.from_action(metadata, m_where, proto) if metadata is not None else None, where_table
+        protocol, metadata, self.metadata_from_checkpoint = latest_protocol_metadata(
+            self.storage, self.segment, reversed(self._commit_data)
         )
-        proto.check_readable(p_where, md.schema_json)
-        return proto, md
+        return protocol, metadata
 
     @property
     def checkpoint_version(self) -> int | None:

@@ -9,14 +9,19 @@ import pyarrow as pa
 
 from .arguments import integer
 from .errors import ArgumentError, MissingLogFileError
+from .log.actions import CommitData, read_commits, read_newest_first
 from .log.segment import LogListing, build_segment, list_log
-from .snapshot import Snapshot
+from .protocol import Metadata
+from .snapshot import Snapshot, latest_protocol_metadata
 from .storage import Storage
 from .timestamps import CommitTimeline, to_millis
 
 if TYPE_CHECKING:
     from .changes import ChangeScan
 
+
+#: Commits :meth:`DeltaTable.history` reads at once (in parallel on object stores) and holds.
+_HISTORY_BATCH = 64
 
 #: Listings of ``_delta_log`` tried again when a file they named is gone before it is read.
 LISTING_RETRIES = 2
@@ -87,13 +92,22 @@ class DeltaTable:
         return Snapshot(self.storage, segment, reuse)
 
     def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
-        return self._latest_and_timeline(listing if listing is not None else self.listing())[1]
+        listing = listing if listing is not None else self.listing()
+        return CommitTimeline(self.storage, listing, self._latest_metadata(listing, {}))
 
     def _latest_and_timeline(self, listing: LogListing) -> tuple[Snapshot, CommitTimeline]:
         """The latest snapshot and the commit timeline: the latest metadata says whether
         commits carry in-commit timestamps."""
         latest = Snapshot(self.storage, build_segment(listing, None))
         return latest, CommitTimeline(self.storage, listing, latest.metadata)
+
+    def _latest_metadata(self, listing: LogListing, read: dict[int, CommitData]) -> Metadata:
+        """The latest metadata, as the latest snapshot has it, from the commits read newest first
+        until protocol and metaData are found: the snapshot reads every commit after its
+        checkpoint. Those read are left in ``read`` (by version)."""
+        segment = build_segment(listing, None)
+        newest_first = read_newest_first(self.storage, segment.commits, read)
+        return latest_protocol_metadata(self.storage, segment, newest_first)[1]
 
     def history(self, limit: int | None = None) -> pa.Table:
         """One row per available commit, oldest first: version, timestamp (ms; the in-commit
@@ -104,24 +118,31 @@ class DeltaTable:
         return relisting(lambda: self._history(limit))
 
     def _history(self, limit: int | None) -> pa.Table:
-        """:meth:`history` from one listing."""
+        """:meth:`history` from one listing; each commit is read once, for its timestamp and
+        operation (in batches, so that a long log is not held in memory at once)."""
         import io
 
         listing = self.listing()
-        timeline = self.timeline(listing)
-        rows = []
         versions = listing.commit_versions
         if limit is not None:
             versions = versions[len(versions) - min(int(limit), len(versions)) :]
-        for v in versions:
-            info = listing.commits[v]
-            data = self.storage.read_listed(info.path, info.listed_size)
-            op = None
-            for line in io.BytesIO(data):
-                if b'"commitInfo"' in line:
-                    op = _operation(line)
-                    break
-            rows.append({"version": v, "timestamp": timeline.timestamp(v), "operation": op})
+        read: dict[int, CommitData] = {}
+        timeline = CommitTimeline(self.storage, listing, self._latest_metadata(listing, read))
+        wanted = set(versions)
+        read = {v: c for v, c in read.items() if v in wanted}
+        rows = []
+        for start in range(0, len(versions), _HISTORY_BATCH):
+            batch = versions[start : start + _HISTORY_BATCH]
+            more = [(v, listing.commits[v]) for v in batch if v not in read]
+            read.update((c.version, c) for c in read_commits(self.storage, more))
+            for v in batch:
+                data = read.pop(v).data
+                op = None
+                for line in io.BytesIO(data):
+                    if b'"commitInfo"' in line:
+                        op = _operation(line)
+                        break
+                rows.append({"version": v, "timestamp": timeline.timestamp(v, data), "operation": op})
         return pa.Table.from_pylist(
             rows, pa.schema([("version", pa.int64()), ("timestamp", pa.int64()), ("operation", pa.string())])
         )

@@ -202,7 +202,8 @@ class CommitTimeline:
             if upto is None or v <= upto
         )
 
-    def timestamp(self, version: int) -> int:
+    def timestamp(self, version: int, data: bytes | None = None) -> int:
+        """``data``: the commit's bytes, when the caller has read them (not read again)."""
         if self.ict is None or version < self.ict[0]:
             mono = self._by_file_time()
             if version in mono:
@@ -215,9 +216,9 @@ class CommitTimeline:
             )
         if version not in self._cache:
             info = self.listing.commits[version]
-            self._cache[version] = read_in_commit_timestamp(
-                self.storage.read_listed(info.path, info.listed_size), info.path
-            )
+            if data is None:
+                data = self.storage.read_listed(info.path, info.listed_size)
+            self._cache[version] = read_in_commit_timestamp(data, info.path)
         return self._cache[version]
 
     def _range_text(self) -> str:

@@ -681,3 +681,58 @@ def test_a_store_gone_down_is_not_asked_whether_data_files_exist(tmp_path: Path,
     err = dd.from_datafusion(info.value)
     assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
     assert f"{victim} is missing" in str(err)
+
+
+def _commit_opens() -> Counter:
+    return Counter(
+        int(p.rsplit("/", 1)[1][:20]) for kind, p, _ in CALLS if kind == "open" and p.endswith(".json")
+    )
+
+
+def test_history_with_a_limit_reads_back_to_the_latest_protocol_and_metadata_only(
+    tmp_path: Path, store
+) -> None:
+    """``history(limit=3)`` needs the latest metadata (in-commit timestamps or not): it reads the
+    commits newest first until protocol and metaData are found, each once (it built the latest
+    snapshot, which reads every commit after the checkpoint, then read the chosen commits again)."""
+    fs, root = store
+    path = tmp_path / "h"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    for _ in range(60):
+        deltalake.write_deltalake(str(path), rows, mode="append")
+    deltalake.DeltaTable(str(path)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
+    for _ in range(3):
+        deltalake.write_deltalake(str(path), rows, mode="append")  # versions 61-63
+    _upload(fs, path, root)
+    table = dd.DeltaTable(f"ddcount://{root}")
+    full = table.history()
+    CALLS.clear()
+    assert table.history(limit=3) == full.slice(61)
+    opened = _commit_opens()
+    assert max(opened.values()) == 1, opened
+    # 60 has protocol and metaData; the reads ahead in growing batches stop there too
+    assert set(range(60, 64)) <= opened.keys() and len(opened) <= 8, opened
+
+
+def test_history_with_a_limit_after_a_checkpoint_reads_only_the_commits_after_it(
+    tmp_path: Path, store
+) -> None:
+    """The checkpoint gives protocol and metaData when the commits after it have none; the
+    history of every commit reads each once too."""
+    fs, root = store
+    path = tmp_path / "h"
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    for _ in range(60):
+        deltalake.write_deltalake(str(path), rows, mode="append")
+    deltalake.DeltaTable(str(path)).create_checkpoint()  # at version 59
+    for _ in range(5):
+        deltalake.write_deltalake(str(path), rows, mode="append")  # versions 60-64
+    _upload(fs, path, root)
+    table = dd.DeltaTable(f"ddcount://{root}")
+    full = table.history()
+    CALLS.clear()
+    assert table.history(limit=3) == full.slice(62)
+    assert _commit_opens() == Counter(dict.fromkeys(range(60, 65), 1))
+    CALLS.clear()
+    assert table.history() == full
+    assert _commit_opens() == Counter(dict.fromkeys(range(65), 1))

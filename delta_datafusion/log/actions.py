@@ -14,7 +14,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -162,15 +162,46 @@ class CommitData:
 
 def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> list[CommitData]:
     """Read commit files (in parallel for remote stores); order is preserved."""
-
-    def one(item: tuple[int, FileInfo]) -> CommitData:
-        v, info = item
-        return CommitData(v, info, storage.read_listed(info.path, info.listed_size))
-
     if storage.is_local or len(commits) < 4:
-        return [one(c) for c in commits]
+        return [_read_commit(storage, c) for c in commits]
     with ThreadPoolExecutor(min(16, len(commits))) as pool:
-        return list(pool.map(one, commits))
+        return list(pool.map(lambda c: _read_commit(storage, c), commits))
+
+
+def _read_commit(storage: Storage, item: tuple[int, FileInfo]) -> CommitData:
+    v, info = item
+    return CommitData(v, info, storage.read_listed(info.path, info.listed_size))
+
+
+def read_newest_first(
+    storage: Storage, commits: Sequence[tuple[int, FileInfo]], read: dict[int, CommitData]
+) -> Iterator[CommitData]:
+    """The commits newest first, read as they are asked for. On an object store the reads run
+    ahead, as many as commits were taken so far (up to 16 in flight, like read_commits): a
+    search that stops early reads few more than it took, a long one waits on no batch.
+    Commits in ``read`` are not read again; those read here are added to it."""
+    todo = list(reversed(commits))
+    if storage.is_local:
+        for item in todo:
+            if item[0] not in read:
+                read[item[0]] = _read_commit(storage, item)
+            yield read[item[0]]
+        return
+    pool = ThreadPoolExecutor(16)
+    ahead: dict[int, Future[CommitData]] = {}
+    submitted = 0
+    try:
+        for taken, (v, _) in enumerate(todo):
+            while submitted < min(len(todo), 2 * taken + 1, taken + 16):
+                item = todo[submitted]
+                if item[0] not in read:
+                    ahead[item[0]] = pool.submit(_read_commit, storage, item)
+                submitted += 1
+            if v not in read:
+                read[v] = ahead.pop(v).result()
+            yield read[v]
+    finally:
+        pool.shutdown(cancel_futures=True)  # a search that stopped: the reads not started are not made
 
 
 def _blank(data: bytes) -> bool:
