@@ -15,8 +15,9 @@ the case's setup, as a long-running service would keep them):
 * ``sequential, one thread`` -- the same with pyarrow's own thread pool off as well (the package's
   ``arrow_threads(False)``), so the whole replay uses one core: the baseline for the scaling of
   the work itself, since the baseline above already uses ~1.4 cores through pyarrow;
-* ``scan_metadata() default`` -- the same with the package's default, which reads the leaves on
-  a thread pool automatically (the issue's "local thread pool for the parallel phase");
+* ``leaves on 8 threads`` -- the same with ``LEAF_THREADS = 8`` (the object-store default): the
+  leaves read on a thread pool (the issue's "local thread pool for the parallel phase"). Locally
+  the package's default reads them one at a time, as the baseline does;
 * ``two-phase, 1 worker`` -- ``run_parallel(scan, workers=1)``: the same two-phase code inline,
   which separates the effect of per-leaf processing from the effect of parallelism;
 * ``threads, 2 workers`` -- ``run_parallel(scan, workers=2)`` (a private thread pool);
@@ -178,8 +179,8 @@ def case_sequential(path: str, leaf_threads: int | None = 1, arrow_pool: bool = 
     from delta_datafusion import DeltaTable
     from delta_datafusion.arrow_threads import arrow_threads
 
-    # 1: the leaves are read and reduced one after another (sequential replay); None, the
-    # package's default, is the automatic thread pool over leaves (one thread per core locally).
+    # 1: the leaves are read and reduced one after another (sequential replay, also the package's
+    # default for local tables); 8: on a thread pool (the default for object stores).
     # arrow_pool=False: pyarrow's own thread pool off too, so the whole replay runs on one core.
     delta_datafusion.snapshot.LEAF_THREADS = leaf_threads
 
@@ -268,7 +269,7 @@ def case_dask(path: str, workers: int, mem_file: str | None = None):
 ENGINES = {
     "sequential": "sequential scan_metadata() (leaves one at a time)",
     "one_core": "sequential, one thread (pyarrow's pool off too)",
-    "auto": "scan_metadata() default (leaves on a thread pool)",
+    "auto": "leaves on 8 threads (LEAF_THREADS=8)",
     "inline": "two-phase, 1 worker (inline)",
     "threads": "threads, 2 workers",
     "processes": "processes, 2 workers",

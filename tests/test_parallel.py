@@ -368,6 +368,62 @@ def test_leaf_threads_give_the_same_snapshot(generated, name, threads, monkeypat
     assert sorted(one.raw_files.column("path").to_pylist()) == sorted(want.column("path").to_pylist())
 
 
+@pytest.mark.parametrize("where", ["local", "memory"])
+def test_default_leaf_threads(generated, where, monkeypatch):
+    """By default a local table's checkpoint leaves are read one after another on the caller's
+    thread (each read already uses pyarrow's pool: more leaves at once only oversubscribe the
+    cores), an object store's on a pool (reads wait on the network); the files are the same. A
+    one-leaf checkpoint is still read on a thread while the commits replay."""
+    import threading
+
+    import fsspec
+
+    import delta_datafusion.snapshot as snapshot_mod
+
+    def table_path(name: str) -> str:
+        path = generated[name].path
+        if where == "local":
+            return path
+        fs, root = fsspec.filesystem("memory"), f"/dd-leaf-threads-{os.getpid()}/{name}"
+        for dirpath, _dirs, names in os.walk(path):
+            for n in names:
+                fs.pipe(
+                    f"{root}/{Path(dirpath, n).relative_to(path).as_posix()}", Path(dirpath, n).read_bytes()
+                )
+        return f"memory://{root}"
+
+    readers: list[threading.Thread] = []
+    started: list[str] = []
+    real_read, real_thread = snapshot_mod.read_leaf, snapshot_mod._on_thread
+
+    def read_spy(*args, **kwargs):
+        readers.append(threading.current_thread())
+        return real_read(*args, **kwargs)
+
+    def thread_spy(work, name):
+        started.append(name)
+        return real_thread(work, name)
+
+    monkeypatch.setattr(snapshot_mod, "read_leaf", read_spy)
+    monkeypatch.setattr(snapshot_mod, "_on_thread", thread_spy)
+    monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", None)
+    path = table_path("v2-json")
+    files = DeltaTable(path).snapshot().files()
+    assert len(readers) == len(generated["v2-json"].leaves) == 5
+    on_caller = set(readers) == {threading.current_thread()}
+    assert on_caller == (where == "local"), f"leaves read on {sorted({t.name for t in readers})}"
+    monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", 8)
+    assert DeltaTable(path).snapshot().files().equals(files)
+    monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", None)
+    if (os.cpu_count() or 1) > 1 or where == "memory":
+        started.clear()
+        classic = DeltaTable(table_path("classic")).snapshot()
+        assert _keys(classic.files()) == generated["classic"].expected_keys()
+        assert started == ["delta-checkpoint-scan-files"]
+    if where == "memory":
+        fsspec.filesystem("memory").rm(f"/dd-leaf-threads-{os.getpid()}", recursive=True)
+
+
 @pytest.mark.parametrize("name", ["v2-json", "v2-parquet", "multi", "classic"])
 def test_generated_reference_matches_deltalake(generated, name):
     """Independent cross-check of the generated logs: delta-rs reads the same path set."""
