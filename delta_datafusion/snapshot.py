@@ -64,11 +64,11 @@ T = TypeVar("T")
 #: How many checkpoint leaves (V2 sidecars, multi-part parts) a snapshot reads at once, on threads
 #: (pyarrow releases the GIL). 1 reads them one after another, i.e. fully sequential replay (not
 #: even a single leaf's read overlapped with the commit replay).
-#: None: one at a time for local tables, 8 for object stores (where reads wait on the network).
-#: Locally the work is CPU-bound and each leaf's read already runs on pyarrow's own pool: more
-#: leaves at once only oversubscribe the cores (1M adds in 8 sidecars on 2 cores, one leaf per
-#: core against one at a time, 34 alternating pairs: +18-23 % CPU, +70-90 MB peak, wall no
-#: better; 8 at once: +0.46 GB peak, 0.3 s slower).
+#: None: one per two cores for local tables (one at a time on 2 cores), 8 for object stores
+#: (where reads wait on the network). Locally the work is CPU-bound and each leaf's read already
+#: keeps ~1.4 cores busy through pyarrow's own pool: a leaf per core only oversubscribes them
+#: (1M adds in 8 sidecars on 2 cores, one leaf per core against one at a time, 34 alternating
+#: pairs: +18-23 % CPU, +70-90 MB peak, wall no better; 8 at once: +0.46 GB peak, 0.3 s slower).
 LEAF_THREADS: int | None = None
 
 
@@ -81,7 +81,12 @@ def _leaf_threads(storage: Storage) -> int:
     """How many leaves of a checkpoint with several are read at once."""
     if LEAF_THREADS is not None:
         return max(1, LEAF_THREADS)
-    return 1 if storage.is_local else 8
+    return local_leaf_threads() if storage.is_local else 8
+
+
+def local_leaf_threads() -> int:
+    """The default for local tables: a leaf per two cores (see LEAF_THREADS)."""
+    return max(1, (os.cpu_count() or 1) // 2)
 
 
 def _overlap_single_leaf(storage: Storage) -> bool:
