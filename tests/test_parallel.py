@@ -416,6 +416,12 @@ def test_default_leaf_threads(generated, where, monkeypatch):
     monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", 8)
     assert DeltaTable(path).snapshot().files().equals(files)
     monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", None)
+    if where == "local":  # with cores to spare, a local table's leaves go to a pool as well
+        readers.clear()
+        with monkeypatch.context() as cores:
+            cores.setattr(snapshot_mod.os, "cpu_count", lambda: 4)
+            assert DeltaTable(path).snapshot().files().equals(files)
+        assert threading.current_thread() not in readers, "4 cores: leaves read on the caller's thread"
     if (os.cpu_count() or 1) > 1 or where == "memory":
         started.clear()
         classic = DeltaTable(table_path("classic")).snapshot()
