@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -104,10 +105,11 @@ class DeltaTable:
     def _latest_metadata(self, listing: LogListing, read: dict[int, CommitData]) -> Metadata:
         """The latest metadata, as the latest snapshot has it, from the commits read newest first
         until protocol and metaData are found: the snapshot reads every commit after its
-        checkpoint. Those read are left in ``read`` (by version)."""
+        checkpoint. Those read are left in ``read`` (by version). The reads end with the search,
+        a failed one too (its exception would otherwise hold the reading threads)."""
         segment = build_segment(listing, None)
-        newest_first = read_newest_first(self.storage, segment.commits, read)
-        return latest_protocol_metadata(self.storage, segment, newest_first)[1]
+        with contextlib.closing(read_newest_first(self.storage, segment.commits, read)) as newest_first:
+            return latest_protocol_metadata(self.storage, segment, newest_first)[1]
 
     def history(self, limit: int | None = None) -> pa.Table:
         """One row per available commit, oldest first: version, timestamp (ms; the in-commit

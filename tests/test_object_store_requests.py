@@ -736,3 +736,22 @@ def test_history_with_a_limit_after_a_checkpoint_reads_only_the_commits_after_it
     CALLS.clear()
     assert table.history() == full
     assert _commit_opens() == Counter(dict.fromkeys(range(65), 1))
+
+
+def test_a_failed_history_leaves_no_reading_threads_behind(tmp_path: Path, store) -> None:
+    """The commits read newest first for the latest protocol and metadata are read by a pool of
+    threads; a search that fails (an unreadable protocol) ends it at once, not when its exception
+    is let go (a kept exception held up to 16 idle threads per call)."""
+    fs, root = store
+    path = tmp_path / "h"
+    for i in range(40):
+        deltalake.write_deltalake(str(path), pa.table({"id": [i]}), mode="append")
+    write_commit(path, 40, [{"protocol": {"minReaderVersion": 99, "minWriterVersion": 7}}])
+    _upload(fs, path, root)
+    table = dd.DeltaTable(f"ddcount://{root}")
+    before = set(threading.enumerate())
+    for call in (lambda: table.history(limit=3), table.timeline):
+        with pytest.raises(dd.errors.InvalidProtocolError) as info:
+            call()
+        assert "00000000000000000040.json" in str(info.value)
+        assert set(threading.enumerate()) - before == set(), info  # the exception still held
