@@ -108,19 +108,24 @@ def test_limit_makes_units_for_the_first_files_only(
     assert sorted(made) == sorted(set(made)) and len(made) == APPENDS * GROUPS
 
 
+@pytest.mark.parametrize("per_part", [4, 1])
 def test_a_scan_lets_the_fragments_it_has_read_go(
-    table: Path, made: list[str], monkeypatch: pytest.MonkeyPatch
+    table: Path, made: list[str], monkeypatch: pytest.MonkeyPatch, per_part: int
 ) -> None:
     """A pyarrow fragment keeps its file's footer once scanned (~11 KB of memory for a file of
     three columns), and a dataset keeps its fragments: a full scan of 200,000 files held 3.0 GB at
     its end. A scan makes its fragments a part of PART_FILES files at a time, the earlier part let
-    go first, and a table's files become units part by part as well."""
+    go first, and a table's files become units part by part as well. A wide table's scans (here
+    PART_FILE_COLUMNS as small as it goes: one file a scan) split each of those parts again, each
+    let go before the next as well."""
     import pyarrow.dataset as pads
 
     from delta_datafusion.datafusion import dataset
     from delta_datafusion.read import reader
 
     monkeypatch.setattr(reader, "PART_FILES", 4, raising=False)
+    if per_part == 1:
+        monkeypatch.setattr(reader, "PART_FILE_COLUMNS", 1)
     monkeypatch.setattr(dataset, "FIRST_PART", 2)
     monkeypatch.setattr(dataset, "target_fragments", lambda: 1)  # one scan: no other's parts
     real = pads.FileSystemDataset
@@ -144,8 +149,9 @@ def test_a_scan_lets_the_fragments_it_has_read_go(
     dd.register_table(ctx, "t", str(table))
     ids = sorted(ctx.sql("SELECT id FROM t").to_pydict()["id"])
     assert ids == list(range(APPENDS * GROUPS * ROWS))
-    assert len(held) >= APPENDS * GROUPS // 4 and max(held) <= 4, held
-    assert max(ahead) <= 1, ahead  # (the first file, streamed without a dataset)
+    assert len(held) >= APPENDS * GROUPS // per_part - 1 and max(held) <= per_part, held
+    # (the first file, streamed without a dataset; a table part's units are made at once)
+    assert max(ahead) <= 1 + 4 - per_part, ahead
     assert sorted(made) == sorted(set(made)) and len(made) == APPENDS * GROUPS
 
 
