@@ -576,6 +576,34 @@ def test_missing_data_file_on_gcs_and_azure_is_named(tmp_path: Path, store) -> N
     assert f"{victim.rsplit('/', 1)[1]} is missing" in str(err)
 
 
+@pytest.mark.parametrize("off_by", [-1000, 1000])
+def test_data_file_whose_size_is_not_the_logged_one_is_named_with_both_sizes(
+    tmp_path: Path, store, off_by: int
+) -> None:
+    """Stores whose data files are read by the log's size (S3, GCS, Azure) cannot read a file
+    whose log ``size`` is wrong (pyarrow looks for the footer where the log says the file ends):
+    the error says which file and that its size is not the logged one, not only pyarrow's
+    "magic bytes not found"."""
+    fsspec.register_implementation("dddetails", _DetailsOnOpenStore, clobber=True)
+    fs, root = store
+    local = _table(tmp_path, "t", 3)
+    log = sorted((local / "_delta_log").glob("*.json"))[-1]
+    actions = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    victim = next(a["add"] for a in actions if "add" in a)
+    real = victim["size"]
+    victim["size"] = real + off_by
+    log.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    _upload(fs, local, root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"dddetails://{root}")
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.errors.DeltaError), info.value
+    name = victim["path"].rsplit("/", 1)[1]
+    assert name in str(err) and f"is {real} bytes" in str(err) and f"says {real + off_by}" in str(err), err
+
+
 def test_data_file_larger_than_its_logged_size_reads_its_own_bytes(tmp_path: Path, store) -> None:
     """A log whose ``size`` is smaller than the file (64 KB for a larger one) on a store that opens
     by the file's real size: pyarrow's footer read (the last 64 KB) has exactly the logged size but

@@ -72,6 +72,13 @@ class ReadErrors:
         reason = str(e).splitlines()[0][:400]
         if not isinstance(e, _READ_ERRORS):
             reason = f"{type(e).__name__}: {reason}"  # a store's own error: its type says what
+        resized = None if store_failed else self._resized_file(named or units)
+        if resized is not None:
+            location, real, logged = resized
+            return DeltaError(
+                f"{where}: data file {location} is {real} bytes, but the log says {logged} (the file "
+                f"was replaced outside Delta, or the log is wrong): {reason}"
+            )
         culprit = None if store_failed else self._mismatched_file(units)
         if culprit is not None:
             location, column, stored, expected = culprit
@@ -108,6 +115,22 @@ class ReadErrors:
             if missing:
                 return missing
         return []
+
+    def _resized_file(self, units: Sequence[ScanUnit]) -> tuple[str, int, int] | None:
+        """After a failed read on an object store, whose data files are read by the size the log
+        gives (pyarrow looks for the footer where the log says a file ends): the first file (of at
+        most MAX_EXISTENCE_CHECKS) whose size is not the logged one, with both sizes. Local files
+        are read by their own size."""
+        if self.storage.is_local:
+            return None
+        for u in [u for u in units if u.size][:MAX_EXISTENCE_CHECKS]:  # 0: not logged, opened by its own
+            try:
+                real = self.storage.info(u.location).size
+            except (StorageError, OSError):
+                return None
+            if real != u.size:
+                return u.location, real, u.size
+        return None
 
     def _undecodable_file(
         self, units: Sequence[ScanUnit], columns: Mapping[str, Sequence[str]]

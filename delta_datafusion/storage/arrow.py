@@ -3,6 +3,7 @@ gave, without a metadata request each."""
 
 from __future__ import annotations
 
+import errno
 from typing import Any
 
 import pyarrow as pa
@@ -45,8 +46,8 @@ class _RangeFile:
 
     def seek(self, offset: int, whence: int = 0) -> int:
         pos = offset + (0, self._pos, self._size)[whence]
-        if pos < 0:
-            raise ValueError(f"{self._path}: cannot seek to byte {pos}")
+        if pos < 0:  # as a file would: a read error of the file, not a failure of the store
+            raise OSError(errno.EINVAL, f"{self._path}: cannot seek to byte {pos}")
         self._pos = pos
         return pos
 
