@@ -102,6 +102,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     ctx = SessionContext()
     register(ctx)
     given: list[tuple[str, str]] = []
+    tables = []
     for spec in args.table or []:
         name, _, uri = spec.partition("=")
         if not uri:
@@ -111,9 +112,32 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         if earlier is not None:
             raise DeltaError(f"--table names {name!r} twice (also as {earlier!r})")
         given.append((name, spec))
-        register_table(ctx, name, uri, storage_options=_storage_options(args.option))
+        tables.append((name, uri))
+    as_of = _as_of(args.as_of, [n for n, _ in tables])
+    for name, uri in tables:
+        version, timestamp = as_of.get(name, (None, None))
+        register_table(ctx, name, uri, version, timestamp, storage_options=_storage_options(args.option))
     print(_format(ctx.sql(args.query).to_arrow_table(), max_rows=args.max_rows), file=out)
     return 0
+
+
+def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | None, str | None]]:
+    """``--as-of NAME=WHEN`` -> {table name as --table gave it: (version, timestamp)}: WHEN is a
+    version (digits) or a time (ISO-8601)."""
+    from .datafusion.names import same_table
+
+    out: dict[str, tuple[int | None, str | None]] = {}
+    for spec in specs or []:
+        name, _, when = (part.strip() for part in spec.partition("="))
+        if not name or not when:
+            raise ArgumentError(f"--as-of expects NAME=WHEN (a version or an ISO-8601 time), got {spec!r}")
+        table = next((n for n in names if same_table(n, name)), None)
+        if table is None:
+            raise ArgumentError(f"--as-of names {name!r}, which no --table gives (tables: {names})")
+        if table in out:
+            raise ArgumentError(f"--as-of names {name!r} twice")
+        out[table] = (int(when), None) if when.isdigit() else (None, when)
+    return out
 
 
 def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -200,6 +224,13 @@ def main(argv: list[str] | None = None) -> int:
         "--table",
         action="append",
         help="NAME=URI of a Delta table (repeatable); SQL reads unquoted names in lower case",
+    )
+    p_sql.add_argument(
+        "--as-of",
+        action="append",
+        metavar="NAME=WHEN",
+        help="read the --table NAME at a version (an integer) or a time (ISO-8601; the latest commit "
+        "at or before it) instead of its latest (repeatable)",
     )
     p_sql.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
     p_info = sub.add_parser("info", help="describe a Delta table")

@@ -92,6 +92,29 @@ def test_cli_sql_and_info(capsys):
     assert "version: 5" in out and "partition columns: ['city']" in out and "live files: 4" in out
 
 
+def test_cli_sql_reads_a_table_as_of_a_version_or_time(capsys):
+    """``sql --as-of NAME=WHEN`` pins a table given with --table to a version or a time, as
+    ``register_table(version=, timestamp=)`` does; a name no --table gave, or a bad WHEN, is an
+    error naming it."""
+    path = str(cli.example_table())
+    query = "SELECT count(*) AS n FROM trips"
+    latest = dd.DeltaTable(path).snapshot().scan().to_table().num_rows
+    first = dd.DeltaTable(path).snapshot(version=0).scan().to_table().num_rows
+    assert first != latest
+    assert cli.main(["sql", query, "--table", f"trips={path}", "--as-of", "trips=0"]) == 0
+    assert f"{first}" in capsys.readouterr().out.split()
+    at = dd.DeltaTable(path).history().column("timestamp")[0].as_py()
+    when = dt.datetime.fromtimestamp(at / 1000, dt.timezone.utc).isoformat()
+    assert cli.main(["sql", query, "--table", f"trips={path}", "--as-of", f"TRIPS={when}"]) == 0
+    assert f"{first}" in capsys.readouterr().out.split()
+    assert cli.main(["sql", query, "--table", f"trips={path}", "--as-of", "other=0"]) == 2
+    assert "--as-of names 'other'" in capsys.readouterr().err
+    assert cli.main(["sql", query, "--table", f"trips={path}", "--as-of", "trips=99"]) == 2
+    assert "99" in capsys.readouterr().err
+    assert cli.main(["sql", query, "--table", f"trips={path}", "--as-of", "trips"]) == 2
+    assert "NAME=WHEN" in capsys.readouterr().err
+
+
 def test_cli_passes_storage_options(tmp_path, capsys):
     """``--option KEY=VALUE`` reaches the filesystem (zip needs ``fo``, the archive); without it
     the store cannot be opened, so the option is what makes the table readable."""
