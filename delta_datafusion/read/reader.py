@@ -432,7 +432,7 @@ class UnitReader:
                     ):
                         other_case.add(frag.path)
                 # this part's fragments (and the footers they hold) go before the next is made
-                part = dataset = scanner = tagged = None
+                part = dataset = scanner = tagged = frag = batch = None
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
             raise self.errors.read_error(_not_read_whole(units, path), e, stored_cols) from e
         return [u for u in units if u.location in other_case - read_now]
