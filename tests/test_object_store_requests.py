@@ -604,6 +604,38 @@ def test_data_file_whose_size_is_not_the_logged_one_is_named_with_both_sizes(
     assert name in str(err) and f"is {real} bytes" in str(err) and f"says {real + off_by}" in str(err), err
 
 
+class _SizelessStore(_CountingMemoryFS):
+    """Answers a file's details without its size, as an HTTP server sending no Content-Length
+    does (fsspec's HTTP filesystem then gives ``size: None``)."""
+
+    protocol = "ddsizeless"
+
+    def info(self, path, **kwargs):
+        return {**super().info(path, **kwargs), "size": None}
+
+
+def test_corrupt_data_file_on_a_store_not_telling_its_size_is_not_called_resized(
+    tmp_path: Path, store
+) -> None:
+    """A store that does not say how large a file is (size None, taken as 0): a corrupt data
+    file of the logged size is a file that cannot be read, not one of 0 bytes."""
+    fsspec.register_implementation("ddsizeless", _SizelessStore, clobber=True)
+    fs, root = store
+    local = _table(tmp_path, "t", 3)
+    _upload(fs, local, root)
+    victim = next(p for p in _data_files(root) if "part=p2" in p)
+    data = bytearray(fs.cat(victim))
+    data[4:40] = bytes(36)  # the same size, the first page unreadable
+    fs.pipe(victim, bytes(data))
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddsizeless://{root}")
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.errors.DeltaError), info.value
+    assert f"cannot read data file {victim}" in str(err) and "0 bytes" not in str(err), err
+
+
 def test_data_file_larger_than_its_logged_size_reads_its_own_bytes(tmp_path: Path, store) -> None:
     """A log whose ``size`` is smaller than the file (64 KB for a larger one) on a store that opens
     by the file's real size: pyarrow's footer read (the last 64 KB) has exactly the logged size but

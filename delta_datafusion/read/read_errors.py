@@ -120,7 +120,8 @@ class ReadErrors:
         """After a failed read on an object store, whose data files are read by the size the log
         gives (pyarrow looks for the footer where the log says a file ends): the first file (of at
         most MAX_EXISTENCE_CHECKS) whose size is not the logged one, with both sizes. Local files
-        are read by their own size."""
+        are read by their own size. A store not telling a file's size (an HTTP server sending no
+        Content-Length: 0) says nothing of it."""
         if self.storage.is_local:
             return None
         for u in [u for u in units if u.size][:MAX_EXISTENCE_CHECKS]:  # 0: not logged, opened by its own
@@ -128,7 +129,7 @@ class ReadErrors:
                 real = self.storage.info(u.location).size
             except (StorageError, OSError):
                 return None
-            if real != u.size:
+            if real and real != u.size:
                 return u.location, real, u.size
         return None
 
