@@ -123,7 +123,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | None, str | None]]:
     """``--as-of NAME=WHEN`` -> {table name as --table gave it: (version, timestamp)}: WHEN is a
-    version (digits) or a time (ISO-8601)."""
+    version (digits 0-9) or a time (ISO-8601)."""
     from .datafusion.names import same_table
 
     out: dict[str, tuple[int | None, str | None]] = {}
@@ -136,7 +136,8 @@ def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | N
             raise ArgumentError(f"--as-of names {name!r}, which no --table gives (tables: {names})")
         if table in out:
             raise ArgumentError(f"--as-of names {name!r} twice")
-        out[table] = (int(when), None) if when.isdigit() else (None, when)
+        # 0-9 only: str.isdigit() also takes '²' (which int() refuses) and other scripts' digits
+        out[table] = (int(when), None) if when.isascii() and when.isdigit() else (None, when)
     return out
 
 

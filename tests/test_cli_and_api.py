@@ -115,6 +115,18 @@ def test_cli_sql_reads_a_table_as_of_a_version_or_time(capsys):
     assert "NAME=WHEN" in capsys.readouterr().err
 
 
+def test_cli_sql_as_of_takes_only_ascii_digits_as_a_version(capsys):
+    """A WHEN of digits other than 0-9 ('²', '٣': str.isdigit() says yes) is not a version: an
+    error naming it as a time, not Python's int() failing ('invalid literal for int()') or an
+    Arabic-Indic digit read as version 3."""
+    path = str(cli.example_table())
+    for when in ["\u00b2", "\u0663"]:
+        args = ["sql", "SELECT count(*) FROM trips", "--table", f"trips={path}", "--as-of", f"trips={when}"]
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert f"timestamp {when!r} is not an ISO-8601 timestamp" in err, err
+
+
 def test_cli_passes_storage_options(tmp_path, capsys):
     """``--option KEY=VALUE`` reaches the filesystem (zip needs ``fo``, the archive); without it
     the store cannot be opened, so the option is what makes the table readable."""
