@@ -12,6 +12,7 @@ import json
 import os
 import re
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -815,3 +816,67 @@ def test_a_failed_history_leaves_no_reading_threads_behind(tmp_path: Path, store
             call()
         assert "00000000000000000040.json" in str(info.value)
         assert set(threading.enumerate()) - before == set(), info  # the exception still held
+
+
+def test_table_changes_on_a_registered_table_reads_no_commit_its_registration_read(
+    tmp_path: Path, store
+) -> None:
+    """``table_changes`` over a table registered through the package takes the commits its
+    registered snapshot read (commit files do not change once written): only the log is listed
+    again (it says what 'latest' is). Each commit was read a second time by the first query."""
+    fs, root = store
+    path = tmp_path / "c"
+    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
+    deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
+    for _ in range(5):
+        deltalake.write_deltalake(str(path), rows, mode="append")
+    _upload(fs, path, root)
+    ctx = SessionContext()
+    dd.register(ctx)
+    CALLS.clear()
+    dd.register_table(ctx, "t", f"ddcount://{root}")
+    registered = {p for kind, p, _ in CALLS if kind == "open" and p.endswith(".json")}
+    assert len(registered) == 6  # the premise: commits 0-5, no checkpoint
+    CALLS.clear()
+    got = ctx.sql("SELECT count(*) AS n FROM table_changes('t', 0)").to_pydict()
+    assert got == {"n": [12]}
+    opened = {p for kind, p, _ in CALLS if kind == "open" and p.endswith(".json")}
+    assert not opened & registered, sorted(opened)
+    assert [c for c in CALLS if c[0] == "ls"], CALLS  # the log is listed: 'latest' is its newest commit
+    # a commit after the registration is read (and is the latest the feed ends at); the files
+    # there already are not written again (that would give them new times: they would be read)
+    deltalake.write_deltalake(str(path), rows, mode="append")
+    for f in sorted(path.rglob("*")):
+        key = f"{root}/{f.relative_to(path).as_posix()}"
+        if f.is_file() and not fs.exists(key):
+            fs.pipe(key, f.read_bytes())
+    CALLS.clear()
+    got = ctx.sql("SELECT max(_commit_version) AS v, count(*) AS n FROM table_changes('t', 2)").to_pydict()
+    assert got == {"v": [6], "n": [10]}
+    opened = {p for kind, p, _ in CALLS if kind == "open" and p.endswith(".json")}
+    assert opened == {f"{root}/_delta_log/{6:020d}.json"}, sorted(opened)
+
+
+def test_table_changes_on_a_registered_table_reads_a_table_written_again_at_its_location(
+    tmp_path: Path, store
+) -> None:
+    """The registered snapshot's commits are taken only while the listing names the same files
+    (size and time): a table removed and written again at the location is read anew, not
+    answered with the old commits (whose data files are gone)."""
+    fs, root = store
+    ctx = SessionContext()
+    dd.register(ctx)
+    for i, ids in enumerate(([1, 2], [7, 8])):
+        path = tmp_path / f"c{i}"
+        rows = pa.table({"id": pa.array(ids, pa.int64())})
+        deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
+        deltalake.write_deltalake(str(path), rows, mode="append")
+        if i == 0:
+            _upload(fs, path, root)
+            dd.register_table(ctx, "t", f"ddcount://{root}")
+        else:
+            fs.rm(root, recursive=True)
+            time.sleep(0.01)  # the store's times are in ms
+            _upload(fs, path, root)
+    got = ctx.sql("SELECT sum(id) AS s, count(*) AS n FROM table_changes('t', 0)").to_pydict()
+    assert got == {"s": [30], "n": [4]}

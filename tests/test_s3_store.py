@@ -181,6 +181,36 @@ def test_s3_reads_ask_no_sizes(endpoint, bucket, head_requests, name: str) -> No
     assert head_requests == []
 
 
+def test_s3_table_changes_on_a_registered_table_gets_no_commit_its_registration_read(
+    endpoint, bucket, monkeypatch
+) -> None:
+    """The first ``table_changes`` over a registered table lists the log (its latest version)
+    and takes the commits the registration read: no GET of them again (one GET each before)."""
+    fs, bucket_name = bucket
+    local = corpus_table("cdf-table")
+    uri = _upload(fs, local, f"{bucket_name}/t")
+    gets: list[str] = []
+    call = s3fs.S3FileSystem._call_s3
+
+    async def counting(self, method, *args, **kwargs):
+        gets.append(f"{method} {kwargs.get('Key', kwargs.get('Prefix', ''))}")
+        return await call(self, method, *args, **kwargs)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counting)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", uri, storage_options=_options(endpoint))
+    registered = {g for g in gets if g.startswith("get_object") and g.endswith(".json")}
+    assert registered  # the premise
+    gets.clear()
+    got = ctx.sql("SELECT * FROM table_changes('t', 0)").to_arrow_table()
+    assert not registered & set(gets), gets
+    assert any(g.startswith("list_objects") for g in gets), gets
+    want = ctx.sql(f"SELECT * FROM table_changes('{local}', 0)").to_arrow_table()
+    drop = ["_commit_timestamp"]
+    assert got.num_rows and _rows(got.drop_columns(drop)) == _rows(want.drop_columns(drop))
+
+
 def test_s3_missing_data_file_is_named(endpoint, bucket) -> None:
     fs, bucket_name = bucket
     uri = _upload(fs, corpus_table("cdf-table"), f"{bucket_name}/t")

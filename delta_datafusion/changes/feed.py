@@ -55,6 +55,7 @@ from .sources import (
 
 if TYPE_CHECKING:
     from ..read import UnitReader
+    from ..storage.listing import FileInfo
     from ..table import DeltaTable
 
 
@@ -109,7 +110,16 @@ class PlanResult:
 class ChangeFeed:
     """The change sources of ``start..end`` of a table (immutable, cached, shareable)."""
 
-    def __init__(self, table: DeltaTable, start: int, end: int, listing: LogListing | None = None):
+    def __init__(
+        self,
+        table: DeltaTable,
+        start: int,
+        end: int,
+        listing: LogListing | None = None,
+        known: Sequence[CommitData] = (),
+    ):
+        """``known``: commits already read (a registered table's snapshot's); those the listing
+        still names unchanged are not read again."""
         from ..snapshot import Snapshot
 
         self.table = table
@@ -126,7 +136,9 @@ class ChangeFeed:
         segment = build_segment(listing, start)
         older = [(v, info) for v, info in segment.commits if v < start]
         in_range = [(v, listing.commits[v]) for v in range(start, end + 1)]
-        read = {c.version: c for c in read_commits(storage, older + in_range)}
+        read = reuse_commits(known, older + in_range)
+        wanted = [(v, info) for v, info in older + in_range if v not in read]
+        read.update((c.version, c) for c in read_commits(storage, wanted))
         commits = [read[v] for v, _ in in_range]
         start_snap = Snapshot(storage, segment, [read[v] for v, _ in segment.commits])
         if not start_snap.metadata.change_data_feed_enabled:
@@ -141,7 +153,10 @@ class ChangeFeed:
             # The start commit changes the metadata: the files it removes were written under the
             # schema before it, which decides whether they can be read with the end schema.
             try:
-                before = Snapshot(storage, build_segment(listing, start - 1)).metadata
+                prior = build_segment(listing, start - 1)
+                # its commits were read for the start snapshot, unless it starts at another checkpoint
+                reused = [read.get(v) for v, _ in prior.commits]
+                before = Snapshot(storage, prior, reused if None not in reused else None).metadata
             except DeltaError:  # the earlier version is gone (log cleaned up): nothing to compare
                 before = None
             if before is not None:
@@ -742,6 +757,28 @@ class ChangeFeed:
 
     def __repr__(self) -> str:
         return f"ChangeFeed({self.storage.root_uri!r}, {self.start}..{self.end}, sources={self.sources.num_rows})"
+
+
+def reuse_commits(
+    known: Sequence[CommitData], wanted: Sequence[tuple[int, FileInfo]]
+) -> dict[int, CommitData]:
+    """Version -> commit of ``known`` that is the file ``wanted`` (a listing's) names: same
+    path, size and modification time, as the feed cache compares them (commit files are not
+    rewritten, but a table removed and written again at its location has new ones). A commit
+    of ``known`` whose time is not known is read again (see ``provider.table_dataset``)."""
+    by_version = {c.version: c for c in known}
+    out: dict[int, CommitData] = {}
+    for v, info in wanted:
+        c = by_version.get(v)
+        if (
+            c is not None
+            and c.info.path == info.path
+            and len(c.data) == info.size
+            and c.info.known_mtime is not None
+            and c.info.known_mtime == info.mtime_or_none()
+        ):
+            out[v] = CommitData(v, info, c.data)
+    return out
 
 
 def _ict_of(md: Metadata, where: str) -> tuple[int, int] | None:

@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from ..errors import DeltaError, PredicateError
+from ..log.actions import CommitData
 
 # Imported eagerly: every query parses its pushed filter, and the substrait protobuf modules
 # take ~0.25 s to import, which would otherwise land on the first query of a process.
@@ -409,7 +410,13 @@ class DeltaDataset(ds.Dataset):
     """A Delta table (or change feed) as a pyarrow Dataset for ``datafusion.Table``."""
 
     def __init__(
-        self, schema: pa.Schema, reader: UnitReader, planner: Planner, label: str, storage: Any = None
+        self,
+        schema: pa.Schema,
+        reader: UnitReader,
+        planner: Planner,
+        label: str,
+        storage: Any = None,
+        commits: Sequence[CommitData] = (),
     ):
         # ds.Dataset's own __init__ is not meant to be called; everything here is plain Python.
         self._schema = schema
@@ -418,6 +425,9 @@ class DeltaDataset(ds.Dataset):
         self.label = label
         #: the table's Storage (None for a change feed): table_changes() on this table reads it
         self.storage = storage
+        #: the commits the table's snapshot read (it holds them anyway): table_changes() on this
+        #: table takes them instead of reading them again
+        self.commits = commits
         self._lock = threading.Lock()
         # every planning in order (bounded), for dd.explain: a query may scan one table twice
         self._history: deque[ScanPlanInfo] = deque(maxlen=64)

@@ -35,4 +35,8 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
         )
         return ScanMetadata(files).scan_units(snapshot, pred), info
 
-    return DeltaDataset(provider_schema(snapshot), reader, planner, label, snapshot.storage)
+    # the commits table_changes() on this table may take: those whose file time came with the
+    # snapshot's listing (one read after the registration could be a rewritten file's; local
+    # listings give none)
+    commits = [c for c in snapshot.commit_data if c.info.known_mtime is not None]
+    return DeltaDataset(provider_schema(snapshot), reader, planner, label, snapshot.storage, commits)

@@ -47,6 +47,7 @@ from ..errors import (
     TableNotFoundError,
     VersionNotFoundError,
 )
+from ..log.actions import CommitData
 from ..table import DeltaTable
 from .dataset import SCAN_THREADS, DeltaDataset, ScanPlanInfo, lookup_dataset
 from .names import normalized, quoted, relation_readings, split_reference, sql_name
@@ -368,12 +369,15 @@ def _registered_names(session: SessionContext) -> str:
     return ", ".join(sorted(out)) or "none"
 
 
-def _resolve_table(session: SessionContext, arg: _TableArgument) -> tuple[DeltaTable, bool]:
+def _resolve_table(
+    session: SessionContext, arg: _TableArgument
+) -> tuple[DeltaTable, bool, Sequence[CommitData]]:
     """The table the argument means in the session (as SELECT resolves it), else a path or URI;
-    and whether it is a path (its existence is checked only if reading its log fails: on an
-    object store that check is a request). An identifier whose relation holds a dot may name
-    tables in two ways (``"x.y".t``: schema ``x.y``, or catalog ``x`` schema ``y``): when both
-    exist, it is refused rather than guessed."""
+    whether it is a path (its existence is checked only if reading its log fails: on an object
+    store that check is a request); and the commits its registered snapshot read (none for a
+    path). An identifier whose relation holds a dot may name tables in two ways (``"x.y".t``:
+    schema ``x.y``, or catalog ``x`` schema ``y``): when both exist, it is refused rather than
+    guessed."""
     found_refs = []
     for ref in _references(arg):
         found = _delta_table_named(session, ref)
@@ -396,9 +400,9 @@ def _resolve_table(session: SessionContext, arg: _TableArgument) -> tuple[DeltaT
                 "table registered through delta_datafusion (register_table, CREATE EXTERNAL TABLE ... STORED "
                 "AS DELTA or register_catalog)"
             )
-        return DeltaTable.from_storage(found.storage), False
+        return DeltaTable.from_storage(found.storage), False, found.commits
     try:
-        return DeltaTable(arg.path), True
+        return DeltaTable(arg.path), True, ()
     except ArgumentError:
         raise  # a location whose storage options (or environment) name another store
     except DeltaError:
@@ -464,14 +468,14 @@ def _table_changes(*args: Any, session: SessionContext) -> Table:
     name = arg.shown
     start = _bound_argument(args[1], "start", name)
     end = _bound_argument(args[2], "end", name) if len(args) == 3 else None
-    table, is_path = _resolve_table(session, arg)
+    table, is_path, known = _resolve_table(session, arg)
     # without an end, "latest" is the version this statement already saw of the table, if any
     pins = statement_pins() if end is None else None
     key = table_key(table.storage)
     pinned = None if pins is None else pins.get(key)
     try:
         with SCAN_THREADS.busy():  # loading the feed parses its commits in pyarrow
-            feed = load_change_feed(table, start, end if pinned is None else pinned)
+            feed = load_change_feed(table, start, end if pinned is None else pinned, known)
     except TableNotFoundError as e:
         if is_path and not _exists(table):
             raise _no_such_table(session, arg) from e

@@ -61,6 +61,12 @@ class FileInfo:
         return self._size
 
     @property
+    def known_mtime(self) -> int | None:
+        """The modification time known so far (the listing's, or one read since), without asking
+        the filesystem."""
+        return self._mtime_ms
+
+    @property
     def mtime_ms(self) -> int:
         if self._mtime_ms is None:
             self._stat()
