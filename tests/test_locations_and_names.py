@@ -766,6 +766,68 @@ def test_explain_keeps_the_scan_of_a_table_refreshed_meanwhile(tmp_path: Path):
     assert len(scans) == 1
 
 
+def _explaining_context(before_statement, after_statement) -> SessionContext:
+    """A session whose EXPLAIN statements run ``before_statement`` (after dd.explain has looked at
+    the session's tables) and ``after_statement`` (before it looks again), each on another thread:
+    a server's other threads refreshing the table in those two moments."""
+
+    def on_other_thread(fn) -> None:
+        thread = threading.Thread(target=fn)
+        thread.start()
+        thread.join()
+
+    class ExplainingContext(SessionContext):
+        def sql(self, query, *args, **kwargs):
+            if not query.startswith("EXPLAIN"):
+                return super().sql(query, *args, **kwargs)
+            on_other_thread(before_statement)
+            df = super().sql(query, *args, **kwargs)
+
+            class Collected:
+                def to_pydict(self):
+                    rows = df.to_pydict()
+                    on_other_thread(after_statement)
+                    return rows
+
+            return Collected()
+
+    ctx = ExplainingContext()
+    dd.register(ctx)
+    return ctx
+
+
+def test_explain_keeps_the_scan_of_a_table_registered_and_replaced_meanwhile(tmp_path: Path):
+    """A name registered again on another thread after dd.explain first looked, and again before it
+    looked a second time: the dataset the statement planned was in neither look, and its scan line
+    was missing."""
+    a, b, c = (_table(tmp_path / n, [i]) for i, n in enumerate("abc"))
+    ctx = _explaining_context(lambda: dd.register_table(ctx, "t", b), lambda: dd.register_table(ctx, "t", c))
+    dd.register_table(ctx, "t", a)
+    scans = [line for line in dd.explain(ctx, "SELECT * FROM t").splitlines() if "DeltaScan" in line]
+    assert len(scans) == 1 and "table=t version=0" in scans[0], scans
+
+
+def test_explain_keeps_the_scan_of_a_catalog_table_committed_to_meanwhile(tmp_path: Path):
+    """A folder-catalog table a writer commits to while dd.explain runs, queried by other threads:
+    the statement opened the version committed after dd.explain first looked, another thread's
+    query replaced it with the next one before the second look, and the scan line was missing
+    (a third of the explains, with a writer committing every 20 ms and four threads querying)."""
+    root = tmp_path / "lake"
+    t = _table(root / "w", [0])
+
+    def commit_and_query(x: int) -> None:
+        write_deltalake(t, pa.table({"x": pa.array([x], pa.int64())}), mode="append")
+        ctx.sql("SELECT count(*) FROM lake.default.w").collect()
+
+    ctx = _explaining_context(lambda: commit_and_query(1), lambda: commit_and_query(2))
+    dd.register_catalog(ctx, "lake", str(root))
+    ctx.sql("SELECT count(*) FROM lake.default.w").collect()  # version 0 opened
+    scans = [
+        line for line in dd.explain(ctx, "SELECT * FROM lake.default.w").splitlines() if "DeltaScan" in line
+    ]
+    assert len(scans) == 1 and "version=1 " in scans[0], scans
+
+
 def test_registered_names_list_a_quoted_external_table_beside_its_unquoted_twin(tmp_path: Path):
     a, b = _table(tmp_path / "a", [1]), _table(tmp_path / "b", [2])
     ctx = _session()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import contextvars
 import operator
 import os
 import threading
@@ -381,6 +382,25 @@ def note_provider_error(error: Exception) -> None:
         _IDENTITY_PROBE.error = error
 
 
+# The plans made on this thread while dd.explain runs its statement (None: not explaining). The
+# datasets the session holds before and after the statement miss one that another thread put
+# there in between and replaced again (a folder-catalog table a writer commits to, a refresh).
+_RECORDING: contextvars.ContextVar[list[ScanPlanInfo] | None] = contextvars.ContextVar(
+    "delta_datafusion_recorded_plans", default=None
+)
+
+
+@contextlib.contextmanager
+def recording_plans() -> Iterator[list[ScanPlanInfo]]:
+    """The scans planned on this thread inside the block, in order."""
+    recorded: list[ScanPlanInfo] = []
+    token = _RECORDING.set(recorded)
+    try:
+        yield recorded
+    finally:
+        _RECORDING.reset(token)
+
+
 _PROBES = threading.Lock()
 _PROBING = 0  # lookups in progress (any thread): DeltaDataset.schema is the probing property
 
@@ -510,6 +530,9 @@ class DeltaDataset(ds.Dataset):
         with self._lock:
             self._history.append(info)
             self.plans_made += 1
+        recorded = _RECORDING.get()
+        if recorded is not None:
+            recorded.append(info)
         # Always at least one (possibly empty) fragment: with zero partitions DataFusion 55
         # fails to plan ORDER BY above the scan (SanityCheckPlan).
         return [UnitGroupFragment(self, g, pred) for g in groups] or [UnitGroupFragment(self, [], pred)]

@@ -23,7 +23,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFac
 from ..errors import ArgumentError, DeltaError, TableNotFoundError
 from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
-from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error
+from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error, recording_plans
 from .names import same_as_flattened, same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
@@ -654,7 +654,8 @@ def explain(ctx: SessionContext, sql: str) -> str:
     # the session) may be the one this statement planned, and its id must not be reused
     before = [(d, d.plans_made) for d in _session_datasets(sid)]
     calls_before = table_changes_calls(sid)
-    rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
+    with recording_plans() as recorded:
+        rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
     plans = []
     me = threading.get_ident()  # planning runs on this thread; others may share the session
     counted = {id(d): n for d, n in before}
@@ -663,6 +664,9 @@ def explain(ctx: SessionContext, sql: str) -> str:
         plans.extend(d.plans_since(counted.get(id(d), 0), thread=me))
     if table_changes_calls(sid) != calls_before:  # this statement called table_changes
         plans.extend(recent_plans(sid))
+    # and those of datasets another thread put in the session meanwhile and replaced again
+    shown = {id(p) for p in plans}
+    plans.extend(p for p in recorded if id(p) not in shown)
     failed = [(k, p) for k, p in zip(rows["plan_type"], rows["plan"], strict=True) if k.endswith(" failed")]
     if failed:
         # DataFusion's EXPLAIN shows the planning step that failed as a row, where running the
