@@ -350,7 +350,7 @@ def test_generated_reference_is_right(generated, name):
 @pytest.mark.parametrize("threads", [1, 8])
 @pytest.mark.parametrize("name", list(GENERATED))
 def test_leaf_threads_give_the_same_snapshot(generated, name, threads, monkeypatch):
-    """LEAF_THREADS = 1 (sequential replay), 8 and the default (one per core) give the same files,
+    """LEAF_THREADS = 1 (sequential replay), 8 and the default (a leaf per two cores locally) give the same files,
     txns and domain metadata, also when files() is built first (which drops the raw strings)."""
     import delta_datafusion.snapshot as snapshot_mod
 

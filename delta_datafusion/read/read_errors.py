@@ -127,7 +127,7 @@ class ReadErrors:
         for u in [u for u in units if u.size][:MAX_EXISTENCE_CHECKS]:  # 0: not logged, opened by its own
             try:
                 real = self.storage.info(u.location).size
-            except (StorageError, OSError):
+            except (DeltaError, OSError):  # the store will not say (denied, an option refused): no verdict
                 return None
             if real and real != u.size:
                 return u.location, real, u.size
