@@ -64,11 +64,12 @@ T = TypeVar("T")
 #: How many checkpoint leaves (V2 sidecars, multi-part parts) a snapshot reads at once, on threads
 #: (pyarrow releases the GIL). 1 reads them one after another, i.e. fully sequential replay (not
 #: even a single leaf's read overlapped with the commit replay).
-#: None: one per two cores for local tables (one at a time on 2 cores), 8 for object stores
-#: (where reads wait on the network). Locally the work is CPU-bound and each leaf's read already
-#: keeps ~1.4 cores busy through pyarrow's own pool: a leaf per core only oversubscribes them
-#: (1M adds in 8 sidecars on 2 cores, one leaf per core against one at a time, 34 alternating
-#: pairs: +18-23 % CPU, +70-90 MB peak, wall no better; 8 at once: +0.46 GB peak, 0.3 s slower).
+#: None: one per core for local tables, 8 for object stores (where reads wait on the network).
+#: Locally the work is CPU-bound and each leaf's read already uses pyarrow's own pool, so a
+#: leaf per core pays when the cores are free and costs when they are not (1M adds in 8 sidecars
+#: on 2 cores, alternating in one process: quiet, 2 leaves at once against one, wall median
+#: 1.34-1.39 s vs 1.54-1.59 s for +6-15 % CPU; with other work holding the cores, +18-23 % CPU
+#: and no better wall, 34 pairs); 8 at once: +0.46 GB peak.
 LEAF_THREADS: int | None = None
 
 
@@ -85,8 +86,8 @@ def _leaf_threads(storage: Storage) -> int:
 
 
 def local_leaf_threads() -> int:
-    """The default for local tables: a leaf per two cores (see LEAF_THREADS)."""
-    return max(1, (os.cpu_count() or 1) // 2)
+    """The default for local tables: a leaf per core (see LEAF_THREADS)."""
+    return max(1, os.cpu_count() or 1)
 
 
 def _overlap_single_leaf(storage: Storage) -> bool:

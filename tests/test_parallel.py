@@ -350,7 +350,7 @@ def test_generated_reference_is_right(generated, name):
 @pytest.mark.parametrize("threads", [1, 8])
 @pytest.mark.parametrize("name", list(GENERATED))
 def test_leaf_threads_give_the_same_snapshot(generated, name, threads, monkeypatch):
-    """LEAF_THREADS = 1 (sequential replay), 8 and the default (a leaf per two cores locally) give the same files,
+    """LEAF_THREADS = 1 (sequential replay), 8 and the default (a leaf per core locally) give the same files,
     txns and domain metadata, also when files() is built first (which drops the raw strings)."""
     import delta_datafusion.snapshot as snapshot_mod
 
@@ -370,10 +370,10 @@ def test_leaf_threads_give_the_same_snapshot(generated, name, threads, monkeypat
 
 @pytest.mark.parametrize("where", ["local", "memory"])
 def test_default_leaf_threads(generated, where, monkeypatch):
-    """By default a local table's checkpoint leaves are read a leaf per two cores (on 2 cores one
-    after another on the caller's thread: each read already uses pyarrow's pool, more leaves at
-    once only oversubscribe the cores), an object store's on a pool (reads wait on the network); the files are the same. A
-    one-leaf checkpoint is still read on a thread while the commits replay."""
+    """By default a local table's checkpoint leaves are read a leaf per core (with one core one
+    after another on the caller's thread), an object store's on a pool (reads wait on the
+    network); the files are the same. A one-leaf checkpoint is still read on a thread while the
+    commits replay."""
     import threading
 
     import fsspec
@@ -416,12 +416,13 @@ def test_default_leaf_threads(generated, where, monkeypatch):
     monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", 8)
     assert DeltaTable(path).snapshot().files().equals(files)
     monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", None)
-    if where == "local":  # with cores to spare, a local table's leaves go to a pool as well
+    for cores in (1, 4):  # one core: a local table's leaves one after another; more: a pool
         readers.clear()
-        with monkeypatch.context() as cores:
-            cores.setattr(snapshot_mod.os, "cpu_count", lambda: 4)
+        with monkeypatch.context() as m:
+            m.setattr(snapshot_mod.os, "cpu_count", lambda n=cores: n)
             assert DeltaTable(path).snapshot().files().equals(files)
-        assert threading.current_thread() not in readers, "4 cores: leaves read on the caller's thread"
+        on_caller = set(readers) == {threading.current_thread()}
+        assert on_caller == (where == "local" and cores == 1), (cores, sorted({t.name for t in readers}))
     if (os.cpu_count() or 1) > 1 or where == "memory":
         started.clear()
         classic = DeltaTable(table_path("classic")).snapshot()
