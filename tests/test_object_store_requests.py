@@ -125,18 +125,23 @@ def test_data_files_open_with_the_logs_sizes(tmp_path: Path, store) -> None:
     assert opened == sizes  # every file opened, each with its true size
 
 
-def test_missing_data_file_is_still_named(tmp_path: Path, store) -> None:
+@pytest.mark.parametrize("protocol", ["ddcount", "dddetails"])
+def test_missing_data_file_is_still_named(tmp_path: Path, store, protocol: str) -> None:
+    """Opened with the log's size (ddcount), or read by ranged requests as on GCS and Azure
+    (dddetails, see test_data_files_on_gcs_and_azure_ask_for_no_details): a data file that is
+    gone is the missing file the reader names."""
+    fsspec.register_implementation("dddetails", _DetailsOnOpenStore, clobber=True)
     fs, root = store
     _upload(fs, _table(tmp_path, "t", 3), root)
     victim = sorted(_data_files(root))[1]
     fs.rm(victim)
     ctx = SessionContext()
-    dd.register_table(ctx, "t", f"ddcount://{root}")
+    dd.register_table(ctx, "t", f"{protocol}://{root}")
     with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
         ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
     err = dd.from_datafusion(info.value)
     assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
-    assert victim.rsplit("/", 1)[1] in str(err)
+    assert f"{victim.rsplit('/', 1)[1]} is missing" in str(err)
 
 
 def _log_only_table(local: Path, files: int, size: int = 100) -> None:
@@ -469,16 +474,21 @@ def test_scan_without_text_columns_reads_no_footer_for_the_format(tmp_path: Path
     assert _parquet_opens() == [1, 2], CALLS  # one file's footer read for the choice
 
 
-def test_table_changes_reads_each_commit_once(tmp_path: Path, store) -> None:
-    """The start snapshot of a change range reuses the range's commits it needs (the start
-    commit was read twice when the start snapshot also needed older commits)."""
-    fs, root = store
+def _cdf_table(tmp_path: Path) -> Path:
+    """Six commits of two rows each, change feed on, no checkpoint."""
     path = tmp_path / "c"
     rows = pa.table({"id": pa.array([1, 2], pa.int64())})
     deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
     for _ in range(5):
         deltalake.write_deltalake(str(path), rows, mode="append")
-    _upload(fs, path, root)
+    return path
+
+
+def test_table_changes_reads_each_commit_once(tmp_path: Path, store) -> None:
+    """The start snapshot of a change range reuses the range's commits it needs (the start
+    commit was read twice when the start snapshot also needed older commits)."""
+    fs, root = store
+    _upload(fs, _cdf_table(tmp_path), root)
     ctx = SessionContext()
     dd.register(ctx)
     CALLS.clear()
@@ -558,23 +568,6 @@ def test_data_files_on_gcs_and_azure_ask_for_no_details(tmp_path: Path, store) -
     reads = Counter(path for _, path, _ in on_data)
     assert set(reads) == set(sizes)
     assert [p for p, k in reads.items() if k > 1] == [max(sizes, key=sizes.get)], reads
-
-
-def test_missing_data_file_on_gcs_and_azure_is_named(tmp_path: Path, store) -> None:
-    """A data file read by ranged requests (see above) that is gone fails at its first read,
-    as the missing file the reader names."""
-    fsspec.register_implementation("dddetails", _DetailsOnOpenStore, clobber=True)
-    fs, root = store
-    _upload(fs, _table(tmp_path, "t", 3), root)
-    victim = sorted(_data_files(root))[1]
-    fs.rm(victim)
-    ctx = SessionContext()
-    dd.register_table(ctx, "t", f"dddetails://{root}")
-    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
-        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
-    assert f"{victim.rsplit('/', 1)[1]} is missing" in str(err)
 
 
 @pytest.mark.parametrize("off_by", [-1000, 1000])
@@ -825,11 +818,7 @@ def test_table_changes_on_a_registered_table_reads_no_commit_its_registration_re
     registered snapshot read (commit files do not change once written): only the log is listed
     again (it says what 'latest' is). Each commit was read a second time by the first query."""
     fs, root = store
-    path = tmp_path / "c"
-    rows = pa.table({"id": pa.array([1, 2], pa.int64())})
-    deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
-    for _ in range(5):
-        deltalake.write_deltalake(str(path), rows, mode="append")
+    path = _cdf_table(tmp_path)
     _upload(fs, path, root)
     ctx = SessionContext()
     dd.register(ctx)
@@ -845,7 +834,7 @@ def test_table_changes_on_a_registered_table_reads_no_commit_its_registration_re
     assert [c for c in CALLS if c[0] == "ls"], CALLS  # the log is listed: 'latest' is its newest commit
     # a commit after the registration is read (and is the latest the feed ends at); the files
     # there already are not written again (that would give them new times: they would be read)
-    deltalake.write_deltalake(str(path), rows, mode="append")
+    deltalake.write_deltalake(str(path), pa.table({"id": pa.array([1, 2], pa.int64())}), mode="append")
     for f in sorted(path.rglob("*")):
         key = f"{root}/{f.relative_to(path).as_posix()}"
         if f.is_file() and not fs.exists(key):
