@@ -137,7 +137,10 @@ def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | N
         if table in out:
             raise ArgumentError(f"--as-of names {name!r} twice")
         # 0-9 only: str.isdigit() also takes '²' (which int() refuses) and other scripts' digits
-        out[table] = (int(when), None) if when.isascii() and when.isdigit() else (None, when)
+        digits = when.isascii() and when.isdigit()
+        if not digits and when[:1] in "+-" and when[1:].isascii() and when[1:].isdigit():
+            raise ArgumentError(f"--as-of {spec.strip()}: a version is a whole number from 0, got {when!r}")
+        out[table] = (int(when), None) if digits else (None, when)
     return out
 
 

@@ -127,6 +127,17 @@ def test_cli_sql_as_of_takes_only_ascii_digits_as_a_version(capsys):
         assert f"timestamp {when!r} is not an ISO-8601 timestamp" in err, err
 
 
+def test_cli_sql_as_of_a_signed_number_is_refused_as_a_version(capsys):
+    """``--as-of trips=-1`` (or ``+3``) is a version the user meant, refused as one (it was
+    called "not an ISO-8601 timestamp")."""
+    path = str(cli.example_table())
+    for when in ["-1", "+3"]:
+        args = ["sql", "SELECT count(*) FROM trips", "--table", f"trips={path}", "--as-of", f"trips={when}"]
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert f"--as-of trips={when}: a version is a whole number from 0" in err, err
+
+
 def test_cli_passes_storage_options(tmp_path, capsys):
     """``--option KEY=VALUE`` reaches the filesystem (zip needs ``fo``, the archive); without it
     the store cannot be opened, so the option is what makes the table readable."""
