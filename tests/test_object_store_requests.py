@@ -8,6 +8,7 @@ the same calls.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -867,5 +868,56 @@ def test_table_changes_on_a_registered_table_reads_a_table_written_again_at_its_
             fs.rm(root, recursive=True)
             time.sleep(0.01)  # the store's times are in ms
             _upload(fs, path, root)
+    got = ctx.sql("SELECT sum(id) AS s, count(*) AS n FROM table_changes('t', 0)").to_pydict()
+    assert got == {"s": [30], "n": [4]}
+
+
+class _SameSecondStore(_CountingMemoryFS):
+    """An object store whose times are whole seconds (S3, Azure) and every file here was written
+    in the same one; its listing carries each object's ETag (the MD5 of its bytes, as S3 gives
+    for a single-part upload)."""
+
+    protocol = "ddsecond"
+
+    def ls(self, path, detail=True, **kwargs):
+        out = super().ls(path, detail=detail, **kwargs)
+        if not detail:
+            return out
+        return [
+            {
+                **e,
+                "created": 1_700_000_000.0,
+                "ETag": f'"{hashlib.md5(self.cat_file(e["name"])).hexdigest()}"',
+            }
+            if e.get("type") == "file"
+            else e
+            for e in out
+        ]
+
+
+def test_table_changes_on_a_registered_table_reads_a_table_written_again_in_the_same_second(
+    tmp_path: Path, store
+) -> None:
+    """A table removed and written again at the location within the second its registration read
+    it: same commit sizes and (whole-second) times, but other bytes. The listing's ETags tell
+    them apart; the registration's commits (whose data files are gone) are not taken."""
+    fs, root = store
+    fsspec.register_implementation("ddsecond", _SameSecondStore, clobber=True)
+    ctx = SessionContext()
+    dd.register(ctx)
+    for i, ids in enumerate(([1, 2], [7, 8])):
+        path = tmp_path / f"c{i}"
+        rows = pa.table({"id": pa.array(ids, pa.int64())})
+        deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
+        deltalake.write_deltalake(str(path), rows, mode="append")
+        if i == 0:
+            _upload(fs, path, root)
+            dd.register_table(ctx, "t", f"ddsecond://{root}")
+            before = len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json"))
+        else:
+            fs.rm(root, recursive=True)
+            _upload(fs, path, root)
+    # the premise: the append commit has the size it had (the same time, as every file here)
+    assert len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json")) == before
     got = ctx.sql("SELECT sum(id) AS s, count(*) AS n FROM table_changes('t', 0)").to_pydict()
     assert got == {"s": [30], "n": [4]}

@@ -763,9 +763,10 @@ def reuse_commits(
     known: Sequence[CommitData], wanted: Sequence[tuple[int, FileInfo]]
 ) -> dict[int, CommitData]:
     """Version -> commit of ``known`` that is the file ``wanted`` (a listing's) names: same
-    path, size and modification time, as the feed cache compares them (commit files are not
-    rewritten, but a table removed and written again at its location has new ones). A commit
-    of ``known`` whose time is not known is read again (see ``provider.table_dataset``)."""
+    path, size, modification time and entity tag (commit files are not rewritten, but a table
+    removed and written again at its location has new ones, on S3 with the old times when that
+    happens within a second). A commit of ``known`` whose time is not known is read again (see
+    ``provider.table_dataset``)."""
     by_version = {c.version: c for c in known}
     out: dict[int, CommitData] = {}
     for v, info in wanted:
@@ -775,6 +776,7 @@ def reuse_commits(
             and c.info.path == info.path
             and len(c.data) == info.size
             and c.info.known_mtime is not None
+            and c.info.etag == info.etag
             and c.info.known_mtime == info.mtime_or_none()
         ):
             out[v] = CommitData(v, info, c.data)

@@ -12,22 +12,32 @@ from ..errors import DeltaError, MissingLogFileError, StorageError
 
 
 class FileInfo:
-    """One listed object: full path (without protocol), name, size and modification time (ms).
+    """One listed object: full path (without protocol), name, size, modification time (ms) and
+    the entity tag the listing gave (None when it gave none).
 
     Local listings do not stat every entry (a log can hold thousands of files); size and
     modification time are read on first use.
     """
 
-    __slots__ = ("path", "name", "_size", "_mtime_ms", "_fs")
+    __slots__ = ("path", "name", "_size", "_mtime_ms", "_fs", "etag")
 
     def __init__(
-        self, path: str, name: str, size: int | None = None, mtime_ms: int | None = None, fs: Any = None
+        self,
+        path: str,
+        name: str,
+        size: int | None = None,
+        mtime_ms: int | None = None,
+        fs: Any = None,
+        etag: str | None = None,
     ):
         self.path = path
         self.name = name
         self._size = size
         self._mtime_ms = mtime_ms
         self._fs = fs  # the fsspec filesystem to ask for what the listing did not say (None: local)
+        #: changes with the bytes: S3 and Azure times are whole seconds, so a file written again
+        #: within the second its first version was read has that version's size and time
+        self.etag = etag
 
     def _stat(self) -> None:
         if self._fs is not None:
@@ -123,6 +133,15 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
 
 
 _MLSD_TIME = re.compile(r"^[0-9]{14}(\.[0-9]+)?$")
+
+
+def _etag(entry: dict[str, Any]) -> str | None:
+    """The entity tag an fsspec listing entry carries (s3fs ``ETag``, gcsfs and adlfs ``etag``)."""
+    for key in ("ETag", "etag"):
+        v = entry.get(key)
+        if isinstance(v, str) and v:
+            return v
+    return None
 
 
 def _mtime_ms(entry: dict[str, Any]) -> int | None:

@@ -15,7 +15,7 @@ from ..cached import cached_property
 from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
 from .arrow import _LogSizedHandler
 from .handles import _StoreFile, store_errors
-from .listing import FileInfo, _list_local, _local_names, _mtime_ms, forget_listing
+from .listing import FileInfo, _etag, _list_local, _local_names, _mtime_ms, forget_listing
 from .serial import _serialized_if_needed
 from .uri import _chain_child, _check_url_options, _is_chained, _open_error, _split_uri
 
@@ -261,7 +261,9 @@ class Storage:
                 continue
             full = e["name"]
             out.append(
-                FileInfo(full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e), self.fs)
+                FileInfo(
+                    full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e), self.fs, _etag(e)
+                )
             )
         out.sort(key=lambda f: f.name)
         return out
@@ -345,7 +347,9 @@ class Storage:
                 st = os.stat(path)
                 return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
             e = self.fs.info(path)
-        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e), self.fs)
+        return FileInfo(
+            path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e), self.fs, _etag(e)
+        )
 
     # -- pyarrow ------------------------------------------------------------------------
     @cached_property
