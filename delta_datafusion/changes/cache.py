@@ -30,8 +30,9 @@ def load_change_feed(
 ) -> ChangeFeed:
     """The :class:`ChangeFeed` of a range given by versions or timestamps (LRU-cached).
 
-    The cache key is the table location, storage options, the resolved versions and the size and
-    modification time of every commit file in the range; a cached feed whose commit timestamps
+    The cache key is the table location, storage options, the resolved versions and the size,
+    modification time and entity tag (where the store lists one: S3 times are whole seconds) of
+    every commit file in the range; a cached feed whose commit timestamps
     came from file times is also checked against the times of the commits before the range (each
     timestamp is made greater than every earlier one), so rewritten or re-timed commits (and a new
     latest version when ``end`` is omitted) are never served stale.
@@ -51,9 +52,9 @@ def _load(table: DeltaTable, start: Any, end: Any, known: Sequence[CommitData]) 
     s, e = resolve_range(table, start, end, listing)
     require_commits(listing, s, e, table.storage.root_uri)
     commit_state = tuple(
-        (v, listing.commits[v].size, listing.commits[v].mtime_or_none())
+        (v, listing.commits[v].size, listing.commits[v].mtime_or_none(), listing.commits[v].etag)
         if v in listing.commits
-        else (v, None, None)
+        else (v, None, None, None)
         for v in range(s, e + 1)
     )
     key = (*table.storage.cache_key, s, e, commit_state)
