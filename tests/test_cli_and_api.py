@@ -115,27 +115,24 @@ def test_cli_sql_reads_a_table_as_of_a_version_or_time(capsys):
     assert "NAME=WHEN" in capsys.readouterr().err
 
 
-def test_cli_sql_as_of_takes_only_ascii_digits_as_a_version(capsys):
-    """A WHEN of digits other than 0-9 ('²', '٣': str.isdigit() says yes) is not a version: an
-    error naming it as a time, not Python's int() failing ('invalid literal for int()') or an
-    Arabic-Indic digit read as version 3."""
+@pytest.mark.parametrize(
+    ("when", "said"),
+    [
+        # digits other than 0-9 (str.isdigit() says yes) are not a version: not Python's int()
+        # failing ('invalid literal for int()'), nor an Arabic-Indic digit read as version 3
+        ("\u00b2", "timestamp '\u00b2' is not an ISO-8601 timestamp"),
+        ("\u0663", "timestamp '\u0663' is not an ISO-8601 timestamp"),
+        # a signed number is a version the user meant, refused as one (not as a timestamp)
+        ("-1", "--as-of trips=-1: a version is a whole number from 0"),
+        ("+3", "--as-of trips=+3: a version is a whole number from 0"),
+    ],
+)
+def test_cli_sql_as_of_refuses_what_is_not_a_version_or_time(capsys, when: str, said: str):
     path = str(cli.example_table())
-    for when in ["\u00b2", "\u0663"]:
-        args = ["sql", "SELECT count(*) FROM trips", "--table", f"trips={path}", "--as-of", f"trips={when}"]
-        assert cli.main(args) == 2
-        err = capsys.readouterr().err
-        assert f"timestamp {when!r} is not an ISO-8601 timestamp" in err, err
-
-
-def test_cli_sql_as_of_a_signed_number_is_refused_as_a_version(capsys):
-    """``--as-of trips=-1`` (or ``+3``) is a version the user meant, refused as one (it was
-    called "not an ISO-8601 timestamp")."""
-    path = str(cli.example_table())
-    for when in ["-1", "+3"]:
-        args = ["sql", "SELECT count(*) FROM trips", "--table", f"trips={path}", "--as-of", f"trips={when}"]
-        assert cli.main(args) == 2
-        err = capsys.readouterr().err
-        assert f"--as-of trips={when}: a version is a whole number from 0" in err, err
+    args = ["sql", "SELECT count(*) FROM trips", "--table", f"trips={path}", "--as-of", f"trips={when}"]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert said in err, err
 
 
 def test_cli_passes_storage_options(tmp_path, capsys):

@@ -847,6 +847,25 @@ def test_table_changes_on_a_registered_table_reads_no_commit_its_registration_re
     assert opened == {f"{root}/_delta_log/{6:020d}.json"}, sorted(opened)
 
 
+def _written_again(tmp_path: Path, fs, root: str, first_read, pause: float = 0.0) -> None:
+    """A change-feed table (ids 1, 2 in two commits) at ``root``, read by ``first_read()``, then
+    removed and written again there (ids 7, 8) with commits of the same sizes."""
+    for i, ids in enumerate(([1, 2], [7, 8])):
+        path = tmp_path / f"c{i}"
+        rows = pa.table({"id": pa.array(ids, pa.int64())})
+        deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
+        deltalake.write_deltalake(str(path), rows, mode="append")
+        if i == 0:
+            _upload(fs, path, root)
+            first_read()
+            before = len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json"))
+        else:
+            fs.rm(root, recursive=True)
+            time.sleep(pause)
+            _upload(fs, path, root)
+    assert len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json")) == before  # the premise: same size
+
+
 def test_table_changes_on_a_registered_table_reads_a_table_written_again_at_its_location(
     tmp_path: Path, store
 ) -> None:
@@ -856,18 +875,8 @@ def test_table_changes_on_a_registered_table_reads_a_table_written_again_at_its_
     fs, root = store
     ctx = SessionContext()
     dd.register(ctx)
-    for i, ids in enumerate(([1, 2], [7, 8])):
-        path = tmp_path / f"c{i}"
-        rows = pa.table({"id": pa.array(ids, pa.int64())})
-        deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
-        deltalake.write_deltalake(str(path), rows, mode="append")
-        if i == 0:
-            _upload(fs, path, root)
-            dd.register_table(ctx, "t", f"ddcount://{root}")
-        else:
-            fs.rm(root, recursive=True)
-            time.sleep(0.01)  # the store's times are in ms
-            _upload(fs, path, root)
+    # the store's times are in ms
+    _written_again(tmp_path, fs, root, lambda: dd.register_table(ctx, "t", f"ddcount://{root}"), pause=0.01)
     got = ctx.sql("SELECT sum(id) AS s, count(*) AS n FROM table_changes('t', 0)").to_pydict()
     assert got == {"s": [30], "n": [4]}
 
@@ -905,20 +914,7 @@ def test_table_changes_on_a_registered_table_reads_a_table_written_again_in_the_
     fsspec.register_implementation("ddsecond", _SameSecondStore, clobber=True)
     ctx = SessionContext()
     dd.register(ctx)
-    for i, ids in enumerate(([1, 2], [7, 8])):
-        path = tmp_path / f"c{i}"
-        rows = pa.table({"id": pa.array(ids, pa.int64())})
-        deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
-        deltalake.write_deltalake(str(path), rows, mode="append")
-        if i == 0:
-            _upload(fs, path, root)
-            dd.register_table(ctx, "t", f"ddsecond://{root}")
-            before = len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json"))
-        else:
-            fs.rm(root, recursive=True)
-            _upload(fs, path, root)
-    # the premise: the append commit has the size it had (the same time, as every file here)
-    assert len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json")) == before
+    _written_again(tmp_path, fs, root, lambda: dd.register_table(ctx, "t", f"ddsecond://{root}"))
     got = ctx.sql("SELECT sum(id) AS s, count(*) AS n FROM table_changes('t', 0)").to_pydict()
     assert got == {"s": [30], "n": [4]}
 
@@ -933,17 +929,9 @@ def test_table_changes_on_a_location_written_again_in_the_same_second_is_not_ser
     ctx = SessionContext()
     dd.register(ctx)
     query = f"SELECT sum(id) AS s, count(*) AS n FROM table_changes('ddsecond://{root}', 1)"
-    for i, ids in enumerate(([1, 2], [7, 8])):
-        path = tmp_path / f"c{i}"
-        rows = pa.table({"id": pa.array(ids, pa.int64())})
-        deltalake.write_deltalake(str(path), rows, configuration={"delta.enableChangeDataFeed": "true"})
-        deltalake.write_deltalake(str(path), rows, mode="append")
-        if i == 0:
-            _upload(fs, path, root)
-            assert ctx.sql(query).to_pydict() == {"s": [3], "n": [2]}
-            before = len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json"))
-        else:
-            fs.rm(root, recursive=True)
-            _upload(fs, path, root)
-    assert len(fs.cat_file(f"{root}/_delta_log/{1:020d}.json")) == before  # the premise
+
+    def first_read() -> None:
+        assert ctx.sql(query).to_pydict() == {"s": [3], "n": [2]}
+
+    _written_again(tmp_path, fs, root, first_read)
     assert ctx.sql(query).to_pydict() == {"s": [15], "n": [2]}
