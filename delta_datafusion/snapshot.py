@@ -6,9 +6,10 @@ surface when the snapshot is created; the file replay runs on first use and is c
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -42,6 +43,7 @@ from .log.checkpoint import (
     read_leaf,
     read_manifest,
 )
+from .log.checksum import VersionChecksum
 from .log.segment import LogSegment
 from .partition_values import typed_partition_column
 from .protocol import Metadata, Protocol, require_metadata
@@ -240,45 +242,107 @@ class TableVersionView:
 
 
 def latest_protocol_metadata(
-    storage: Storage, segment: LogSegment, newest_first: Iterable[CommitData]
+    storage: Storage,
+    segment: LogSegment,
+    newest_first: Iterable[CommitData],
+    checksum: VersionChecksum | None = None,
 ) -> tuple[Protocol, Metadata, bool]:
     """The protocol and metadata in force at the segment's version, and whether the metadata is
     the checkpoint's (no later commit replaced it). ``newest_first``: the segment's commits,
     newest first; consumed only until both actions are found, so a lazy reader of them reads
-    no further (the checkpoint's are read when the commits after it have none)."""
-    protocol = metadata = None
-    p_where = m_where = None
+    no further (the checkpoint's are read when the commits after it have none).
+
+    ``checksum``: a version checksum of the segment (see :func:`.log.checksum.checksum_for`),
+    read instead of the commits at and before its version. Its protocol and metadata are taken
+    only if this reader takes them as it would the log's; otherwise (as when it cannot be read)
+    the search goes on through the commits, so a checksum never changes an error either."""
+    commits = iter(newest_first)
     seen: list[CommitData] = []
-    for c in newest_first:
-        seen.append(c)
-        p, m = find_protocol_and_metadata(c.data, c.info.path)
-        if p is not None and protocol is None:
-            protocol, p_where = p, c.info.path
-        if m is not None and metadata is None:
-            metadata, m_where = m, c.info.path
-        if protocol is not None and metadata is not None:
-            break
+    found = _search_protocol_metadata(storage, segment, commits, seen, checksum)
+    if found.from_checksum:
+        try:
+            return _checked_protocol_metadata(storage, segment, found, checksum)
+        except DeltaError:  # not a protocol or metadata this reader takes: the log decides
+            found = _search_protocol_metadata(storage, segment, itertools.chain(seen, commits), [], None)
+    return _checked_protocol_metadata(storage, segment, found, None)
+
+
+@dataclass
+class _FoundProtocolMetadata:
+    """The newest protocol and metaData actions a search found, and the files they are from."""
+
+    protocol: dict | None = None
+    metadata: dict | None = None
+    p_where: str | None = None
+    m_where: str | None = None
+    from_checksum: bool = False
+
+    def take(self, protocol: dict | None, metadata: dict | None, where: str) -> bool:
+        """Keep what is newer than found so far; True when both are found."""
+        if protocol is not None and self.protocol is None:
+            self.protocol, self.p_where = protocol, where
+        if metadata is not None and self.metadata is None:
+            self.metadata, self.m_where = metadata, where
+        return self.protocol is not None and self.metadata is not None
+
+
+def _search_protocol_metadata(
+    storage: Storage,
+    segment: LogSegment,
+    commits: Iterator[CommitData],
+    seen: list[CommitData],
+    checksum: VersionChecksum | None,
+) -> _FoundProtocolMetadata:
+    """Search the commits (newest first) until both actions are found; the checksum's when the
+    commits after it have not both (none at or before its version is read then); the
+    checkpoint's last. Commits taken are added to ``seen``."""
+    found = _FoundProtocolMetadata()
+    # the commits come as the segment's, newest first: those after the checksum are taken first
+    newer = segment.version - checksum.version if checksum is not None else len(segment.commits)
+    for part in (itertools.islice(commits, newer), commits):
+        for c in part:
+            seen.append(c)
+            p, m = find_protocol_and_metadata(c.data, c.info.path)
+            if (p is not None or m is not None) and found.take(p, m, c.info.path):
+                return found
+        if checksum is not None and part is not commits:
+            pm = checksum.protocol_metadata(storage)
+            if pm is not None:  # both (the commits after it gave one at most): the search ends
+                found.from_checksum = True
+                found.take(*pm, checksum.file.path)
+                return found
     ckpt = segment.checkpoint
-    if (protocol is None or metadata is None) and ckpt is not None:
-        p, m = checkpoint_protocol_metadata(storage, ckpt)
-        where = ckpt.parts[0].path
-        if protocol is None and p is not None:
-            protocol, p_where = p, where
-        if metadata is None and m is not None:
-            metadata, m_where = m, where
-    where_table = f"{storage.root} at version {segment.version}"
-    if protocol is None or metadata is None:
+    if ckpt is not None:
+        found.take(*checkpoint_protocol_metadata(storage, ckpt), ckpt.parts[0].path)
+    if found.protocol is None or found.metadata is None:
         # found by a byte search: a commit that is not JSON at all must be called corrupt
         for c in reversed(seen):
             check_json_lines(c.data, c.info.path)
-    if protocol is None:
+    return found
+
+
+def _checked_protocol_metadata(
+    storage: Storage, segment: LogSegment, found: _FoundProtocolMetadata, checksum: VersionChecksum | None
+) -> tuple[Protocol, Metadata, bool]:
+    """The actions found, validated (a protocol this reader cannot honour is refused)."""
+    where_table = f"{storage.root} at version {segment.version}"
+    if found.protocol is None:
         raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
-    proto = Protocol.from_action(protocol, p_where)
+    p_where, m_where = found.p_where, found.m_where
+    proto = Protocol.from_action(found.protocol, p_where)
     proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
     md = require_metadata(
-        Metadata.from_action(metadata, m_where, proto) if metadata is not None else None, where_table
+        Metadata.from_action(found.metadata, m_where, proto) if found.metadata is not None else None,
+        where_table,
     )
     proto.check_readable(p_where, md.schema_json)
+    if checksum is not None and m_where == checksum.file.path:
+        # the in-commit timestamp settings are read by history and time travel: a checksum's
+        # must be readable and cannot enable them from a later version than its own
+        ict = md.ict_enablement
+        if ict is not None and ict[0] > checksum.version:
+            raise LogCorruptError(f"{m_where}: in-commit timestamps enabled after its version")
+    ckpt = segment.checkpoint
     return proto, md, ckpt is not None and m_where == ckpt.parts[0].path
 
 

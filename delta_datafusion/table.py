@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -11,6 +12,7 @@ import pyarrow as pa
 from .arguments import integer
 from .errors import ArgumentError, MissingLogFileError
 from .log.actions import CommitData, read_commits, read_newest_first
+from .log.checksum import checksum_for
 from .log.segment import LogListing, build_segment, list_log
 from .protocol import Metadata
 from .snapshot import Snapshot, latest_protocol_metadata
@@ -104,12 +106,24 @@ class DeltaTable:
 
     def _latest_metadata(self, listing: LogListing, read: dict[int, CommitData]) -> Metadata:
         """The latest metadata, as the latest snapshot has it, from the commits read newest first
-        until protocol and metaData are found: the snapshot reads every commit after its
-        checkpoint. Those read are left in ``read`` (by version). The reads end with the search,
-        a failed one too (its exception would otherwise hold the reading threads)."""
+        until protocol and metaData are found, or the newest version checksum file (Spark writes
+        one per commit) when the commits after it have not both: the snapshot reads every commit
+        after its checkpoint. Those read are left in ``read`` (by version). The reads end with
+        the search, a failed one too (its exception would otherwise hold the reading threads)."""
         segment = build_segment(listing, None)
-        with contextlib.closing(read_newest_first(self.storage, segment.commits, read)) as newest_first:
-            return latest_protocol_metadata(self.storage, segment, newest_first)[1]
+        checksum = checksum_for(listing, segment)
+        # the commits at and before the checksum's version are read only if it cannot be used
+        # (no read ahead of those while the commits after it are searched)
+        newer, older = segment.commits, ()
+        if checksum is not None:
+            newer = tuple((v, f) for v, f in segment.commits if v > checksum.version)
+            older = segment.commits[: len(segment.commits) - len(newer)]
+        with (
+            contextlib.closing(read_newest_first(self.storage, newer, read)) as first,
+            contextlib.closing(read_newest_first(self.storage, older, read)) as then,
+        ):
+            commits = itertools.chain(first, then)
+            return latest_protocol_metadata(self.storage, segment, commits, checksum)[1]
 
     def history(self, limit: int | None = None) -> pa.Table:
         """One row per available commit, oldest first: version, timestamp (ms; the in-commit

@@ -793,6 +793,31 @@ def test_history_with_a_limit_after_a_checkpoint_reads_only_the_commits_after_it
     assert _commit_opens() == Counter(dict.fromkeys(range(65), 1))
 
 
+@pytest.mark.parametrize("checksum_version", [63, 50])
+def test_history_with_a_limit_reads_a_version_checksum_not_the_commits_before_it(
+    tmp_path: Path, store, checksum_version: int
+) -> None:
+    """A version checksum file (Spark writes one per commit) gives the protocol and metadata at
+    its version: the commits after it are read (their reads ahead stop there too), none before
+    it. Without it all 64 were read (protocol and metaData in commit 0 only, no checkpoint)."""
+    from test_version_checksums import _write_crc
+
+    fs, root = store
+    path = tmp_path / "h"
+    for _ in range(64):
+        deltalake.write_deltalake(str(path), pa.table({"id": pa.array([1], pa.int64())}), mode="append")
+    _write_crc(path, checksum_version)
+    _upload(fs, path, root)
+    table = dd.DeltaTable(f"ddcount://{root}")
+    full = table.history()
+    CALLS.clear()
+    assert table.history(limit=3) == full.slice(61)
+    assert _commit_opens() == Counter(dict.fromkeys(range(min(61, checksum_version + 1), 64), 1))
+    assert [p for kind, p, _ in CALLS if kind == "open" and p.endswith(".crc")] == [
+        f"{root}/_delta_log/{checksum_version:020d}.crc"
+    ]
+
+
 def test_a_failed_history_leaves_no_reading_threads_behind(tmp_path: Path, store) -> None:
     """The commits read newest first for the latest protocol and metadata are read by a pool of
     threads; a search that fails (an unreadable protocol) ends it at once, not when its exception

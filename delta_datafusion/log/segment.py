@@ -1,11 +1,13 @@
 """Log segment: which files of ``_delta_log`` make up a snapshot at a version.
 
 One listing of ``_delta_log`` is classified into commits, checkpoints (classic single-part,
-multi-part, V2 with a UUID name) and compaction files. A segment is the newest complete
-checkpoint at or before the version plus the contiguous commits after it.
+multi-part, V2 with a UUID name), version checksums and compaction files. A segment is the newest
+complete checkpoint at or before the version plus the contiguous commits after it.
 
-``_last_checkpoint`` is a hint only: the listing decides. Log compaction files are ignored
-(reading the commits they summarize gives the same state, so ignoring them is never wrong).
+``_last_checkpoint`` is a hint only: the listing decides. Version checksum files (``NNN.crc``)
+are hints too (see :mod:`.checksum`): they never make a version, a gap or a checkpoint. Log
+compaction files are ignored (reading the commits they summarize gives the same state, so
+ignoring them is never wrong).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class LogListing:
 
     log_dir: str
     commits: Mapping[int, FileInfo] = field(default_factory=dict)
+    #: version checksum files (``NNN.crc``) by version, whether or not their commit is listed
+    checksums: Mapping[int, FileInfo] = field(default_factory=dict)
     checkpoints: dict[int, list[Checkpoint]] = field(default_factory=dict)
     #: multi-part checkpoints with parts missing (ignored), by version: what is there
     incomplete_checkpoints: dict[int, str] = field(default_factory=dict)
@@ -111,9 +115,10 @@ def is_multi_part_checkpoint(name: str) -> bool:
     return _MULTI.match(name) is not None
 
 
-class _Commits(Mapping[int, FileInfo]):
-    """Commit files by version, their FileInfo made on first access (a log of thousands of
-    commits is listed for every snapshot; most uses touch the few after the checkpoint)."""
+class _ByVersion(Mapping[int, FileInfo]):
+    """Commit (or checksum) files by version, their FileInfo made on first access (a log of
+    thousands of commits is listed for every snapshot; most uses touch the few after the
+    checkpoint)."""
 
     def __init__(self, names: dict[int, str], prefix: str, info: dict[str, FileInfo] | None):
         self._names = names
@@ -181,10 +186,19 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             f"{log_dir}/{pc.max(commit_names).as_py()}: a commit version beyond the largest a log can hold"
         )
     versions = digits.cast(pa.int64())
-    commits = _Commits(dict(zip(versions.to_pylist(), commit_names.to_pylist(), strict=True)), prefix, info)
-    others = arr.filter(pc.invert(is_commit)).to_pylist() if len(commits) != len(names) else []
-    files = [info[n] if info is not None else FileInfo(prefix + n, n) for n in others]
-    if not files and not commits:
+    commits = _ByVersion(dict(zip(versions.to_pylist(), commit_names.to_pylist(), strict=True)), prefix, info)
+    checksums: Mapping[int, FileInfo] = {}
+    others = arr.filter(pc.invert(is_commit)) if len(commits) != len(names) else pa.array([], pa.string())
+    if len(others):
+        # Spark writes one beside every commit: kept out of the per-name loop below, like commits
+        is_crc = pc.match_substring_regex(others, r"^[0-9]{20}\.crc$")
+        crc_names = others.filter(is_crc)
+        if len(crc_names):
+            crc_versions = [int(n[:20]) for n in crc_names.to_pylist()]
+            checksums = _ByVersion(dict(zip(crc_versions, crc_names.to_pylist(), strict=True)), prefix, info)
+            others = others.filter(pc.invert(is_crc))
+    files = [info[n] if info is not None else FileInfo(prefix + n, n) for n in others.to_pylist()]
+    if not names:
         if storage.isdir(log_dir):
             raise TableNotFoundError(f"{log_dir} is empty: not a Delta table (no commits or checkpoints)")
         if storage.exists(storage.root) and not storage.isdir(storage.root):
@@ -198,7 +212,7 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
         # is masked by DeltaError, as in every message)
         where = storage.root if storage.is_local else storage.root_uri
         raise TableNotFoundError(f"{where} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}")
-    listing = LogListing(log_dir, commits)
+    listing = LogListing(log_dir, commits, checksums)
     # checkpoint parquet files open with their listed sizes (an object store asks otherwise)
     storage.note_sizes((f.path, f.listed_size) for f in files if f.name.endswith(".parquet"))
     multi: dict[tuple[int, int], dict[int, FileInfo]] = {}
