@@ -186,9 +186,9 @@ def test_footer_cache(table, monkeypatch):
     calls = []
     orig = footers.read_footer
 
-    def spy(storage, location, wanted):
+    def spy(storage, location, wanted, size=None):
         calls.append((location, wanted))
-        return orig(storage, location, wanted)
+        return orig(storage, location, wanted, size)
 
     monkeypatch.setattr(footers, "read_footer", spy)
     plan(table, pc.field("id") < 5)
@@ -202,6 +202,65 @@ def test_footer_cache(table, monkeypatch):
     assert all(w == {"id", "value"} for _, w in calls[first:])
     plan(table, pc.field("value") > 3)
     assert len(calls) == 2 * first
+
+
+def test_footers_parsed_from_one_tail_read(table, monkeypatch):
+    """Planning parses a cdc file's footer from one read of its last bytes (the log gives its
+    size), without opening the file with pyarrow's reader, which also builds an Arrow reader
+    planning never uses (~40 % of the footer cost)."""
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.storage import Storage
+
+    tails: list[str] = []
+    readers: list[int] = []
+    orig_range = Storage.read_range
+
+    def read_range(self, path, offset, length):
+        tails.append(path)
+        return orig_range(self, path, offset, length)
+
+    class Reader(pq.ParquetReader):
+        def __init__(self, *a, **kw):
+            readers.append(1)
+
+    monkeypatch.setattr(Storage, "read_range", read_range)
+    monkeypatch.setattr(pq, "ParquetReader", Reader)
+    info, units = plan(table, pc.field("id") < 5)
+    assert info.extra["footers_read"] == 2
+    assert len(tails) == 2 and all("/_change_data/" in t for t in tails)
+    assert readers == []
+    assert set(unit_versions(units)) == {0}  # both cdc files (ids 10..19, 150..159) pruned
+
+
+def test_footer_tail_read_falls_back(tmp_path):
+    """A size the log gets wrong (the tail does not end with the footer) and a footer larger than
+    the first read (a wide table) give the statistics pyarrow's reader gives."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.changes import footers
+    from delta_datafusion.storage import Storage
+
+    storage = Storage(str(tmp_path))
+    narrow = tmp_path / "narrow.parquet"
+    pq.write_table(pa.table({"id": [3, 1, 2], "s": ["b", None, "a"]}), narrow, row_group_size=2)
+    wide = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({f"column_{i:05d}": [i, i + 7] for i in range(1500)}), wide)
+    assert pq.read_metadata(wide).serialized_size > footers.FOOTER_READ
+    for path, wanted in (
+        (narrow, frozenset({"id", "s"})),
+        (wide, frozenset({"column_00000", "column_01499"})),
+    ):
+        size = os.path.getsize(path)
+        expected = footers.read_footer(storage, str(path), wanted)  # opened by pyarrow's reader
+        assert expected is not None and set(expected.columns) == set(wanted)
+        for told in (size, size - 1, size + 1, size + footers.FOOTER_READ, 13):
+            assert footers.read_footer(storage, str(path), wanted, told) == expected, (path.name, told)
+    assert footers.read_footer(storage, str(narrow), frozenset({"id"}), os.path.getsize(narrow)).columns == {
+        "id": (1, 3, 0)
+    }
 
 
 @pytest.fixture

@@ -31,32 +31,67 @@ _FOOTERS: LruCache[FooterStats | None] = LruCache(FOOTER_CACHE_SIZE)
 _UNSEEN = object()
 _FOOTER_PHYSICAL = {"INT32", "INT64", "FLOAT", "DOUBLE", "BYTE_ARRAY"}
 
+try:  # FileMetaData's unpickler: parses serialized footer bytes (see _parsed_footer)
+    from pyarrow._parquet import _reconstruct_filemetadata as _parse_footer
+except ImportError:  # pragma: no cover - another pyarrow layout: the reader is used
+    _parse_footer = None
 
-def read_footer(storage: Storage, location: str, wanted: frozenset[str]) -> FooterStats | None:
-    """Statistics of the ``wanted`` top-level columns, merged over the file's row groups."""
+
+#: Bytes read from a file's end for its footer in one request, as pyarrow's reader does: the
+#: footer of a change-data file (~2 KB) and of most data files fits.
+FOOTER_READ = 64 * 1024
+
+
+def _parsed_footer(storage: Storage, location: str, size: int | None) -> Any:
+    """The ``pq.FileMetaData`` of a file whose size the log gives, parsed from its last bytes.
+
+    ``pq.ParquetReader().open`` also builds an Arrow reader (its schema manifest) that planning
+    never uses: parsing the footer alone costs about a third less CPU (204 change-data footers
+    of the cdf benchmark: 7.8 -> 5.1 ms). pyarrow exposes that parse only as the unpickler of
+    ``FileMetaData``; where it is missing, or the file does not end with a plain footer (an
+    encrypted footer, a size the log got wrong), the reader opens the file as before.
+    """
     import pyarrow.parquet as pq
 
+    if size and size > 12 and _parse_footer is not None:
+        tail = storage.read_range(location, max(0, size - FOOTER_READ), min(size, FOOTER_READ))
+        n = int.from_bytes(tail[-8:-4], "little")
+        if len(tail) == min(size, FOOTER_READ) and tail[-4:] == b"PAR1" and 0 < n <= size - 12:
+            if n + 8 > len(tail):  # a wide table's footer: one more read, of exactly the rest
+                tail = storage.read_range(location, size - 8 - n, n) + tail[-8:]
+            return _parse_footer(pa.py_buffer(tail[len(tail) - 8 - n : -8]))
+    # the reader under pq.read_metadata, without its Python wrapper: 0.19 -> 0.11 ms per file
+    reader = pq.ParquetReader()
+    with storage.arrow_fs.open_input_file(location) as f:
+        reader.open(f)
+        return reader.metadata
+
+
+def read_footer(
+    storage: Storage, location: str, wanted: frozenset[str], size: int | None = None
+) -> FooterStats | None:
+    """Statistics of the ``wanted`` top-level columns, merged over the file's row groups
+    (``size``: the file's size in the log)."""
     try:
-        # the reader under pq.read_metadata, without its Python wrapper: 0.19 -> 0.11 ms per file
-        reader = pq.ParquetReader()
-        with storage.arrow_fs.open_input_file(location) as f:
-            reader.open(f)
-            md = reader.metadata
+        md = _parsed_footer(storage, location, size)
     except Exception:  # noqa: BLE001 - unreadable footer: no statistics (the read reports errors)
         return None
     cols: dict[str, tuple[Any, Any, int | None]] = {}
     schema = md.schema
-    leaves = [j for j, name in enumerate(schema.names) if name in wanted and schema.column(j).path == name]
-    for j in leaves:
-        name = schema.names[j]
+    # schema.names makes a column object per column: asked once, not per wanted column (the
+    # statistics of 204 change-data footers: 5.0 -> 2.5 ms)
+    for j, name in enumerate(schema.names):
+        if name not in wanted or schema.column(j).path != name:
+            continue
         merged = None
         for g in range(md.num_row_groups):
             c = md.row_group(g).column(j)
+            physical = c.physical_type
             st = c.statistics
-            if c.physical_type not in _FOOTER_PHYSICAL or st is None or not st.has_min_max:
+            if physical not in _FOOTER_PHYSICAL or st is None or not st.has_min_max:
                 merged = None
                 break
-            if c.physical_type == "BYTE_ARRAY" and str(st.logical_type) != "String":
+            if physical == "BYTE_ARRAY" and str(st.logical_type) != "String":
                 merged = None
                 break
             lo, hi = st.min, st.max
@@ -95,7 +130,8 @@ def footer_stats(
     storage.note_sizes(files)
 
     def one(item: tuple[int, frozenset[str]]) -> FooterStats | None:
-        return read_footer(storage, files[item[0]][0], item[1])
+        location, size = files[item[0]]
+        return read_footer(storage, location, item[1], size)
 
     if len(todo) > 4 and not storage.is_local:  # remote stores: overlap the round trips
         from concurrent.futures import ThreadPoolExecutor
