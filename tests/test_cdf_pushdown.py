@@ -263,6 +263,28 @@ def test_footer_tail_read_falls_back(tmp_path):
     }
 
 
+def test_footer_parser_failure_falls_back_to_the_reader(tmp_path, monkeypatch):
+    """The footer parser is pyarrow's private unpickler of FileMetaData: should it fail where
+    pyarrow's reader does not, the statistics still come (from the reader), and pruning stays."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.changes import footers
+    from delta_datafusion.storage import Storage
+
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"id": [3, 1, 2]}), path)
+    storage = Storage(str(tmp_path))
+
+    def broken(buffer):
+        raise TypeError("another pyarrow")
+
+    monkeypatch.setattr(footers, "_parse_footer", broken)
+    got = footers.read_footer(storage, str(path), frozenset({"id"}), os.path.getsize(path))
+    assert got is not None and got.columns == {"id": (1, 3, 0)}
+
+
 @pytest.fixture
 def judged(monkeypatch) -> list[int]:
     """One entry per pruning pass a change feed runs (``ChangeFeed._keep`` calls)."""
