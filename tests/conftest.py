@@ -59,6 +59,8 @@ def manifest_tables() -> list[dict[str, Any]]:
 
 
 def manifest_entry(name: str) -> dict[str, Any]:
+    """The manifest's entry for table ``name`` (skips the calling test when the corpus is absent)."""
+    require_corpus()
     for t in manifest_tables():
         if t["name"] == name:
             return t
