@@ -114,9 +114,10 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         given.append((name, spec))
         tables.append((name, uri))
     as_of = _as_of(args.as_of, [n for n, _ in tables])
+    options = _storage_options(args.option, "sql", [n for n, _ in tables])
     for name, uri in tables:
         version, timestamp = as_of.get(name, (None, None))
-        register_table(ctx, name, uri, version, timestamp, storage_options=_storage_options(args.option))
+        register_table(ctx, name, uri, version, timestamp, storage_options=options)
     print(_format(ctx.sql(args.query).to_arrow_table(), max_rows=args.max_rows), file=out)
     return 0
 
@@ -150,7 +151,7 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     from .table import DeltaTable
 
-    table = DeltaTable(args.uri, storage_options=_storage_options(args.option))
+    table = DeltaTable(args.uri, storage_options=_storage_options(args.option, "info"))
     snap = table.snapshot(version=args.version, timestamp=args.timestamp)
     files = snap.files()
     print(f"table: {snap.table_root}", file=out)
@@ -181,10 +182,13 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
-def _storage_options(specs: list[str] | None) -> dict[str, Any] | None:
+def _storage_options(
+    specs: list[str] | None, command: str, tables: list[str] | None = None
+) -> dict[str, Any] | None:
     """``--option KEY=VALUE`` flags as storage options, read as SQL ``OPTIONS`` are: a
     ``storage.`` prefix is dropped, 'true'/'false' become booleans and plain integers ints
-    (spaces around the key and value are dropped: ``anon= false`` is not the string ' false')."""
+    (spaces around the key and value are dropped: ``anon= false`` is not the string ' false').
+    ``command`` and ``tables`` (the ``--table`` names) word the refusal of a version or time."""
     if not specs:
         return None
     from .datafusion.session import option_value
@@ -197,13 +201,20 @@ def _storage_options(specs: list[str] | None) -> dict[str, Any] | None:
             raise ArgumentError(f"--option expects KEY=VALUE, got {spec!r}")
         if key in ("version", "timestamp"):  # SQL OPTIONS' pins, not a filesystem's options
             raise ArgumentError(
-                f"--option {key}=... is not a storage option: `info` takes --{key}; in `sql`, "
-                f"pin a table with table_changes() or CREATE EXTERNAL TABLE ... OPTIONS ('{key}' ...)"
+                f"--option {key}=... is not a storage option: {_pin_hint(command, key, value, tables)}"
             )
         if key in options:
             raise ArgumentError(f"--option gives {key!r} twice")
         options[key] = option_value(value)
     return options
+
+
+def _pin_hint(command: str, key: str, value: str, tables: list[str] | None) -> str:
+    """How ``command`` reads a table at a version or time, for ``--option version=...``."""
+    if command == "info":
+        return f"`info` takes --{key} {value}"
+    name = tables[0] if tables and len(tables) == 1 else "NAME"
+    return f"`sql` takes --as-of {name}={value} (for each --table to pin)"
 
 
 def _non_negative(text: str) -> int:

@@ -160,6 +160,10 @@ def test_cli_passes_storage_options(tmp_path, capsys):
         assert "--option expects KEY=VALUE" in capsys.readouterr().err
     assert cli.main(["info", str(example), "--option", "version=0"]) == 2  # silently latest before
     assert "--option version=... is not a storage option: `info` takes --version" in capsys.readouterr().err
+    # `sql` pins a table with --as-of (the refusal used to send users to SQL OPTIONS instead)
+    args = ["sql", "SELECT count(*) FROM trips", "--table", f"trips={example}", "--option", "version=0"]
+    assert cli.main(args) == 2
+    assert "`sql` takes --as-of trips=0" in capsys.readouterr().err
     assert cli.main(["info", "zip://trips", "--option", f"fo={archive}", "--option", "fo=y"]) == 2
     assert "--option gives 'fo' twice" in capsys.readouterr().err
 
