@@ -12,7 +12,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
-from .errors import ArgumentError, DeltaError, describe
+from .errors import ArgumentError, describe
 
 
 def example_table() -> Path:
@@ -110,7 +110,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         # as SQL reads names: T, t and public.t are one table, "T" another
         earlier = next((s for n, s in given if same_table(n, name)), None)
         if earlier is not None:
-            raise DeltaError(f"--table names {name!r} twice (also as {earlier!r})")
+            raise ArgumentError(f"--table names {name!r} twice (also as {earlier!r})")
         given.append((name, spec))
         tables.append((name, uri))
     as_of = _as_of(args.as_of, [n for n, _ in tables])

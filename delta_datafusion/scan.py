@@ -95,7 +95,7 @@ def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
 
         pred = predicate_from_sql(predicate, schema)
     else:
-        raise DeltaError(
+        raise ArgumentError(
             "predicate must be SQL text, a pyarrow.compute.Expression or a delta_datafusion Predicate, "
             f"got {type(predicate)}"
         )

@@ -978,7 +978,8 @@ def test_cli_refuses_a_table_name_given_twice(capsys, tmp_path):
     path = str(cli.example_table())
     assert cli.main(["sql", "SELECT 1", "--table", f"trips={path}", "--table", f"Trips={tmp_path}"]) == 2
     assert (
-        f"error: DeltaError: --table names 'Trips' twice (also as 'trips={path}')" in capsys.readouterr().err
+        f"error: ArgumentError: --table names 'Trips' twice (also as 'trips={path}')"
+        in capsys.readouterr().err
     )
 
 

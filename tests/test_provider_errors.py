@@ -27,6 +27,7 @@ from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 import delta_datafusion as dd  # noqa: E402
 from delta_datafusion.errors import (  # noqa: E402
+    ArgumentError,
     CdfNotEnabledError,
     DataFileNotFoundError,
     DeletionVectorError,
@@ -85,7 +86,9 @@ def test_register_catalog_on_a_missing_folder_or_a_file(tmp_path: Path) -> None:
 def test_register_catalog_on_a_table_or_with_an_empty_name(partitioned: Path) -> None:
     """A table's own folder as a catalog root served an empty catalog (its subfolders are
     partitions); an empty catalog name was accepted."""
-    with pytest.raises(DeltaError, match=r"is a Delta table, not a folder of Delta tables.*register_table"):
+    with pytest.raises(
+        ArgumentError, match=r"is a Delta table, not a folder of Delta tables.*register_table"
+    ):
         dd.register_catalog(_ctx(), "lake", str(partitioned))
     for catalog, schema in (("", "default"), ("lake", " ")):
         with pytest.raises(DeltaError, match="name must be a non-empty string"):
@@ -155,7 +158,8 @@ def test_version_out_of_range(tmp_path: Path) -> None:
 
 def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
     """A misspelt option or a wrong PARTITIONED BY is refused, not silently ignored (the first
-    would read the latest version instead of the one meant)."""
+    would read the latest version instead of the one meant), as an ArgumentError (it was a plain
+    DeltaError)."""
     path = tmp_path / "t"
     write_deltalake(str(path), pa.table({"a": [1, 2], "p": ["x", "y"]}), partition_by=["p"])
     write_deltalake(str(path), pa.table({"a": [3], "p": ["x"]}), mode="append")
@@ -165,7 +169,7 @@ def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
         with pytest.raises(Exception) as info:  # noqa: B017
             ctx.sql(sql).collect()
         err = dd.from_datafusion(info.value)
-        assert isinstance(err, dd.DeltaError), info.value
+        assert isinstance(err, dd.ArgumentError), info.value
         return err
 
     err = error(f"CREATE EXTERNAL TABLE t1 STORED AS DELTA LOCATION '{path}' OPTIONS ('verison' '0')")
@@ -175,6 +179,8 @@ def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
     # a column list must name every column: the Delta schema decides columns and types
     err = error(f"CREATE EXTERNAL TABLE t4 (a BIGINT) STORED AS DELTA LOCATION '{path}'")
     assert "leaves out ['p']" in str(err) and "name every column or none" in str(err)
+    err = error(f"CREATE EXTERNAL TABLE t6 (a BIGINT, q VARCHAR) STORED AS DELTA LOCATION '{path}'")
+    assert "declared columns ['q'] are not in the Delta table" in str(err)
     # what matches the table is accepted
     ctx.sql(
         f"CREATE EXTERNAL TABLE t3 STORED AS DELTA PARTITIONED BY (p) LOCATION '{path}' OPTIONS ('version' '0')"
@@ -182,6 +188,29 @@ def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
     assert ctx.sql("SELECT count(*) AS n FROM t3").to_pydict() == {"n": [2]}
     ctx.sql(f"CREATE EXTERNAL TABLE t5 (a BIGINT, p VARCHAR) STORED AS DELTA LOCATION '{path}'")
     assert ctx.sql("SELECT sum(a) AS s FROM t5").to_pydict() == {"s": [6]}
+
+
+def test_mistaken_arguments_are_argument_errors(tmp_path: Path) -> None:
+    """A wrong kind of argument is an ArgumentError (README: also a ValueError and a TypeError),
+    not a plain DeltaError as these were."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1, 2]}), configuration={"delta.enableChangeDataFeed": "true"})
+    ctx = _ctx()
+    dd.register_table(ctx, "t", str(path))
+    for sql, said in [
+        ("SELECT * FROM table_changes(1, 0)", "the first argument must be a table name or a location"),
+        ("SELECT * FROM table_changes('', 0)", "the table name or location must not be empty"),
+        ("SELECT * FROM table_changes('t', a)", "start must be a literal version or timestamp"),
+    ]:
+        with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion wraps it
+            _run(ctx, sql)
+        err = dd.from_datafusion(info.value)
+        assert isinstance(err, ArgumentError) and said in str(err), info.value
+    table = dd.DeltaTable(str(path))
+    with pytest.raises(ArgumentError, match="predicate must be SQL text"):
+        table.snapshot().scan(predicate=5)
+    with pytest.raises(ArgumentError, match="predicate must be SQL text"):
+        table.changes(0, predicate=5)
 
 
 # -- missing data files ------------------------------------------------------------------------

@@ -303,13 +303,13 @@ class DeltaTableFactory(TableProviderFactory):
     def create(self, cmd: Any) -> Table:
         locations = cmd.locations()
         if not locations:
-            raise DeltaError(f"CREATE EXTERNAL TABLE {cmd.name()}: LOCATION is required for a Delta table")
+            raise ArgumentError(f"CREATE EXTERNAL TABLE {cmd.name()}: LOCATION is required for a Delta table")
         declared = cmd.schema().field_names()
         version, timestamp, storage = _split_options(dict(cmd.options()))
         table = DeltaTable(locations[0], storage or None)
         if storage and table.storage.is_local:
             # a misspelt 'version' would otherwise silently read the latest version
-            raise DeltaError(
+            raise ArgumentError(
                 f"CREATE EXTERNAL TABLE {cmd.name()}: unknown OPTIONS {sorted(storage)} for a local Delta table "
                 "(accepted: 'version', 'timestamp'; storage options apply to object stores)"
             )
@@ -318,7 +318,7 @@ class DeltaTableFactory(TableProviderFactory):
             # object stores take any option (fsspec passes unknown ones on): a misspelt 'version'
             # would silently read the latest version there too
             k, m = next(iter(near.items()))
-            raise DeltaError(
+            raise ArgumentError(
                 f"CREATE EXTERNAL TABLE {cmd.name()}: OPTIONS key {k!r} is not a Delta option (did you mean {m!r}?) "
                 "and looks too much like one to pass to the filesystem"
             )
@@ -327,7 +327,7 @@ class DeltaTableFactory(TableProviderFactory):
         dataset = table_dataset(snapshot, label=str(cmd.name()))
         declared_parts = list(cmd.table_partition_cols())
         if declared_parts and declared_parts != snapshot.partition_columns:
-            raise DeltaError(
+            raise ArgumentError(
                 f"CREATE EXTERNAL TABLE {cmd.name()}: PARTITIONED BY {declared_parts} does not match the Delta "
                 f"table at {locations[0]}, partitioned by {snapshot.partition_columns or 'nothing'}"
             )
@@ -335,7 +335,7 @@ class DeltaTableFactory(TableProviderFactory):
             names = set(dataset.schema.names)
             unknown = [c for c in declared if c not in names]
             if unknown:
-                raise DeltaError(
+                raise ArgumentError(
                     f"CREATE EXTERNAL TABLE {cmd.name()}: declared columns {unknown} are not in the Delta "
                     f"table at {locations[0]} (columns: {dataset.schema.names})"
                 )
@@ -344,7 +344,7 @@ class DeltaTableFactory(TableProviderFactory):
             named = set(declared)
             missing = [c for c in dataset.schema.names if c not in named]
             if missing:
-                raise DeltaError(
+                raise ArgumentError(
                     f"CREATE EXTERNAL TABLE {cmd.name()}: the column list leaves out {missing} of the Delta "
                     f"table at {locations[0]}; name every column or none (the Delta schema gives the "
                     "columns and types; select the columns you want in queries or a view)"
@@ -543,7 +543,7 @@ def register_catalog(
     if not storage.isdir(storage.root):
         raise TableNotFoundError(f"register_catalog({catalog!r}): {root} is not a folder")
     if storage.isdir(storage.join("_delta_log")):
-        raise DeltaError(
+        raise ArgumentError(
             f"register_catalog({catalog!r}): {root} is a Delta table, not a folder of Delta tables "
             "(a catalog serves the tables in the folder's subfolders): use register_table for it"
         )

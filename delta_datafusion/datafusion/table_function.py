@@ -241,12 +241,12 @@ def _table_argument(arg: Any) -> _TableArgument:
         return _TableArgument(shown, readings, ".".join(readings[0]))
     value = _literal(arg)
     if value is None or not _is_text(value.type):
-        raise DeltaError(
+        raise ArgumentError(
             f"table_changes: the first argument must be a table name or a location string, got {arg.canonical_name()}"
         )
     text = value.as_py()
     if not text:
-        raise DeltaError("table_changes: the table name or location must not be empty")
+        raise ArgumentError("table_changes: the table name or location must not be empty")
     return _TableArgument(text, None, text)
 
 
@@ -255,7 +255,7 @@ def _bound_argument(arg: Any, which: str, table: str) -> int | Instant | None:
     for errors: one statement may read several feeds)."""
     value = _literal(arg)
     if value is None:
-        raise DeltaError(
+        raise ArgumentError(
             f"table_changes on {table}: {which} must be a literal version or timestamp, "
             f"got the expression {arg.canonical_name()}"
         )
