@@ -83,6 +83,20 @@ def test_register_catalog_on_a_missing_folder_or_a_file(tmp_path: Path) -> None:
             dd.register_catalog(_ctx(), "lake", str(root))
 
 
+def test_register_table_where_the_default_schema_is_a_folder_catalog(partitioned: Path) -> None:
+    """register_table into a folder catalog (the session's default one) is refused in the
+    catalog's own words; the message quoted DataFusion's wrapping of them ('PyErr { type: ...')."""
+    ctx = _ctx()
+    dd.register_catalog(ctx, "datafusion", str(partitioned.parent), schema="public")
+    with pytest.raises(DeltaError) as info:
+        dd.register_table(ctx, "extra", str(partitioned))
+    text = str(info.value)
+    assert text.startswith(
+        "register_table: cannot register 'extra': tables cannot be added to a Delta folder catalog"
+    )
+    assert "PyErr" not in text and "Traceback" not in text
+
+
 def test_register_catalog_on_a_table_or_with_an_empty_name(partitioned: Path) -> None:
     """A table's own folder as a catalog root served an empty catalog (its subfolders are
     partitions); an empty catalog name was accepted."""

@@ -20,7 +20,7 @@ from typing import Any
 from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
-from ..errors import ArgumentError, DeltaError, TableNotFoundError
+from ..errors import ArgumentError, DeltaError, TableNotFoundError, from_datafusion
 from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error, recording_plans
@@ -253,7 +253,9 @@ def register_table(
         except DeltaError:
             raise
         except Exception as e:  # noqa: BLE001 - DataFusion's errors: an unknown schema in 'a.b', ...
-            raise DeltaError(f"register_table: cannot register {name!r}: {str(e).splitlines()[0]}") from e
+            # a folder catalog's refusal comes back wrapped by DataFusion: its own words
+            why = from_datafusion(e) or str(e).splitlines()[0]
+            raise DeltaError(f"register_table: cannot register {name!r}: {why}") from e
         track_session(ctx)
         _remember(ctx.session_id(), name, dataset)
     return dataset
