@@ -95,6 +95,8 @@ class DeltaTable:
         return Snapshot(self.storage, segment, reuse)
 
     def timeline(self, listing: LogListing | None = None) -> CommitTimeline:
+        """The commits' timestamps as time travel and ``changes()`` use them: ``timestamp(v)``
+        (ms), ``version_at_or_before(t)`` and ``version_at_or_after(t)``."""
         listing = listing if listing is not None else self.listing()
         return CommitTimeline(self.storage, listing, self._latest_metadata(listing, {}))
 

@@ -233,8 +233,10 @@ class CommitTimeline:
             start = f"{_fmt(self.timestamp(ict))} (version {ict}; the commits before it have no time on this store)"
         return f"{start} .. {_fmt(self.timestamp(last))} (version {last})"
 
-    def version_at_or_before(self, ts_ms: int) -> int:
-        """Latest version whose commit timestamp is <= ts (time travel 'as of')."""
+    def version_at_or_before(self, timestamp: object) -> int:
+        """Latest version whose commit timestamp is <= ``timestamp`` (time travel 'as of'):
+        anything :func:`to_millis` takes, an integer being milliseconds since the epoch."""
+        ts_ms = to_millis(timestamp)
         if not self.versions:
             raise VersionNotFoundError(f"{self.listing.log_dir} has no commit files to resolve timestamps")
         idx = self._bisect(ts_ms)
@@ -244,8 +246,10 @@ class CommitTimeline:
             )
         return self.versions[idx]
 
-    def version_at_or_after(self, ts_ms: int) -> int:
-        """Earliest version whose commit timestamp is >= ts (start of a change range)."""
+    def version_at_or_after(self, timestamp: object) -> int:
+        """Earliest version whose commit timestamp is >= ``timestamp`` (start of a change range),
+        given as to :meth:`version_at_or_before`."""
+        ts_ms = to_millis(timestamp)
         if not self.versions:
             raise VersionNotFoundError(f"{self.listing.log_dir} has no commit files to resolve timestamps")
         idx = self._bisect(ts_ms)

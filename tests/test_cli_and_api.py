@@ -168,6 +168,19 @@ def test_cli_passes_storage_options(tmp_path, capsys):
     assert "--option gives 'fo' twice" in capsys.readouterr().err
 
 
+def test_timeline_resolves_the_times_snapshot_takes():
+    """DeltaTable.timeline() answers version_at_or_before/after for any time snapshot(timestamp=)
+    takes: an ISO string failed with Python's TypeError from inside its binary search."""
+    timeline = DeltaTable(str(cli.example_table())).timeline()
+    last = timeline.timestamp(5)
+    assert timeline.version_at_or_before("2999-01-01T00:00:00Z") == 5
+    assert timeline.version_at_or_before(dt.datetime.fromtimestamp(last / 1000, dt.timezone.utc)) == 5
+    assert timeline.version_at_or_after(dt.date(1999, 1, 1)) == 0
+    assert timeline.version_at_or_after(timeline.timestamp(0)) == 0  # ms since the epoch, as before
+    with pytest.raises(dd.ArgumentError, match="timestamp 'soon' is not an ISO-8601 timestamp"):
+        timeline.version_at_or_before("soon")
+
+
 def test_cli_info_at_a_time_with_properties_and_the_package_version(capsys, monkeypatch):
     path = str(cli.example_table())
     first = DeltaTable(path).timeline().timestamp(0)
