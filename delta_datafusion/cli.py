@@ -115,6 +115,11 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         tables.append((name, uri))
     as_of = _as_of(args.as_of, [n for n, _ in tables])
     options = _storage_options(args.option, "sql", [n for n, _ in tables])
+    if options and not tables:  # table_changes('<uri>', ...) of a location takes no options
+        raise ArgumentError(
+            "--option applies to the tables given with --table, and none is given (table_changes() of a "
+            "location reads it without options: give the table with --table NAME=URI and name it)"
+        )
     for name, uri in tables:
         version, timestamp = as_of.get(name, (None, None))
         register_table(ctx, name, uri, version, timestamp, storage_options=options)
@@ -250,13 +255,13 @@ def main(argv: list[str] | None = None) -> int:
     p_sql.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
     p_info = sub.add_parser("info", help="describe a Delta table")
     p_info.add_argument("uri", help="the table's path or URL")
-    for p in (p_sql, p_info):
+    for p, whose in ((p_sql, "the --table tables'"), (p_info, "the table's")):
         p.add_argument(
             "--option",
             action="append",
             metavar="KEY=VALUE",
-            help="a storage option for the filesystem (repeatable; 'true'/'false' and integers typed), "
-            "e.g. --option anon=true",
+            help=f"a storage option for {whose} filesystem (repeatable; 'true'/'false' and integers "
+            "typed), e.g. --option anon=true",
         )
     when = p_info.add_mutually_exclusive_group()
     when.add_argument("--version", type=_non_negative, default=None, help="the table at this version")

@@ -986,6 +986,13 @@ def test_table_whose_columns_have_no_bounds(tmp_path, values):
     assert table.changes(0).to_table().column("c").to_pylist() == values.to_pylist()
 
 
+def test_cli_sql_refuses_storage_options_without_a_table(capsys):
+    """--option goes to the --table tables' filesystems; without one it went nowhere silently
+    (table_changes('s3://...', 0) read without the options the command line gave)."""
+    assert cli.main(["sql", "SELECT 1", "--option", "anon=true"]) == 2
+    assert "--option applies to the tables given with --table, and none is given" in capsys.readouterr().err
+
+
 def test_cli_refuses_a_table_name_given_twice(capsys, tmp_path):
     """--table t=A --table T=B: SQL reads both as t; the last one silently won before."""
     path = str(cli.example_table())
