@@ -249,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         "--as-of",
         action="append",
         metavar="NAME=WHEN",
-        help="read the --table NAME at a version (an integer) or a time (ISO-8601; the latest commit "
-        "at or before it) instead of its latest (repeatable)",
+        help="read the --table NAME at a version (digits) or at the latest commit at or before a time "
+        "(ISO-8601 with dashes: 2024-05-01 or 2024-05-01T12:00:00Z; 20240501 is a version) instead of "
+        "its latest (repeatable)",
     )
     p_sql.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
     p_info = sub.add_parser("info", help="describe a Delta table")
