@@ -220,10 +220,22 @@ def predicate_trees(leaves, max_leaves: int):
     )
 
 
+_SUMMARY_SHOWN = pytest.StashKey[bool]()
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
-    """Say loudly when the corpus was absent: its tests were skipped, not passed."""
-    if not corpus_available():
-        terminalreporter.write_sep(
+    """Note that a run's summary was shown (not so for ``--help`` or a run that never started)."""
+    config.stash[_SUMMARY_SHOWN] = True
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config) -> None:
+    """Say loudly, last, when the corpus was absent: its tests were skipped, not passed. (In the
+    terminal summary the warning came before pytest's list of skipped tests, which ``-ra`` makes
+    hundreds of lines long without the corpus.)"""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and config.stash.get(_SUMMARY_SHOWN, False) and not corpus_available():
+        reporter.write_sep(
             "!",
             f"{corpus_missing_reason()}: corpus tests were SKIPPED (set DELTA_DATAFUSION_CORPUS)",
             red=True,

@@ -16,6 +16,8 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -211,6 +213,30 @@ def test_manifest_entry_skips_when_the_corpus_is_absent(monkeypatch, tmp_path):
     finally:
         monkeypatch.undo()
         conftest.load_manifest.cache_clear()
+
+
+def test_without_the_corpus_the_run_ends_with_its_warning(tmp_path):
+    """README: without the corpus, the test run ends with a warning saying its tests were skipped.
+    The warning came before pytest's short summary (-ra), under hundreds of SKIPPED lines; the
+    run ended with 'N passed, M skipped'."""
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "DELTA_DATAFUSION_CORPUS": str(tmp_path / "no-corpus")}
+    args = [
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "tests/test_log_layouts.py",
+        "-k",
+        "single_checkpoint",
+    ]
+    proc = subprocess.run(
+        [sys.executable, *args], cwd=repo, env=env, capture_output=True, text=True, timeout=600
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert "skipped" in proc.stdout and proc.returncode == 0, proc.stdout
+    assert "corpus tests were SKIPPED" in lines[-1], lines[-5:]
 
 
 def test_corpus_single_checkpoint_tables():
