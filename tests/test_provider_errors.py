@@ -227,6 +227,25 @@ def test_mistaken_arguments_are_argument_errors(tmp_path: Path) -> None:
         table.changes(0, predicate=5)
 
 
+def test_version_or_timestamp_as_a_storage_option_is_refused(tmp_path: Path) -> None:
+    """README likens storage_options to SQL OPTIONS, where 'version' and 'timestamp' pin the
+    table; given as storage options (which go to the filesystem) they read the latest version
+    silently: register_table(..., storage_options={'version': 0}) returned the rows of version 1."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1]}))
+    write_deltalake(str(path), pa.table({"a": [2]}), mode="append")
+    ctx = _ctx()
+    for key in ("version", "timestamp", "Version"):
+        with pytest.raises(ArgumentError, match=f"storage option {key!r} is not a filesystem option"):
+            dd.register_table(ctx, "t", str(path), storage_options={key: 0})
+        with pytest.raises(ArgumentError, match=f"storage option {key!r} is not a filesystem option"):
+            dd.DeltaTable(str(path), storage_options={key: 0})
+        with pytest.raises(ArgumentError, match=f"storage option {key!r} is not a filesystem option"):
+            dd.register_catalog(ctx, "lake", str(tmp_path), storage_options={key: 0})
+    dd.register_table(ctx, "t", str(path), version=0)  # the way to pin it
+    assert _run(ctx, "SELECT count(*) AS n FROM t").to_pydict() == {"n": [1]}
+
+
 # -- missing data files ------------------------------------------------------------------------
 
 

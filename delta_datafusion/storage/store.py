@@ -36,6 +36,14 @@ class Storage:
                 f"{type(storage_options).__name__}: {storage_options!r}"
             )
         self.storage_options = dict(storage_options or {})
+        for key in self.storage_options:
+            if isinstance(key, str) and key.lower() in ("version", "timestamp"):
+                # SQL OPTIONS' pins (README likens the two): no filesystem takes them, and passed on
+                # they would read the latest version silently
+                raise ArgumentError(
+                    f"storage option {key!r} is not a filesystem option: pin a table's version or time "
+                    "with version=/timestamp= (snapshot(), register_table()) or SQL OPTIONS ('version' ...)"
+                )
         self.uri = uri
         self._url_options: dict[str, Any] = {}  # what the URL itself says (host, port, account)
         self._protocols: frozenset[str] = frozenset()  # the names of the table's store's protocol
