@@ -460,6 +460,17 @@ def test_folder_that_is_not_a_delta_table(tmp_path: Path):
     assert str(tmp_path) in str(info.value) and "_delta_log" in str(info.value)
 
 
+def test_a_tables_log_folder_given_for_the_table(tmp_path: Path):
+    """`delta-datafusion info t/_delta_log`: the message pointed at t/_delta_log/_delta_log only;
+    it now says to give the table's folder."""
+    (tmp_path / "t" / "_delta_log").mkdir(parents=True)
+    write_commit(tmp_path / "t", 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}])
+    with pytest.raises(
+        TableNotFoundError, match=r"_delta_log is a table's log folder: give the table's folder"
+    ):
+        DeltaTable(str(tmp_path / "t" / "_delta_log")).snapshot()
+
+
 def test_nonexistent_folder(tmp_path: Path):
     missing = tmp_path / "nope"
     with pytest.raises(TableNotFoundError) as info:

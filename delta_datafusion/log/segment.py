@@ -211,6 +211,10 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
         # a store's path alone ('bucket/t') does not say which store was asked (a URL's password
         # is masked by DeltaError, as in every message)
         where = storage.root if storage.is_local else storage.root_uri
+        if storage.root.rstrip("/").rsplit("/", 1)[-1] == "_delta_log" and storage.isdir(storage.root):
+            raise TableNotFoundError(
+                f"{where} is a table's log folder: give the table's folder (the one holding _delta_log)"
+            )
         raise TableNotFoundError(f"{where} is not a Delta table: no _delta_log folder at {log_dir}{unlisted}")
     listing = LogListing(log_dir, commits, checksums)
     # checkpoint parquet files open with their listed sizes (an object store asks otherwise)
