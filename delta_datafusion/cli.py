@@ -243,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
     p_sql.add_argument(
         "--table",
         action="append",
-        help="NAME=URI of a Delta table (repeatable); SQL reads unquoted names in lower case",
+        metavar="NAME=URI",
+        help="a Delta table to query as NAME (repeatable); SQL reads unquoted names in lower case",
     )
     p_sql.add_argument(
         "--as-of",
