@@ -731,6 +731,22 @@ def test_cleaned_up_log(part_table):
     assert ours(part_table, 4).num_rows == dl_changes(part_table, 4).num_rows
 
 
+def test_cleaned_up_log_error_says_where_a_feed_can_start(part_table):
+    """Commits 0..2 gone, 3 left, the checkpoint at 4: commit 3 is listed but the table's state
+    there is not known, so the error says the feed can start at 4 (it listed 3 as available,
+    and a feed from 3 failed again)."""
+    for v in range(0, 3):
+        commit_path(part_table, v).unlink()
+    with pytest.raises(
+        VersionNotFoundError,
+        match=r"commits available: 3\.\.\d+; a change feed can start at version 4 or later",
+    ):
+        ours(part_table, 0)
+    with pytest.raises(VersionNotFoundError):
+        ours(part_table, 3)
+    assert ours(part_table, 4).num_rows == dl_changes(part_table, 4).num_rows
+
+
 def test_added_column_reads_null_for_older_changes(flat_table):
     DLTable(str(flat_table)).alter.add_columns(deltalake.Field("extra", "string"))  # v6
     t = rows(range(800, 803), 7).append_column("extra", pa.array(["a", "b", "c"]))

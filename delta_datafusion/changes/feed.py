@@ -804,7 +804,11 @@ def require_commits(listing: LogListing, start: int, end: int, where: str) -> No
             if ("," in missing or ".." in missing)
             else f"file of version {missing} of {where} is"
         )
+        # a feed needs the table's state at its start too: from the oldest checkpoint on, when
+        # the first commits are gone (commit 2 listed, a checkpoint at 3: the feed starts at 3)
+        first = listing.earliest_version() if have else None
+        starts = f"; a change feed can start at version {first} or later" if have and first > have[0] else ""
         raise VersionNotFoundError(
             f"table_changes: the commit {which} not available (log cleaned up or never written); "
-            f"commits available: {span}"
+            f"commits available: {span}{starts}"
         )
