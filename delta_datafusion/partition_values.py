@@ -9,13 +9,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import as_array
 from .errors import LogCorruptError
 
 
 def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray:
     """Checkpoint ``partitionValues`` (map<string,string>) -> struct<physical name: string>."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
+    values = as_array(values)
     n = len(values)
     children = []
     if n and physical_names:
@@ -162,7 +162,7 @@ def typed_partition_column(
         raise LogCorruptError(f"{where}: data file {path} has no partitionValues (a required field)")
     try:
         return typed_partition_values(
-            raw.column("partitionValues").combine_chunks() if n else None, physical, logical_fields, n
+            as_array(raw.column("partitionValues")) if n else None, physical, logical_fields, n
         )
     except LogCorruptError as e:
         row = getattr(e, "row", None)

@@ -14,6 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import as_array
 from .errors import DeltaError, LogCorruptError
 from .log.actions import DV_TYPE, partition_values_type
 from .partition_values import map_to_struct
@@ -37,8 +38,7 @@ RAW_ADD_FIELDS = [
 
 def child(struct: pa.Array | pa.ChunkedArray, name: str, typ: pa.DataType | None = None) -> pa.Array:
     """A struct child honouring parent nulls; nulls of ``typ`` when the child is absent."""
-    if isinstance(struct, pa.ChunkedArray):
-        struct = struct.combine_chunks()
+    struct = as_array(struct)
     if not pa.types.is_struct(struct.type) or struct.type.get_field_index(name) < 0:
         return pa.nulls(len(struct), typ or pa.null())
     out = pc.struct_field(struct, name)
@@ -57,12 +57,11 @@ def flatten_file_actions(
 
     ``where`` names the source (commit range or checkpoint) in the error for an action that is
     not a struct or has no path."""
-    if isinstance(actions, pa.ChunkedArray):
-        actions = actions.combine_chunks()
+    actions = as_array(actions)
     if not (pa.types.is_struct(actions.type) or pa.types.is_null(actions.type)):
         raise LogCorruptError(f"{where}: file actions are {actions.type}, not a struct with a path")
     valid = actions.is_valid()
-    rows = _valid_rows(actions, valid)
+    rows = valid_rows(actions, valid)
     n = len(rows)
     if n:
         paths = child(rows, "path")
@@ -132,7 +131,7 @@ def _flat_columns(rows: pa.Array, pv: pa.Array, n: int) -> dict[str, pa.Array]:
     return cols
 
 
-def _valid_rows(actions: pa.Array, valid: pa.Array) -> pa.Array:
+def valid_rows(actions: pa.Array, valid: pa.Array) -> pa.Array:
     """The non-null rows; a zero-copy slice when they are one run (a checkpoint's adds usually
     are), which spares copying every stats string (21k adds: 2.0 -> 0.02 ms)."""
     nulls = actions.null_count
@@ -160,8 +159,7 @@ def _dv_column(dv: pa.Array, n: int) -> pa.Array:
 
 def decode_paths(paths: pa.Array) -> pa.Array:
     """URL-decode log paths; rows without a '%' stay as they are (see :func:`_unquote_by_folder`)."""
-    if isinstance(paths, pa.ChunkedArray):
-        paths = paths.combine_chunks()
+    paths = as_array(paths)
     if not any_contains_byte(paths, ord("%")):
         return paths
     has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
@@ -314,4 +312,4 @@ def with_keys(storage: Storage, table: pa.Table) -> pa.Table:
     loc = resolve_paths(storage, decoded)
     table = table.set_column(table.schema.get_field_index("path"), "path", decoded)
     table = table.append_column("location", loc)
-    return table.append_column("key", file_keys(loc, table.column("deletionVector").combine_chunks()))
+    return table.append_column("key", file_keys(loc, as_array(table.column("deletionVector"))))

@@ -68,6 +68,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
+from .arrays import as_array
 from .predicate import (
     And,
     BoolLiteral,
@@ -93,14 +94,6 @@ STRING_MAX_TRUSTED_BYTES = 28
 def _const(n: int, value: bool) -> pa.BooleanArray:
     nulls = pa.nulls(n, pa.bool_())
     return pc.is_null(nulls) if value else pc.is_valid(nulls)
-
-
-def _as_array(x: pa.Array | pa.ChunkedArray) -> pa.Array:
-    if isinstance(x, pa.ChunkedArray):
-        if x.num_chunks == 0:
-            return pa.array([], type=x.type)
-        return x.combine_chunks() if x.num_chunks > 1 else x.chunk(0)
-    return x
 
 
 def _child(arr: pa.Array | None, name: str) -> pa.Array | None:
@@ -235,7 +228,7 @@ class _Files:
             out = ds.dataset(self._part_table).to_table(columns={"k": to_pyarrow(pred)}, use_threads=False)
         except Exception:
             return None
-        return pc.fill_null(_as_array(out.column("k")), False)
+        return pc.fill_null(as_array(out.column("k")), False)
 
     # ---- statistics --------------------------------------------------------------------------
 
@@ -692,7 +685,7 @@ def file_all_match_mask(
         return pa.array([], pa.bool_())
     f = _Files(n, _column(files, "partition_values"), _column(files, "stats"), schema, partition_columns)
     try:
-        out = pc.fill_null(_as_array(_AllMatchEvaluator(f).all(push_not_down(pred))), False)
+        out = pc.fill_null(as_array(_AllMatchEvaluator(f).all(push_not_down(pred))), False)
     except Exception:
         return _const(n, False)
     return out if len(out) == n else _const(n, False)
@@ -701,7 +694,7 @@ def file_all_match_mask(
 def _column(table: pa.Table | pa.RecordBatch, name: str) -> pa.Array | None:
     if name not in table.schema.names:
         return None
-    return _as_array(table.column(name))
+    return as_array(table.column(name))
 
 
 def file_keep_mask(
@@ -724,7 +717,7 @@ def file_keep_mask(
 
 def partition_keep_mask(pred: Predicate, partition_values: pa.Array | pa.ChunkedArray) -> pa.BooleanArray:
     """Like :func:`file_keep_mask` with partition values only (data-column leaves keep every file)."""
-    arr = _as_array(partition_values)
+    arr = as_array(partition_values)
     n = len(arr)
     if n == 0:
         return pa.array([], pa.bool_())
@@ -739,7 +732,7 @@ def _evaluate(pred: Predicate, f: _Files) -> pa.BooleanArray:
     try:
         nnf = push_not_down(pred)
         out = _Evaluator(f).keep(nnf)
-        out = pc.fill_null(_as_array(out), True)
+        out = pc.fill_null(as_array(out), True)
     except Exception:
         return _const(f.n, True)
     if len(out) != f.n:  # pragma: no cover - defensive

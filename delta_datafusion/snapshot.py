@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arguments import integer
+from .arrays import as_array
 from .cached import cached_property
 from .errors import (
     DeltaError,
@@ -209,8 +210,8 @@ class TableVersionView:
         md = self.metadata
         n = raw.num_rows
         pv = self.typed_partitions(raw) if partition_values is None else partition_values
-        stats_col = raw.column("stats").combine_chunks() if "stats" in raw.column_names else None
-        parsed = raw.column("stats_parsed").combine_chunks() if "stats_parsed" in raw.column_names else None
+        stats_col = as_array(raw.column("stats")) if "stats" in raw.column_names else None
+        parsed = as_array(raw.column("stats_parsed")) if "stats_parsed" in raw.column_names else None
         stats = typed_stats(md, stats_col, parsed, n, stats_columns)
         return pa.table(
             {

@@ -621,6 +621,29 @@ def test_listing_that_missed_a_commit_being_written_is_retried(copy_corpus_table
     assert [v for v, _ in snap.segment.commits] == [11, 12, 13, 14, 15]
 
 
+def test_listing_in_the_folders_own_order_is_taken_once(copy_corpus_table, monkeypatch):
+    """A local folder lists its files in no particular order (they are not sorted by name, which
+    took 0.5 ms of every load of a 3,000-commit log): commits are ordered by version, and the
+    listing is not mistaken for one that missed a commit and taken again."""
+    from delta_datafusion.storage import Storage
+
+    t = copy_corpus_table("dv-with-columnmapping")  # checkpoint 10, commits 0..15
+    want = DeltaTable(str(t)).snapshot()
+    real = Storage.list_names
+    calls = []
+
+    def reversed_order(self, path):
+        names, info = real(self, path)
+        calls.append(path)
+        return sorted(names, reverse=True), info
+
+    monkeypatch.setattr(Storage, "list_names", reversed_order)
+    snap = DeltaTable(str(t)).snapshot()
+    assert len(calls) == 1
+    assert snap.segment == want.segment and snap.files().equals(want.files())
+    assert DeltaTable(str(t)).listing().commit_versions == list(range(16))
+
+
 def test_gap_before_checkpoint_only_breaks_older_versions(copy_corpus_table):
     t = copy_corpus_table("dv-with-columnmapping")
     commit_path(t, 3).unlink()
@@ -1560,6 +1583,18 @@ def test_file_actions_of_a_checkpoint_keep_exactly_the_non_null_rows(layout: str
     want = [(r["path"], r["size"], i) for i, r in enumerate(rows) if r is not None]
     got = list(zip(*(flat.column(c).to_pylist() for c in ("path", "size", "version")), strict=True))
     assert got == want
+
+
+def test_file_actions_of_one_chunk_are_not_copied():
+    """A checkpoint's add column is read as a chunked array of one chunk: its strings are used
+    where they are (joining the chunks copies even one: 21k adds, 0.5 ms)."""
+    from delta_datafusion.replay import flatten_file_actions
+
+    actions = pa.array([{"path": f"p{i}", "size": i} for i in range(5)])
+    flat = flatten_file_actions(pa.chunked_array([actions]), [])
+    assert flat.column("path").to_pylist() == [f"p{i}" for i in range(5)]
+    read = pc.struct_field(actions, "path").buffers()[2]
+    assert flat.column("path").chunk(0).buffers()[2].address == read.address
 
 
 @pytest.mark.parametrize(

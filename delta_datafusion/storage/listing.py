@@ -93,7 +93,8 @@ class FileInfo:
 
 
 def _local_names(path: str) -> list[str]:
-    """Sorted names of the files in a local folder (os.scandir, no stat per entry)."""
+    """Names of the files in a local folder, in the folder's order (os.scandir, no stat per
+    entry)."""
     try:
         with os.scandir(path) as it:
             names = [e.name for e in it if not e.is_dir()]
@@ -103,14 +104,15 @@ def _local_names(path: str) -> list[str]:
         raise StorageError(f"cannot list {path}: permission denied") from e
     except OSError as e:  # a symlink loop, a name too long, an I/O error: not a crash
         raise StorageError(f"cannot list {path}: {e.strerror or e}") from e
-    names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
     return names
 
 
 def _list_local(path: str) -> list[FileInfo]:
-    """Names only; sizes and mtimes are read lazily."""
+    """Names only, sorted; sizes and mtimes are read lazily."""
     prefix = path.rstrip("/") + "/"
-    return [FileInfo(prefix + n, n) for n in _local_names(path)]
+    names = _local_names(path)
+    names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
+    return [FileInfo(prefix + n, n) for n in names]
 
 
 def _fs_mtime_ms(fs: Any, path: str) -> int:

@@ -244,8 +244,9 @@ class Storage:
         return store_errors(what, path, self.storage_options, f"the {self.protocol} filesystem ({name})", cls)
 
     def list_names(self, path: str) -> tuple[list[str], dict[str, FileInfo] | None]:
-        """Names of the files directly under ``path``, sorted, and their FileInfo when the listing
-        gave more than names (object stores); local listings make FileInfo objects on demand."""
+        """Names of the files directly under ``path`` (in no particular order: a local folder's
+        own), and their FileInfo when the listing gave more than names (object stores); local
+        listings make FileInfo objects on demand."""
         if self.is_local:
             return _local_names(path), None
         files = self.list_dir(path)
