@@ -498,6 +498,36 @@ def test_limit_reads_one_file_per_fragment(session, monkeypatch: pytest.MonkeyPa
     assert N_FILES - ds.last_plan.fragments <= sum(scanned) <= N_FILES
 
 
+def test_limit_decodes_one_files_first_rows_on_two_cores(session, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On two cores a table is scanned as one fragment: ``SELECT * ... LIMIT`` decodes the first
+    rows of one file. With a fragment per core the other partition decoded its own first file's
+    first rows for nothing (DataFusion does not pass a Python dataset the limit, and stops the
+    query only after that decode); more cores get a fragment per two."""
+    from delta_datafusion.datafusion import dataset
+    from delta_datafusion.datafusion.dataset import SCAN_THREADS
+    from delta_datafusion.read import UnitReader
+
+    ctx, ds = session
+    monkeypatch.setattr(dataset.os, "cpu_count", lambda: 2)
+    real_stream = UnitReader._stream_first_row_group
+    streamed: list[str] = []
+
+    def spy_stream(self, unit, *args, **kwargs):
+        streamed.append(unit.location)
+        return (yield from real_stream(self, unit, *args, **kwargs))
+
+    monkeypatch.setattr(UnitReader, "_stream_first_row_group", spy_stream)
+    assert ctx.sql("SELECT * FROM t LIMIT 3").to_arrow_table().num_rows == 3
+    for _ in range(2):  # a partition task scheduled before the LIMIT returned may start late
+        SCAN_THREADS.wait_idle()
+        time.sleep(0.1)
+    assert ds.last_plan.fragments == 1
+    assert len(streamed) == 1, streamed
+    monkeypatch.setattr(dataset.os, "cpu_count", lambda: 8)
+    assert ctx.sql("SELECT * FROM t LIMIT 3").to_arrow_table().num_rows == 3
+    assert ds.last_plan.fragments == 4
+
+
 def test_filtered_limit_makes_fragments_only_for_files_it_scans(
     session, monkeypatch: pytest.MonkeyPatch
 ) -> None:

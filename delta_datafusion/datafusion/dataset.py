@@ -73,11 +73,17 @@ Planner = Callable[[Any], tuple[Sequence[ScanUnit], ScanPlanInfo]]
 
 
 def target_fragments() -> int:
-    """One fragment per core, DataFusion's default target_partitions. Each fragment's pyarrow scan
-    decodes on pyarrow's own threads, so more fragments only oversubscribe the cores (measured with
-    2 cores, 4 -> 2 fragments: change feed 493 -> 467 ms, TPC-H Q6 350 -> 331 ms, 2,050 small
-    files 652 -> 605 ms)."""
-    return max(1, os.cpu_count() or 1)
+    """One fragment per two cores. Each fragment's pyarrow scan decodes on pyarrow's own threads,
+    and the Python of every fragment takes turns on the GIL, so one scan already keeps the cores
+    busy: more fragments only oversubscribe them (measured with 2 cores, 4 -> 2 fragments: change
+    feed 493 -> 467 ms, TPC-H Q6 350 -> 331 ms, 2,050 small files 652 -> 605 ms). DataFusion
+    spreads the batches of a one-partition scan over its partitions itself (a round-robin
+    repartition above it). With one fragment a ``LIMIT`` query decodes one file's first rows, not
+    one per fragment: the others' are decoded for nothing, as DataFusion does not pass a Python
+    dataset the limit (2 cores, 2 -> 1 fragment, CPU a query with those decodes included:
+    ``SELECT * LIMIT 10`` ~28 -> ~19 ms; TPC-H Q6 and Q1, the selective queries: the same or
+    less)."""
+    return max(1, (os.cpu_count() or 1) // 2)
 
 
 def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
