@@ -18,6 +18,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -1872,6 +1873,67 @@ def test_checkpoint_of_the_latest_version_is_read_on_the_callers_thread(tmp_path
     snap = DeltaTable(str(tmp_path)).snapshot()
     assert files_summary(snap.select_files(None)[0]) == oracle(tmp_path)
     assert started == ["delta-checkpoint-read"]
+
+
+@pytest.mark.parametrize("stats", ["json", "json and struct", "struct"])
+@pytest.mark.parametrize("path", ["apart", "rows not lining up", "typing failed once"])
+def test_checkpoint_stats_parsed_while_the_rest_is_read(tmp_path, monkeypatch, stats, path):
+    """A checkpoint of many adds and a few commits after it: its add stats are read on their own
+    and typed on a thread of their own while the rest of it is read and replayed (the parse is
+    most of a load's work). The files, stats included, are those of the leaf read whole, also
+    when the two reads' rows do not line up (read whole again) or the typing fails (typed again
+    after the commit keys are known, from the stats put back)."""
+    import delta_datafusion.snapshot as snapshot_module
+
+    conf = {
+        "json": None,
+        "json and struct": {"delta.checkpoint.writeStatsAsStruct": "true"},
+        "struct": {
+            "delta.checkpoint.writeStatsAsStruct": "true",
+            "delta.checkpoint.writeStatsAsJson": "false",
+        },
+    }[stats]
+    rows = pa.table({"id": pa.array(range(240), pa.int64()), "p": [f"p{i % 80}" for i in range(240)]})
+    deltalake.write_deltalake(str(tmp_path), rows, partition_by=["p"], configuration=conf)
+    deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
+    deltalake.DeltaTable(str(tmp_path)).delete("p = 'p3'")
+    more = pa.table({"id": pa.array([1000, 1001], pa.int64()), "p": ["p5", "p90"]})
+    deltalake.write_deltalake(str(tmp_path), more, partition_by=["p"], mode="append")
+    monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)  # the threads, whatever the CPU count
+    with monkeypatch.context() as m:  # the leaf read whole
+        m.setattr(snapshot_module.Snapshot, "_stats_apart", lambda *a: None, raising=False)
+        whole = DeltaTable(str(tmp_path)).snapshot().files()
+    started: list[str] = []
+    real = snapshot_module._on_thread
+
+    def spy(work, name):
+        started.append(name)
+        return real(work, name)
+
+    monkeypatch.setattr(snapshot_module, "_on_thread", spy)
+    failed: list[bool] = []
+    if path == "rows not lining up":
+        monkeypatch.setattr(snapshot_module._StatsApart, "lines_up", lambda self, rest: False)
+    elif path == "typing failed once":
+        real_table = snapshot_module.Snapshot.scan_file_table
+
+        def fail_once(self, raw, typed, pv=None):
+            if not failed and threading.current_thread().name == "delta-checkpoint-scan-files":
+                failed.append(True)
+                raise ValueError("a file that does not fit the schema")
+            return real_table(self, raw, typed, pv)
+
+        monkeypatch.setattr(snapshot_module.Snapshot, "scan_file_table", fail_once)
+    snap = DeltaTable(str(tmp_path)).snapshot()
+    assert snap.checkpoint_version == 0 and len(snap.commit_data) == 2  # the premise
+    files = snap.files()
+    assert sorted(started) == ["delta-checkpoint-scan-files", "delta-checkpoint-stats"]
+    assert failed == ([True] if path == "typing failed once" else [])
+    assert files.equals(whole)
+    assert files_summary(files) == oracle(tmp_path)
+    assert count_rows(files) == 240 - 3 + 2
+    mins = pc.struct_field(pc.struct_field(files.column("stats"), "minValues"), "id").to_pylist()
+    assert sorted(mins)[:3] == [0, 1, 2] and 1001 in mins and 3 not in mins
 
 
 @pytest.mark.parametrize("slow", ["commits", "sequential", "leaf, few touched"])
