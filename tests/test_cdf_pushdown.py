@@ -285,6 +285,30 @@ def test_footer_parser_failure_falls_back_to_the_reader(tmp_path, monkeypatch):
     assert got is not None and got.columns == {"id": (1, 3, 0)}
 
 
+def test_footer_tail_read_failure_falls_back_to_the_reader(tmp_path, monkeypatch):
+    """A store that refuses the tail's range (S3 answers a range past the end of a file whose
+    size the log overstates by more than the tail with an error): the reader opens the file and
+    the statistics still come."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.changes import footers
+    from delta_datafusion.storage import Storage
+
+    path = tmp_path / "f.parquet"
+    pq.write_table(pa.table({"id": [3, 1, 2]}), path)
+    storage = Storage(str(tmp_path))
+
+    def refused(*args, **kwargs):
+        raise OSError("InvalidRange: the requested range is not satisfiable")
+
+    monkeypatch.setattr(storage, "read_range", refused)
+    told = os.path.getsize(path) + 2 * footers.FOOTER_READ
+    got = footers.read_footer(storage, str(path), frozenset({"id"}), told)
+    assert got is not None and got.columns == {"id": (1, 3, 0)}
+
+
 @pytest.fixture
 def judged(monkeypatch) -> list[int]:
     """One entry per pruning pass a change feed runs (``ChangeFeed._keep`` calls)."""
