@@ -747,6 +747,19 @@ def test_cleaned_up_log_error_says_where_a_feed_can_start(part_table):
     assert ours(part_table, 4).num_rows == dl_changes(part_table, 4).num_rows
 
 
+def test_cleaned_up_log_without_a_checkpoint_error_says_no_feed_can_be_read(flat_table):
+    """Commits 0..1 gone and no checkpoint: no version's state is known, so no start works; the
+    error said only which commits are listed (h23g)."""
+    for v in range(0, 2):
+        commit_path(flat_table, v).unlink()
+    with pytest.raises(
+        VersionNotFoundError, match=r"commits available: 2\.\.\d+; with commit 0 gone .* no feed"
+    ):
+        ours(flat_table, 0)
+    with pytest.raises(VersionNotFoundError):
+        ours(flat_table, 2)
+
+
 def test_added_column_reads_null_for_older_changes(flat_table):
     DLTable(str(flat_table)).alter.add_columns(deltalake.Field("extra", "string"))  # v6
     t = rows(range(800, 803), 7).append_column("extra", pa.array(["a", "b", "c"]))

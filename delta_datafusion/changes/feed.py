@@ -808,6 +808,10 @@ def require_commits(listing: LogListing, start: int, end: int, where: str) -> No
         # the first commits are gone (commit 2 listed, a checkpoint at 3: the feed starts at 3)
         first = listing.earliest_version() if have else None
         starts = f"; a change feed can start at version {first} or later" if have and first > have[0] else ""
+        if have and not listing.checkpoints and 0 not in listing.commits:
+            starts = (
+                "; with commit 0 gone and no checkpoint, no version's state is known: no feed can be read"
+            )
         raise VersionNotFoundError(
             f"table_changes: the commit {which} not available (log cleaned up or never written); "
             f"commits available: {span}{starts}"
