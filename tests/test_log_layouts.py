@@ -1837,6 +1837,21 @@ def test_checkpoint_adds_typed_on_a_thread(tmp_path, monkeypatch, slow):
     assert snap.domain_metadata == {}
 
 
+def _threads_started(monkeypatch) -> list[str]:
+    """The names of the snapshot's helper threads started from now on (``_on_thread`` spied)."""
+    import delta_datafusion.snapshot as snapshot_module
+
+    started: list[str] = []
+    real = snapshot_module._on_thread
+
+    def spy(work, name):
+        started.append(name)
+        return real(work, name)
+
+    monkeypatch.setattr(snapshot_module, "_on_thread", spy)
+    return started
+
+
 def test_checkpoint_of_the_latest_version_is_read_on_the_callers_thread(tmp_path, monkeypatch):
     """With no commit after the checkpoint there is nothing to overlap its read with: planning
     and files() read and type it on the caller's thread (a thread started and waited for on
@@ -1851,14 +1866,7 @@ def test_checkpoint_of_the_latest_version_is_read_on_the_callers_thread(tmp_path
         )
     deltalake.DeltaTable(str(tmp_path)).create_checkpoint()
     monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)  # threads allowed, whatever the CPU count
-    started: list[str] = []
-    real = snapshot_module._on_thread
-
-    def spy(work, name):
-        started.append(name)
-        return real(work, name)
-
-    monkeypatch.setattr(snapshot_module, "_on_thread", spy)
+    started = _threads_started(monkeypatch)
     snap = DeltaTable(str(tmp_path)).snapshot()
     assert not snap.commit_data and snap.checkpoint_version == 2  # the premise
     files, total, _ = snap.select_files(None)
@@ -1903,14 +1911,7 @@ def test_checkpoint_stats_parsed_while_the_rest_is_read(tmp_path, monkeypatch, s
     with monkeypatch.context() as m:  # the leaf read whole
         m.setattr(snapshot_module.Snapshot, "_stats_apart", lambda *a: None, raising=False)
         whole = DeltaTable(str(tmp_path)).snapshot().files()
-    started: list[str] = []
-    real = snapshot_module._on_thread
-
-    def spy(work, name):
-        started.append(name)
-        return real(work, name)
-
-    monkeypatch.setattr(snapshot_module, "_on_thread", spy)
+    started = _threads_started(monkeypatch)
     failed: list[bool] = []
     if path == "rows not lining up":
         monkeypatch.setattr(snapshot_module._StatsApart, "lines_up", lambda self, rest: False)
