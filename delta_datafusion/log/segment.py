@@ -171,6 +171,18 @@ def _gap_after_checkpoint(listing: LogListing, versions: pa.Array) -> bool:
     return int(tail[0]) != first or int(tail[-1]) - int(tail[0]) + 1 != len(tail)
 
 
+def _by_version(
+    names: pa.Array, prefix: str, info: dict[str, FileInfo] | None
+) -> tuple[_ByVersion, pa.Array]:
+    """Files named by their 20-digit version (commits, checksums), ordered by it, and their
+    versions: listings come in any order, and sorting 3,000 names that share their leading
+    zeros took 0.5 ms where these integers sort at once."""
+    versions = pc.utf8_slice_codeunits(names, 0, 20).cast(pa.int64())
+    order = pc.sort_indices(versions)
+    versions, names = versions.take(order), names.take(order)
+    return _ByVersion(dict(zip(versions.to_pylist(), names.to_pylist(), strict=True)), prefix, info), versions
+
+
 def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
     """One listing of ``_delta_log``, classified; plus the commit versions in ascending order."""
     log_dir = storage.join("_delta_log")
@@ -185,12 +197,7 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
         raise LogCorruptError(
             f"{log_dir}/{pc.max(commit_names).as_py()}: a commit version beyond the largest a log can hold"
         )
-    versions = digits.cast(pa.int64())
-    # listings come in any order: commits ordered by version as numbers (sorting 3,000 names
-    # that share their leading zeros took 0.5 ms), the other files by name
-    order = pc.sort_indices(versions)
-    versions, commit_names = versions.take(order), commit_names.take(order)
-    commits = _ByVersion(dict(zip(versions.to_pylist(), commit_names.to_pylist(), strict=True)), prefix, info)
+    commits, versions = _by_version(commit_names, prefix, info)
     checksums: Mapping[int, FileInfo] = {}
     others = arr.filter(pc.invert(is_commit)) if len(commits) != len(names) else pa.array([], pa.string())
     if len(others):
@@ -198,8 +205,9 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
         is_crc = pc.match_substring_regex(others, r"^[0-9]{20}\.crc$")
         crc_names = others.filter(is_crc)
         if len(crc_names):
-            crc_versions = [int(n[:20]) for n in crc_names.to_pylist()]
-            checksums = _ByVersion(dict(zip(crc_versions, crc_names.to_pylist(), strict=True)), prefix, info)
+            # a checksum of a version no log can hold is no checksum (a hint: ignored)
+            holdable = pc.less_equal(pc.utf8_slice_codeunits(crc_names, 0, 20), _MAX_VERSION)
+            checksums = _by_version(crc_names.filter(holdable), prefix, info)[0]
             others = others.filter(pc.invert(is_crc))
     files = [info[n] if info is not None else FileInfo(prefix + n, n) for n in sorted(others.to_pylist())]
     if not names:
