@@ -138,11 +138,17 @@ def test_missing_data_file_is_still_named(tmp_path: Path, store, protocol: str) 
     fs.rm(victim)
     ctx = SessionContext()
     dd.register_table(ctx, "t", f"{protocol}://{root}")
-    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
-        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
+    err = _query_error(ctx, "SELECT * FROM t WHERE id >= 0")
+    assert isinstance(err, dd.errors.DataFileNotFoundError), err
     assert f"{victim.rsplit('/', 1)[1]} is missing" in str(err)
+
+
+def _query_error(ctx: SessionContext, sql: str) -> BaseException:
+    """The package's error of a query that fails (DataFusion flattens its type away); the
+    error as raised when it carries none."""
+    with pytest.raises(Exception) as info:  # noqa: B017
+        ctx.sql(sql).collect()
+    return dd.from_datafusion(info.value) or info.value
 
 
 def _log_only_table(local: Path, files: int, size: int = 100) -> None:
@@ -231,10 +237,8 @@ def test_missing_data_file_named_when_the_store_fails_at_read(tmp_path: Path, st
             fs.pipe(f"{root}/f{i}.parquet", buf.getvalue())
     ctx = SessionContext()
     dd.register_table(ctx, "t", f"ddlazy://{root}")
-    with pytest.raises(Exception) as info:  # noqa: B017
-        ctx.sql("SELECT sum(id) FROM t").collect()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
+    err = _query_error(ctx, "SELECT sum(id) FROM t")
+    assert isinstance(err, dd.errors.DataFileNotFoundError), err
     assert "/f250.parquet is missing" in str(err)
 
 
@@ -591,10 +595,8 @@ def test_data_file_whose_size_is_not_the_logged_one_is_named_with_both_sizes(
     _upload(fs, local, root)
     ctx = SessionContext()
     dd.register_table(ctx, "t", f"dddetails://{root}")
-    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
-        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.errors.DeltaError), info.value
+    err = _query_error(ctx, "SELECT * FROM t WHERE id >= 0")
+    assert isinstance(err, dd.errors.DeltaError), err
     name = victim["path"].rsplit("/", 1)[1]
     assert name in str(err) and f"is {real} bytes" in str(err) and f"says {real + off_by}" in str(err), err
 
@@ -624,10 +626,8 @@ def test_corrupt_data_file_on_a_store_not_telling_its_size_is_not_called_resized
     fs.pipe(victim, bytes(data))
     ctx = SessionContext()
     dd.register_table(ctx, "t", f"ddsizeless://{root}")
-    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
-        ctx.sql("SELECT * FROM t WHERE id >= 0").to_arrow_table()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.errors.DeltaError), info.value
+    err = _query_error(ctx, "SELECT * FROM t WHERE id >= 0")
+    assert isinstance(err, dd.errors.DeltaError), err
     assert f"cannot read data file {victim}" in str(err) and "0 bytes" not in str(err), err
 
 
@@ -722,19 +722,15 @@ def test_a_store_gone_down_is_not_asked_whether_data_files_exist(tmp_path: Path,
     ctx = SessionContext()
     dd.register_table(ctx, "t", f"ddunreachable://{root}")
     CALLS.clear()
-    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
-        ctx.sql("SELECT sum(id) FROM t").collect()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.StorageError), info.value
+    err = _query_error(ctx, "SELECT sum(id) FROM t")
+    assert isinstance(err, dd.StorageError), err
     said = re.search(r"cannot read data file .*\.parquet: _ServiceRequestError: Cannot connect", str(err))
     assert said, err
     assert not [c for c in CALLS if c[0] in METADATA and c[1].endswith(".parquet")], CALLS
     victim = next(iter(_data_files(root)))
     fs.rm(victim)
-    with pytest.raises(Exception) as info:  # noqa: B017
-        ctx.sql("SELECT sum(id) FROM t").collect()
-    err = dd.from_datafusion(info.value)
-    assert isinstance(err, dd.errors.DataFileNotFoundError), info.value
+    err = _query_error(ctx, "SELECT sum(id) FROM t")
+    assert isinstance(err, dd.errors.DataFileNotFoundError), err
     assert f"{victim} is missing" in str(err)
 
 
@@ -742,6 +738,23 @@ def _commit_opens() -> Counter:
     return Counter(
         int(p.rsplit("/", 1)[1][:20]) for kind, p, _ in CALLS if kind == "open" and p.endswith(".json")
     )
+
+
+def _one_row_appends(path: Path, n: int) -> None:
+    """``n`` commits of one row each at ``path`` (the first creates the table)."""
+    rows = pa.table({"id": pa.array([1], pa.int64())})
+    for _ in range(n):
+        deltalake.write_deltalake(str(path), rows, mode="append")
+
+
+def _history_on_store(fs: MemoryFileSystem, path: Path, root: str) -> tuple[dd.DeltaTable, pa.Table]:
+    """The table at ``path`` uploaded to ``root`` of the counting store, and its whole history;
+    the calls recorded so far are forgotten."""
+    _upload(fs, path, root)
+    table = dd.DeltaTable(f"ddcount://{root}")
+    full = table.history()
+    CALLS.clear()
+    return table, full
 
 
 def test_history_with_a_limit_reads_back_to_the_latest_protocol_and_metadata_only(
@@ -752,16 +765,10 @@ def test_history_with_a_limit_reads_back_to_the_latest_protocol_and_metadata_onl
     snapshot, which reads every commit after the checkpoint, then read the chosen commits again)."""
     fs, root = store
     path = tmp_path / "h"
-    rows = pa.table({"id": pa.array([1], pa.int64())})
-    for _ in range(60):
-        deltalake.write_deltalake(str(path), rows, mode="append")
+    _one_row_appends(path, 60)
     deltalake.DeltaTable(str(path)).alter.set_table_properties({"delta.enableChangeDataFeed": "true"})
-    for _ in range(3):
-        deltalake.write_deltalake(str(path), rows, mode="append")  # versions 61-63
-    _upload(fs, path, root)
-    table = dd.DeltaTable(f"ddcount://{root}")
-    full = table.history()
-    CALLS.clear()
+    _one_row_appends(path, 3)  # versions 61-63
+    table, full = _history_on_store(fs, path, root)
     assert table.history(limit=3) == full.slice(61)
     opened = _commit_opens()
     assert max(opened.values()) == 1, opened
@@ -776,16 +783,10 @@ def test_history_with_a_limit_after_a_checkpoint_reads_only_the_commits_after_it
     history of every commit reads each once too."""
     fs, root = store
     path = tmp_path / "h"
-    rows = pa.table({"id": pa.array([1], pa.int64())})
-    for _ in range(60):
-        deltalake.write_deltalake(str(path), rows, mode="append")
+    _one_row_appends(path, 60)
     deltalake.DeltaTable(str(path)).create_checkpoint()  # at version 59
-    for _ in range(5):
-        deltalake.write_deltalake(str(path), rows, mode="append")  # versions 60-64
-    _upload(fs, path, root)
-    table = dd.DeltaTable(f"ddcount://{root}")
-    full = table.history()
-    CALLS.clear()
+    _one_row_appends(path, 5)  # versions 60-64
+    table, full = _history_on_store(fs, path, root)
     assert table.history(limit=3) == full.slice(62)
     assert _commit_opens() == Counter(dict.fromkeys(range(60, 65), 1))
     CALLS.clear()
@@ -804,13 +805,9 @@ def test_history_with_a_limit_reads_a_version_checksum_not_the_commits_before_it
 
     fs, root = store
     path = tmp_path / "h"
-    for _ in range(64):
-        deltalake.write_deltalake(str(path), pa.table({"id": pa.array([1], pa.int64())}), mode="append")
+    _one_row_appends(path, 64)
     _write_crc(path, checksum_version)
-    _upload(fs, path, root)
-    table = dd.DeltaTable(f"ddcount://{root}")
-    full = table.history()
-    CALLS.clear()
+    table, full = _history_on_store(fs, path, root)
     assert table.history(limit=3) == full.slice(61)
     assert _commit_opens() == Counter(dict.fromkeys(range(min(61, checksum_version + 1), 64), 1))
     assert [p for kind, p, _ in CALLS if kind == "open" and p.endswith(".crc")] == [
