@@ -469,7 +469,7 @@ def test_registered_table_is_pinned_and_folder_catalog_follows_new_commits(tmp_p
     ctx.register_record_batches("other", [[pa.record_batch({"x": [1]})]])
     with pytest.raises(DeltaError, match="'other' names a table this session already has"):
         dd.register_table(ctx, "other", str(path))
-    with pytest.raises(DeltaError, match="cannot register 'nope.t'"):
+    with pytest.raises(dd.ArgumentError, match="cannot register 'nope.t'"):
         dd.register_table(ctx, "nope.t", str(path))
     with pytest.raises(DeltaError, match="pass the query itself"):
         dd.explain(ctx, "EXPLAIN SELECT 1")

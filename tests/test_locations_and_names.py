@@ -79,6 +79,16 @@ def test_file_uri_with_a_host_or_a_relative_path_is_refused(tmp_path: Path, monk
     assert _xs(dd.DeltaTable(f"file://localhost{tmp_path}/here").snapshot().scan().to_table()) == [1]
 
 
+def test_an_unknown_protocol_is_an_argument_error():
+    """A URL whose protocol no fsspec filesystem has is a mistaken argument, like a misspelt
+    option; it was a plain DeltaError, so callers could not tell it from a store failure."""
+    with pytest.raises(dd.ArgumentError, match="cannot open filesystem for 'bogus://x/t'.*bogus"):
+        dd.DeltaTable("bogus://x/t").snapshot()
+    ctx = SessionContext()
+    with pytest.raises(dd.ArgumentError, match="bogus"):
+        dd.register_table(ctx, "t", "bogus://x/t")
+
+
 def test_fsspec_paths_keep_hash_and_question_mark(tmp_path: Path):
     fs = fsspec.filesystem("memory")
     root = f"/loc-{uuid.uuid4().hex}"

@@ -88,7 +88,7 @@ def test_register_table_where_the_default_schema_is_a_folder_catalog(partitioned
     catalog's own words; the message quoted DataFusion's wrapping of them ('PyErr { type: ...')."""
     ctx = _ctx()
     dd.register_catalog(ctx, "datafusion", str(partitioned.parent), schema="public")
-    with pytest.raises(DeltaError) as info:
+    with pytest.raises(dd.ArgumentError) as info:
         dd.register_table(ctx, "extra", str(partitioned))
     text = str(info.value)
     assert text.startswith(

@@ -253,9 +253,10 @@ def register_table(
         except DeltaError:
             raise
         except Exception as e:  # noqa: BLE001 - DataFusion's errors: an unknown schema in 'a.b', ...
-            # a folder catalog's refusal comes back wrapped by DataFusion: its own words
+            # the name is what DataFusion refused (an unknown catalog or schema, a folder catalog's
+            # refusal, which comes back wrapped by DataFusion: its own words)
             why = from_datafusion(e) or str(e).splitlines()[0]
-            raise DeltaError(f"register_table: cannot register {name!r}: {why}") from e
+            raise ArgumentError(f"register_table: cannot register {name!r}: {why}") from e
         track_session(ctx)
         _remember(ctx.session_id(), name, dataset)
     return dataset

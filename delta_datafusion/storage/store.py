@@ -90,7 +90,9 @@ class Storage:
             cls = fsspec.get_filesystem_class(self.protocol)
             self._url_options = dict(cls._get_kwargs_from_urls(uri) or {})
         except Exception as e:  # noqa: BLE001 - an unknown protocol, a library not installed
-            raise DeltaError(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
+            # fsspec's ValueError: no filesystem has the protocol, the URL itself is mistaken
+            cls = ArgumentError if isinstance(e, ValueError) else DeltaError
+            raise cls(f"cannot open filesystem for {uri!r}: {type(e).__name__}: {e}") from e
         _check_url_options(uri, self._url_options, self.storage_options, os.environ)
         self._fs_class = cls
         protocols = cls.protocol if isinstance(cls.protocol, (tuple, list)) else (cls.protocol,)
