@@ -753,7 +753,10 @@ class ChangeFeed:
         rs = make_read_schema(
             md.arrow_schema, md.physical_schema, self.partition_columns, list(CHANGE_FIELDS)
         )
-        return UnitReader(self.storage, rs, self.storage.root_uri, self.end)
+        # page windows: local files only (on an object store the index is a request per file)
+        return UnitReader(
+            self.storage, rs, self.storage.root_uri, self.end, page_windows=self.storage.is_local
+        )
 
     def __repr__(self) -> str:
         return f"ChangeFeed({self.storage.root_uri!r}, {self.start}..{self.end}, sources={self.sources.num_rows})"

@@ -21,11 +21,17 @@ from .batches import MAX_BATCH_SIZE, MIN_BATCH_SIZE
 from .file_checks import FileChecks
 from .known_rows import constant_batches, constant_columns, known_file_rows, known_row_count, value_batches
 from .nan_filters import split_nan_sensitive
+from .page_windows import RowWindow, judged_type, row_window
 from .read_errors import ReadErrors
 from .selected_rows import SelectedRows, to_logical
 
 #: Batch size of an unfiltered scan's first row group (time to the first rows).
 FIRST_BATCH_ROWS = 8192
+
+#: Files at least this large are read up to the end of their page index's row window (see
+#: page_windows) by readers that use windows: finding it costs a read and a parse in Python
+#: (~0.5 ms), against ~4-10 ms of decoding a megabyte.
+WINDOW_MIN_BYTES = 1 << 20
 
 #: Files per pyarrow scan of the dataset path. A fragment keeps its file's footer once scanned
 #: (~11 KB of memory for a small file of three columns) and a dataset keeps its fragments, so one
@@ -72,11 +78,21 @@ def _not_read_whole(units: Sequence[ScanUnit], path: str | None) -> Sequence[Sca
 class UnitReader:
     """Reads groups of scan units for one table version; safe to use from several threads."""
 
-    def __init__(self, storage: Storage, rs: ReadSchema, table_label: str, version: int | None):
+    def __init__(
+        self,
+        storage: Storage,
+        rs: ReadSchema,
+        table_label: str,
+        version: int | None,
+        page_windows: bool = False,
+    ):
+        """``page_windows``: filtered reads of large files stop at the end of the rows their
+        page index leaves to match (see :meth:`_windows`)."""
         self.storage = storage
         self.rs = rs
         self.label = table_label
         self.version = version
+        self.page_windows = page_windows
         self._lock = threading.Lock()
         self._fmt: ds.ParquetFileFormat | None = None
         #: physical names of the string columns (the ones the format's choice is about)
@@ -232,6 +248,14 @@ class UnitReader:
                 )
                 plain = [u for u, d in zip(plain, decided, strict=True) if not d]
                 first_rows_early = False
+        if plain and predicate is not None and self.page_windows and not self.rs.id_mode:
+            windowed = self._windows(plain, predicate)
+            if windowed:
+                plain = [u for u in plain if u.location not in windowed]
+                lfilter = to_pyarrow(predicate)
+                fcols = sorted(referenced_columns(predicate))
+                for u, w in windowed.values():
+                    yield from self.selected_rows.read(u, columns, lfilter, fcols, out_schema, bs, w)
         if plain:
             renamed = self.rs.renamed_paths
             scan_pred, post_pred = split_nan_sensitive(predicate, self.rs.logical)
@@ -258,6 +282,29 @@ class UnitReader:
             fcols = sorted(referenced_columns(predicate)) if predicate is not None else []
             for u in selected:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
+
+    def _windows(self, units: Sequence[ScanUnit], predicate: Any) -> dict[str, tuple[ScanUnit, RowWindow]]:
+        """Location -> (unit, window) of the files of at least WINDOW_MIN_BYTES whose page index
+        spares at least a quarter of their rows from decoding. pyarrow decodes every
+        row of a file it scans; read by :class:`.SelectedRows` up to the window's end, the pages
+        after it are not decoded (the change feed's key range over sorted ids: 8 files of
+        187,500 rows decoded to row 81,920)."""
+        from ..predicate import referenced_columns
+
+        phys = self.rs.to_physical()
+        judged = {c: phys[c] for c in referenced_columns(predicate) if c in self.rs.file_columns}
+        if not any(judged_type(self.rs.logical.field(c).type) for c in judged):
+            return {}
+        out: dict[str, tuple[ScanUnit, RowWindow]] = {}
+        for u in units:
+            if u.all_rows_match or (u.size or 0) < WINDOW_MIN_BYTES:
+                continue
+            w = row_window(self.storage, u.location, u.size, predicate, self.rs.logical, judged)
+            # the rows decoded run from the window's first row group's start (pyarrow cannot
+            # skip rows): a window ending a one-row-group file saves nothing
+            if w is not None and (w.stop - w.first_row) * 4 <= w.num_rows * 3:
+                out[u.location] = (u, w)
+        return out
 
     def _all_rows_match(self, units: Sequence[ScanUnit], predicate: Any) -> list[bool]:
         """Per unit: is ``predicate`` TRUE for every row? Planning decides it (``all_rows_match``:

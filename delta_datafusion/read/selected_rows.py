@@ -25,6 +25,7 @@ from ..scan_unit import CHANGE_TYPE, ScanUnit
 from ..schema import relabel
 from ..storage import Storage
 from .file_checks import FileChecks
+from .page_windows import RowWindow
 from .read_errors import ReadErrors
 
 
@@ -38,9 +39,13 @@ class SelectedRows:
         self.checks = checks
         self.errors = errors
 
-    def read(self, unit, columns, row_filter, filter_columns, out_schema, bs) -> Iterator[pa.RecordBatch]:
+    def read(
+        self, unit, columns, row_filter, filter_columns, out_schema, bs, window: RowWindow | None = None
+    ) -> Iterator[pa.RecordBatch]:
         """One unit's rows: kept by its row selection, then ``row_filter`` (over ``columns`` and
-        ``filter_columns``, logical names), as batches of ``out_schema`` of at most ``bs`` rows."""
+        ``filter_columns``, logical names), as batches of ``out_schema`` of at most ``bs`` rows.
+        ``window``: only its rows can pass the filter; the read stops at its end (pages after it
+        are not decoded) and drops the rows before it."""
         drop = self._bitmap(unit.drop_rows, unit)
         only = self._bitmap(unit.only_rows, unit)
         phys_names = self.rs.to_physical()
@@ -88,8 +93,25 @@ class SelectedRows:
                         self.checks.remember_clean(key, True)
                 present = set(file_schema.names)
                 read_cols = [phys_names[c] for c in needed if phys_names[c] in present]
-            start = 0
-            for raw in pf.iter_batches(batch_size=bs, columns=read_cols, use_threads=True):
+            start, stop, groups, size = 0, None, None, bs
+            if window is not None:
+                start, stop, groups = window.first_row, window.stop, window.groups
+                if not groups:
+                    return
+                # batches that end at the window's end: no page after it is decoded
+                k = -(-(stop - start) // bs)
+                size = -(-(stop - start) // k)
+            for raw in pf.iter_batches(
+                batch_size=size, row_groups=groups, columns=read_cols, use_threads=True
+            ):
+                if stop is not None:  # rows start.. of the file; the window's are kept
+                    skip = max(0, window.start - start)
+                    keep = min(raw.num_rows, stop - start) - skip
+                    if keep <= 0:  # before the window
+                        start += raw.num_rows
+                        continue
+                    raw = raw.slice(skip, keep)
+                    start += skip
                 if by_id is not None and raw.num_columns:
                     raw = pa.RecordBatch.from_arrays(
                         [relabel(raw.column(name), sources[name][1]) for name in raw.schema.names],
@@ -112,6 +134,8 @@ class SelectedRows:
                 # in the requested order (conform casts by position)
                 batch = batch.select(list(columns))
                 yield conform(batch, out_schema)
+                if stop is not None and start >= stop:
+                    break  # before the reader decodes the next batch
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
             raise self.errors.read_error([unit], e) from e
 
