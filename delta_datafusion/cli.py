@@ -30,8 +30,9 @@ def _format(table, max_rows: int = 20) -> str:
     cols = table.column_names
     if not cols:  # DDL; slicing a table without columns reports rows it does not have
         return f"({_rows(table.num_rows)})"
-    rows = table.slice(0, max_rows).to_pylist()
-    cells = [["NULL" if r[c] is None else str(r[c]) for c in cols] for r in rows]
+    shown = table.slice(0, max_rows)
+    columns = [_values(shown.column(i)) for i in range(shown.num_columns)]
+    cells = [["NULL" if v is None else str(v) for v in row] for row in zip(*columns, strict=True)]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
     line = " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
     sep = "-+-".join("-" * w for w in widths)
@@ -39,6 +40,34 @@ def _format(table, max_rows: int = 20) -> str:
     hidden = table.num_rows - max_rows
     more = [f"... {hidden} more {_rows(hidden, count=False)}"] if hidden > 0 else []
     return "\n".join([line, sep, *body, *more, f"({_rows(table.num_rows)})"])
+
+
+def _values(column: Any) -> list[Any]:
+    """A column's values as Python shows them, or as Arrow writes them where Python has no value
+    for them (nanosecond times such as ``now()``'s, dates beyond the year 9999 that a table may
+    hold: ``to_pylist`` fails on those)."""
+    try:
+        return column.to_pylist()
+    except (ValueError, OverflowError):
+        return column.cast(_as_text(column.type)).to_pylist()
+
+
+def _as_text(t: Any) -> Any:
+    """``t`` with its dates, times, timestamps and durations as strings, nested ones too."""
+    import pyarrow as pa
+
+    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t):
+        return pa.string()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_as_text(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        item = t.value_field.with_type(_as_text(t.value_type))
+        return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(_as_text(t.key_type)), t.item_field.with_type(_as_text(t.item_type))
+        )
+    return t
 
 
 def _rows(n: int, count: bool = True) -> str:

@@ -1098,3 +1098,22 @@ def test_a_missing_table_on_a_store_is_named_by_its_url():
     # 'bucket/t is not a Delta table' does not say which store was asked
     with pytest.raises(dd.TableNotFoundError, match=r"^memory:///no/such/table is not a Delta table"):
         DeltaTable("memory://no/such/table").snapshot()
+
+
+def test_cli_shows_values_python_cannot_hold(tmp_path, capsys):
+    """Nanosecond times (``now()``) and dates beyond the year 9999 (a Delta table may hold them)
+    have no Python value: the CLI failed with pyarrow's ValueError / OverflowError instead of
+    printing them."""
+    from deltalake import write_deltalake
+
+    assert cli.main(["sql", "SELECT CAST('2024-01-02 03:04:05.123456789' AS TIMESTAMP) AS ts"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].strip() == "2024-01-02 03:04:05.123456789"
+    far = pa.table({"id": pa.array([1, 2], pa.int64()), "d": pa.array([0, 3_000_000], pa.date32())})
+    write_deltalake(tmp_path / "far", far)
+    query = "SELECT id, d FROM t ORDER BY id"
+    assert cli.main(["sql", query, "--table", f"t={tmp_path / 'far'}"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split()[2] for line in out[2:4]] == ["1970-01-01", "10183-09-21"]
+    # other columns keep Python's rendering
+    assert cli.main(["sql", "SELECT TIMESTAMP '2024-01-02 03:04:05' AS ts, now() IS NOT NULL AS b"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split(" | ") == ["2024-01-02 03:04:05", "True"]
