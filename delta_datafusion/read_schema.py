@@ -16,6 +16,7 @@ from functools import cached_property
 import pyarrow as pa
 
 from .errors import DeltaError
+from .lru import LruCache
 from .schema import VARIANT_TYPE, is_supported_type_change, relabel
 
 
@@ -469,10 +470,77 @@ def same_shape(a: pa.DataType, b: pa.DataType) -> bool:
 
 
 def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """Cast to exactly the output schema (DataFusion does not check batch types)."""
+    """Cast to exactly the output schema (DataFusion does not check batch types), every struct's
+    NULLs in its fields too (see :func:`with_struct_nulls`)."""
     if len(schema) == 0:
         return batch.select([])
+    nested = _struct_columns(schema)
     if batch.schema == schema:
-        return batch
-    arrays = [cast_column(batch.column(i), f.type) for i, f in enumerate(schema)]
+        if not nested:
+            return batch
+        arrays = batch.columns
+    else:
+        arrays = [cast_column(batch.column(i), f.type) for i, f in enumerate(schema)]
+    for i in nested:
+        arrays[i] = with_struct_nulls(arrays[i])
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+#: output schemas -> their columns holding structs, by identity (a read passes one schema object
+#: for all its batches; hashing a schema costs ~1 us a field)
+_STRUCT_COLUMNS: LruCache[tuple[pa.Schema, tuple[int, ...]]] = LruCache(64)
+
+
+def _struct_columns(schema: pa.Schema) -> tuple[int, ...]:
+    """The positions of ``schema``'s columns whose type holds a struct (through lists and maps)."""
+    found = _STRUCT_COLUMNS.get_or_make(
+        id(schema),
+        lambda: (schema, tuple(i for i, t in enumerate(schema.types) if _holds_struct(t))),
+        lambda hit: hit[0] is schema,
+    )
+    return found[1]
+
+
+def _holds_struct(t: pa.DataType) -> bool:
+    if pa.types.is_struct(t):
+        return True
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_struct(t.value_type)
+    if pa.types.is_map(t):
+        return _holds_struct(t.key_type) or _holds_struct(t.item_type)
+    return False
+
+
+def with_struct_nulls(arr: pa.Array) -> pa.Array:
+    """``arr`` with each NULL struct's fields NULL too, through lists and maps (``arr`` itself
+    when nothing changes). Arrow leaves a field's values under a NULL struct undefined, and
+    parquet readers fill a required field's with values (0), while DataFusion 55 reads a field
+    (``s['a']``, ``l[2]['a']``) by the field's own validity only: ``s['a'] = 0`` matched rows
+    where ``s`` is NULL."""
+    t = arr.type
+    if pa.types.is_struct(t) and t.num_fields:
+        kids = arr.flatten() if arr.null_count else [arr.field(i) for i in range(t.num_fields)]
+        fixed = [with_struct_nulls(k) for k in kids]
+        if not arr.null_count and all(f is k for f, k in zip(fixed, kids, strict=True)):
+            return arr
+        mask = arr.is_null() if arr.null_count else None
+        return pa.StructArray.from_arrays(fixed, fields=list(t), mask=mask)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        values = arr.values
+        fixed = with_struct_nulls(values)
+        if fixed is values:
+            return arr
+        if arr.offset and arr.null_count:  # pyarrow takes no validity with sliced offsets
+            return with_struct_nulls(pa.concat_arrays([arr]))
+        cls = pa.LargeListArray if pa.types.is_large_list(t) else pa.ListArray
+        return cls.from_arrays(arr.offsets, fixed, type=t, mask=arr.is_null() if arr.null_count else None)
+    if pa.types.is_map(t):
+        keys, items = arr.keys, arr.items
+        fixed_keys, fixed_items = with_struct_nulls(keys), with_struct_nulls(items)
+        if fixed_keys is keys and fixed_items is items:
+            return arr
+        if arr.offset and arr.null_count:  # as for lists
+            return with_struct_nulls(pa.concat_arrays([arr]))
+        mask = arr.is_null() if arr.null_count else None
+        return pa.MapArray.from_arrays(arr.offsets, fixed_keys, fixed_items, type=t, mask=mask)
+    return arr
