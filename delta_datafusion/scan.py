@@ -8,6 +8,7 @@ scans and change scans.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -167,7 +168,27 @@ def check_evaluable(pred: Any, schema: pa.Schema) -> None:
     except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise P.PredicateError(
             f"predicate {pred} cannot be evaluated on the table's column types: {str(e).splitlines()[0]}"
+            + _nested_hint(schema, str(e))
         ) from e
+
+
+def _nested_hint(schema: pa.Schema, error: str) -> str:
+    """How to compare a list, struct or map column (whose type pyarrow's ``error`` names) in SQL:
+    DataFusion hands a comparison of the column itself to the scan as done (``l = [3]``), and
+    pyarrow has no kernel for it; one of an expression of it (``coalesce(l, l)``, the same values)
+    DataFusion evaluates itself."""
+    nested = (pa.types.is_list, pa.types.is_large_list, pa.types.is_struct, pa.types.is_map)
+    name = next(
+        (f.name for f in schema if any(kind(f.type) for kind in nested) and str(f.type) in error), None
+    )
+    if name is None:
+        return ""
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name):  # as SQL has to spell it
+        name = '"' + name.replace('"', '""') + '"'
+    return (
+        f" (pyarrow compares no lists, structs or maps; in SQL, write coalesce({name}, {name}) = ... "
+        "to have DataFusion compare them)"
+    )
 
 
 def _sample_values(t: pa.DataType) -> pa.Array:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import uuid
@@ -943,3 +944,41 @@ def test_reading_a_datasets_schema_runs_no_python_code(tmp_path: Path) -> None:
         sys.setprofile(None)
     assert not {"schema", "_probing_schema"} & set(calls), calls
     assert ctx.sql("SELECT sum(id) AS s FROM t").to_pylist() == [{"s": 3}]
+
+
+def test_nested_comparison_error_says_how_to_write_it(tmp_path):
+    """`l = [3]`, `s = named_struct(...)`, `m = map(...)` are valid SQL, but DataFusion hands
+    them to the scan as done and pyarrow compares no lists, structs or maps: the PredicateError
+    only named pyarrow's missing kernel. It now says the form DataFusion evaluates itself, and that
+    form reads the rows a plain DataFusion table gives."""
+    import deltalake
+    import pyarrow as pa
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+    from delta_datafusion.errors import PredicateError
+
+    path = str(tmp_path / "t")
+    inner = pa.struct([("x", pa.int64())])
+    deltalake.write_deltalake(
+        path,
+        pa.table(
+            {
+                "id": [1, 2, 3],
+                "l": pa.array([[3], [4, 5], None], pa.list_(pa.int64())),
+                "My S": pa.array([{"x": 1}, None, {"x": 2}], inner),
+            }
+        ),
+    )
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", path)
+    for column, value, ids in (("l", "[3]", [1]), ('"My S"', "named_struct('x', 2)", [3])):
+        with pytest.raises(Exception) as info:
+            ctx.sql(f"SELECT id FROM t WHERE {column} = {value}").collect()
+        err = dd.from_datafusion(info.value)
+        assert isinstance(err, PredicateError)
+        assert f"coalesce({column}, {column}) = ..." in str(err)
+        rows = ctx.sql(f"SELECT id FROM t WHERE coalesce({column}, {column}) = {value}").to_pylist()
+        assert sorted(r["id"] for r in rows) == ids
+        with pytest.raises(PredicateError, match=re.escape(f"coalesce({column}, {column})")):
+            dd.DeltaTable(path).snapshot().scan(predicate=f"{column} = {value}")
