@@ -10,6 +10,7 @@ import datetime as dt
 import gc
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -1248,3 +1249,23 @@ def test_a_missing_key_file_is_not_a_missing_table(tmp_path: Path):
     with pytest.raises(DeltaError, match="missing.key") as info:
         dd.DeltaTable("ddkeyfile://t", {"key_file": str(key)}).snapshot()
     assert not isinstance(info.value, TableNotFoundError), info.value
+
+
+@pytest.mark.parametrize(
+    ("location", "reason"),
+    [
+        ("file:///tmp/a#b/t", "a file URI cannot have a '#' fragment"),
+        ("file:rel/t", "a file URI needs an absolute path"),
+        ("bogus://x/t", "Protocol not known: bogus"),
+    ],
+)
+def test_table_changes_of_a_location_it_cannot_open_says_why(location: str, reason: str):
+    """A location the package cannot open (a malformed file URI, a store fsspec does not know or
+    whose package is missing) was reported as "not a table of this session and no such path
+    exists", while register_table and DeltaTable named the reason."""
+    with pytest.raises(DeltaError, match=re.escape(reason)):
+        dd.DeltaTable(location).changes(0)
+    with pytest.raises(Exception) as info:
+        _session().sql(f"SELECT count(*) FROM table_changes('{location}', 0)").collect()
+    err = from_datafusion(info.value)
+    assert isinstance(err, TableNotFoundError) and reason in str(err), str(err)

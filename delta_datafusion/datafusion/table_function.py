@@ -403,13 +403,17 @@ def _resolve_table(
         return DeltaTable.from_storage(found.storage), False, found.commits
     try:
         return DeltaTable(arg.path), True, ()
-    except ArgumentError:
-        raise  # a location whose storage options (or environment) name another store
-    except DeltaError:
-        raise _no_such_table(session, arg) from None
+    except (ArgumentError, StorageError):
+        raise  # a location whose options (or environment) name another store; a store failing
+    except DeltaError as e:  # a location it cannot open: a malformed URI, a store it lacks a package for
+        raise _no_such_table(session, arg, e) from e
 
 
-def _no_such_table(session: SessionContext, arg: _TableArgument) -> TableNotFoundError:
+def _no_such_table(
+    session: SessionContext, arg: _TableArgument, unopened: DeltaError | None = None
+) -> TableNotFoundError:
+    """``unopened``: why the argument, taken as a location, could not be opened (else: it was
+    opened, and nothing is there)."""
     if any(_delta_table_named(session, ref) is not False for ref in _references(arg)):
         # not there when looked up, there now: registered again on another thread meanwhile
         # (register_table drops the name and adds it back), as a plain query can see it
@@ -418,8 +422,9 @@ def _no_such_table(session: SessionContext, arg: _TableArgument) -> TableNotFoun
             "query planned: run the query again"
         )
     what = "table name" if arg.readings is not None else "table name or location"
+    where = "no such path exists" if unopened is None else f"as a location it cannot be opened: {unopened}"
     return TableNotFoundError(
-        f"table_changes: {arg.shown!r} is not a table of this session and no such path exists "
+        f"table_changes: {arg.shown!r} is not a table of this session and {where} "
         f"(a {what}; Delta tables registered in this session: {_registered_names(session)})"
         + _other_case_hint(session, arg)
     )
