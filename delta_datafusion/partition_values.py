@@ -5,12 +5,14 @@ Vectorized per partition column with Arrow casts. Empty strings and JSON nulls a
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arrays import as_array
-from .errors import LogCorruptError
+from .errors import LogCorruptError, UnsupportedFeatureError
 
 
 def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray:
@@ -54,14 +56,51 @@ def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:
     raw = raw.cast(pa.string()) if raw.type != pa.string() else raw
     raw = pc.if_else(pc.equal(raw, ""), pa.scalar(None, pa.string()), raw)
     try:
-        return _parse(raw, target)
+        parsed = _parse(raw, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         bad = _first_unparseable(raw, target)
-        error = LogCorruptError(
-            f"partition column {column!r}: value {bad!r} cannot be read as {target}: {str(e).splitlines()[0]}"
-        )
-        error.unparseable = bad  # for the caller to find the file that holds it
+        error: LogCorruptError | UnsupportedFeatureError
+        if bad is not None and _far_year(bad, target):
+            error = _beyond_python(column, bad, target)
+        else:
+            error = LogCorruptError(
+                f"partition column {column!r}: value {bad!r} cannot be read as {target}: {str(e).splitlines()[0]}"
+            )
+        error.unparseable = bad  # type: ignore[union-attr]  # for the caller to find the file that holds it
         raise error from e
+    if pa.types.is_date32(target) or pa.types.is_timestamp(target):
+        # four-digit years parse from 0000 on; scan units hold values as Python's, from year 1
+        first = pa.array([_YEAR_ONE], pa.int64()).cast(pa.timestamp("us")).cast(target)[0]
+        early = pc.fill_null(pc.less(parsed, first), False)
+        if pc.any(early).as_py():
+            bad = raw[pc.index(early, True).as_py()].as_py()
+            error = _beyond_python(column, bad, target)
+            error.unparseable = bad  # type: ignore[attr-defined]
+            raise error
+    return parsed
+
+
+#: 0001-01-01T00:00:00 in microseconds since the epoch: the first instant Python's dates hold
+_YEAR_ONE = -62_135_596_800_000_000
+
+
+def _beyond_python(column: str, value: str, target: pa.DataType) -> UnsupportedFeatureError:
+    return UnsupportedFeatureError(
+        f"partition column {column!r}: value {value!r} is a {target} beyond the years 1..9999, "
+        "which this reader cannot hold partition values in"
+    )
+
+
+#: Dates and times beyond the years 0000..9999 as Spark and deltalake write them, with a sign or
+#: more digits ("+10183-09-21", "-0221-09-04 19:33:20"): valid, but not Python dates
+_FAR_DATE = re.compile(r"[+-]\d{4,}-\d{2}-\d{2}|\d{5,}-\d{2}-\d{2}")
+_FAR_TIME = re.compile(r"([+-]\d{4,}|\d{5,})-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z?")
+
+
+def _far_year(value: str, target: pa.DataType) -> bool:
+    if pa.types.is_date(target):
+        return _FAR_DATE.fullmatch(value) is not None
+    return pa.types.is_timestamp(target) and _FAR_TIME.fullmatch(value) is not None
 
 
 _OFFSET = r"[+-]\d{2}:?\d{2}$"
@@ -142,7 +181,7 @@ def typed_partition_values(
             col = col.combine_chunks()
         try:
             children.append(parse_column(col, f.type, f.name))
-        except LogCorruptError as e:
+        except (LogCorruptError, UnsupportedFeatureError) as e:
             bad = getattr(e, "unparseable", None)
             e.row = None if bad is None else pc.index(col, pa.scalar(bad, col.type)).as_py()
             raise
@@ -164,12 +203,12 @@ def typed_partition_column(
         return typed_partition_values(
             as_array(raw.column("partitionValues")) if n else None, physical, logical_fields, n
         )
-    except LogCorruptError as e:
+    except (LogCorruptError, UnsupportedFeatureError) as e:
         row = getattr(e, "row", None)
         if row is None or row < 0 or "path" not in raw.column_names:
-            raise LogCorruptError(f"{where}: {e}") from e
+            raise type(e)(f"{where}: {e}") from e
         action = (
             raw.slice(row, 1).select([c for c in ("path", "version") if c in raw.column_names]).to_pylist()[0]
         )
         at = f" of version {action['version']}" if "version" in action else ""
-        raise LogCorruptError(f"{where}: {e} (data file {action['path']}{at})") from e
+        raise type(e)(f"{where}: {e} (data file {action['path']}{at})") from e

@@ -151,3 +151,39 @@ def test_bounds_converted_together_are_each_their_own_arrays(tmp_path) -> None:
     assert compact.field("maxValues").field("d3").null_count == 3  # beyond decimal(38, 10): unknown
     pickled, pickled_compact = len(pickle.dumps(stats)), len(pickle.dumps(compact))
     assert pickled < 1.2 * pickled_compact
+
+
+def _one_partition_day(path: str, column: str, day: int) -> None:
+    """A table of one row partitioned by ``column``, a date (``d``) or timestamp (``ts``) on
+    ``day`` (days since the epoch)."""
+    if column == "d":
+        value = pa.array([day], pa.int32()).view(pa.date32())
+    else:
+        value = pa.array([day * 86_400_000_000], pa.int64()).view(pa.timestamp("us", "UTC"))
+    write_deltalake(path, pa.table({"id": pa.array([0], pa.int64()), column: value}), partition_by=[column])
+
+
+@pytest.mark.parametrize("column", ["d", "ts"])
+@pytest.mark.parametrize(
+    ("day", "shown"), [(3_000_000, r"\+10183-09-21"), (-800_000, "-0221-09-04"), (-719_528, "0000-01-01")]
+)
+def test_partition_dates_and_times_beyond_python_years(tmp_path, column: str, day: int, shown: str) -> None:
+    """deltalake (like Spark) writes partition values of years beyond 9999 or before 0000 with a
+    sign or more digits (``+10183-09-21``, ``-0221-09-04``): valid Delta values, which such a
+    table was refused as a corrupt log for ("cannot be read as date32"); year 0000 failed with
+    Python's OverflowError. Both are refused as unsupported, naming the value and its file (scan
+    units hold partition values as Python dates)."""
+    path = str(tmp_path / column)
+    _one_partition_day(path, column, day)
+    with pytest.raises(
+        dd.UnsupportedFeatureError, match=f"value '{shown}.*beyond the years 1\\.\\.9999.*data file"
+    ):
+        dd.DeltaTable(path).snapshot().files()
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", path)
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT * FROM t").collect()
+    assert isinstance(dd.from_datafusion(info.value), dd.UnsupportedFeatureError)
+    _one_partition_day(str(tmp_path / "first"), column, -719_162)  # 0001-01-01 reads
+    assert dd.DeltaTable(str(tmp_path / "first")).snapshot().scan().to_table().num_rows == 1
