@@ -306,10 +306,32 @@ def latest_domains(tables: Sequence[pa.Array]) -> dict[str, str]:
     return {k: v for k, v in seen.items() if v is not None}
 
 
-def with_keys(storage: Storage, table: pa.Table) -> pa.Table:
-    """Add ``location`` (resolved, decoded path) and ``key`` columns to a flat file-action table."""
+def with_locations(storage: Storage, table: pa.Table) -> pa.Table:
+    """Decode the paths of a flat file-action table and add ``location`` (resolved, decoded path)."""
     decoded = decode_paths(table.column("path"))
     loc = resolve_paths(storage, decoded)
     table = table.set_column(table.schema.get_field_index("path"), "path", decoded)
-    table = table.append_column("location", loc)
+    return table.append_column("location", loc)
+
+
+def with_keys(storage: Storage, table: pa.Table) -> pa.Table:
+    """Add ``location`` (resolved, decoded path) and ``key`` columns to a flat file-action table."""
+    table = with_locations(storage, table)
+    loc = as_array(table.column("location"))
     return table.append_column("key", file_keys(loc, as_array(table.column("deletionVector"))))
+
+
+def touched_files(locations: pa.Array, dv: pa.Array, commit_keys: pa.Array) -> pa.Array:
+    """Which files' keys are among ``commit_keys``: ``is_in(file_keys(locations, dv), commit_keys)``
+    with the joined key built only for the files that have a deletion vector. A file without one
+    is keyed by its location alone, and a checkpoint leaf's adds mostly have none (125k adds, a
+    tenth with a DV: keys for all of them took ~20 ms, a string copy of every location)."""
+    with_dv = len(dv) - dv.null_count
+    if with_dv == 0:
+        return pc.is_in(locations, value_set=commit_keys)
+    if with_dv == len(dv):
+        return pc.is_in(file_keys(locations, dv), value_set=commit_keys)
+    has_dv = dv.is_valid()
+    keyed = file_keys(locations.filter(has_dv), dv.filter(has_dv))
+    plain = pc.is_in(locations, value_set=commit_keys)
+    return pc.replace_with_mask(plain, has_dv, pc.is_in(keyed, value_set=commit_keys))

@@ -53,6 +53,7 @@ from .protocol import Metadata, Protocol, require_metadata
 from .replay import (
     RAW_ADD_FIELDS,
     child,
+    file_keys,
     flatten_file_actions,
     latest_domains,
     latest_txns,
@@ -60,6 +61,7 @@ from .replay import (
     surviving_checkpoint_adds,
     valid_rows,
     with_keys,
+    with_locations,
 )
 from .stats import typed_stats
 from .storage import Storage
@@ -227,12 +229,20 @@ class TableVersionView:
     def leaf_adds(self, table: pa.Table, commit_keys: pa.Array | None) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
         commit after the checkpoint touched."""
+        flat = self.located_leaf_adds(table)
+        loc, dv = as_array(flat.column("location")), as_array(flat.column("deletionVector"))
+        flat = flat.append_column("key", file_keys(loc, dv))
+        return flat if commit_keys is None else surviving_checkpoint_adds(flat, commit_keys)
+
+    def located_leaf_adds(self, table: pa.Table) -> pa.Table:
+        """Every flat add of one checkpoint leaf (or manifest) table, with its ``location`` and
+        the checkpoint's version; no ``key`` (see :func:`~.replay.touched_files`)."""
         phys = self.metadata.physical_partition_columns()
         if "add" in table.column_names:
             adds = table.column("add")
         else:  # a part without adds (Spark writes multi-part checkpoints whose parts lack the column)
             adds = pa.array([], file_action_types(partition_values_type(phys))["add"])
-        flat = with_keys(
+        flat = with_locations(
             self.storage,
             flatten_file_actions(
                 adds,
@@ -240,10 +250,9 @@ class TableVersionView:
                 where=f"checkpoint {self.checkpoint_version} of {self.storage.root_uri}",
             ),
         )
-        flat = flat.append_column(
+        return flat.append_column(
             "version", pa.nulls(flat.num_rows, pa.int64()).fill_null(self.checkpoint_version)
         )
-        return flat if commit_keys is None else surviving_checkpoint_adds(flat, commit_keys)
 
     def to_scan_files(
         self,

@@ -1010,6 +1010,75 @@ def test_run_parallel_threads(generated, name):
     assert_same_files(concat_files(out), expected, f"{name} explicit thread pool")
 
 
+def test_leaf_adds_typed_before_the_touched_are_dropped(tmp_path, monkeypatch):
+    """A worker types every add of a leaf the commits touched little and drops the touched ones
+    from the typed table (dropping them from the raw adds first copied every stats string). A
+    file a later commit removed may not fit the current schema (here a partition column retyped
+    after its 'abc' file was deleted): typing every add fails, and the survivors alone are typed."""
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    path = tmp_path / "t"
+    rows = pa.table({"p": [str(i) for i in range(1, 10)] + ["abc"], "x": pa.array(range(10), pa.int64())})
+    write_deltalake(str(path), rows, partition_by=["p"])
+    DLTable(str(path)).create_checkpoint()
+    DLTable(str(path)).delete("p = 'abc'")
+    log = path / "_delta_log"
+    first = (log / "00000000000000000000.json").read_text().splitlines()
+    md = next(json.loads(line)["metaData"] for line in first if '"metaData"' in line)
+    schema = json.loads(md["schemaString"])
+    for field in schema["fields"]:
+        if field["name"] == "p":
+            field["type"] = "integer"
+    md["schemaString"] = json.dumps(schema)
+    (log / "00000000000000000002.json").write_text(json.dumps({"metaData": md}) + "\n")
+    typed_rows: list[int] = []
+    real = par_state._StateTable.to_scan_files
+
+    def spy(self, raw, *args, **kwargs):
+        typed_rows.append(raw.num_rows)
+        return real(self, raw, *args, **kwargs)
+
+    monkeypatch.setattr(par_state._StateTable, "to_scan_files", spy)
+    expected = reference_files(str(path))
+    assert sorted(v["p"] for v in expected.column("partition_values").to_pylist()) == list(range(1, 10))
+    batches, after = sequential(str(path))
+    assert isinstance(after, Parallel) and len(after.files) == 1
+    got = run_split(batches, after, lambda files, state: [files])
+    assert typed_rows == [10, 9]  # every add first (failed on 'abc'), then the survivors
+    assert_same_files(got, expected)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["/t/a", "/t/b", "/t/c d", "/t/e"]), st.sampled_from([None, "u", "i"])),
+        max_size=12,
+    ),
+    st.sets(st.integers(0, 11), max_size=6),
+)
+def test_touched_files_are_the_keys_in_the_commit_keys(files, picked):
+    """``touched_files`` builds a joined key only for files with a deletion vector, and says what
+    ``is_in(file_keys(...))`` says for every mix of files with and without one."""
+    from delta_datafusion.log.actions import DV_TYPE
+    from delta_datafusion.replay import file_keys, touched_files
+
+    locations = pa.array([loc for loc, _ in files], pa.string())
+    dv = pa.array(
+        [
+            None if kind is None else {"storageType": kind, "pathOrInlineDv": "x", "offset": 1}
+            for _, kind in files
+        ],
+        DV_TYPE,
+    )
+    keys = file_keys(locations, dv)
+    commit_keys = pa.array(
+        [keys[i].as_py() for i in sorted(picked) if i < len(keys)] + ["/t/e", "/t/a\x00ux@1"], pa.string()
+    )
+    expected = pc.is_in(keys, value_set=commit_keys)
+    assert touched_files(locations, dv, commit_keys).equals(expected)
+
+
 def test_worker_count_checked_before_any_work(generated):
     """``workers=0`` (or a non-integer) is refused by name by every driver, before the sequential
     phase reads anything (Dask's driver split the leaves into 0 groups and failed on "parts", the

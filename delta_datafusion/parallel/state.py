@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import as_array
 from ..errors import DeltaError, ParallelStateError
 from ..log.actions import checkpoint_read_errors, file_action_types, partition_values_type
 from ..log.checkpoint import LEAF_WHAT, LeafFile, read_leaf
 from ..log.segment import checkpoint_file_version
 from ..protocol import Metadata, Protocol
-from ..replay import flatten_file_actions, with_keys
+from ..replay import flatten_file_actions, touched_files, with_keys
 from ..scan import Scan, ScanMetadata
 from ..snapshot import TableVersionView, project_raw
 from ..storage import Storage
@@ -292,9 +293,33 @@ class ParallelState:
         if "metaData" in table.column_names:
             self._check_same_table(table.column("metaData"), leaf)
             table = table.drop_columns(["metaData"])
-        raw = project_raw(self._table.leaf_adds(table, self.seen_keys))
-        files = self._typed(raw)
+        files = self._surviving_typed(self._table.located_leaf_adds(table))
         return self.scan.pruned_metadata(files, leaf=leaf.describe())
+
+    def _surviving_typed(self, flat: pa.Table) -> pa.Table:
+        """The typed files of a leaf's flat adds that no commit touched.
+
+        A worker needs no raw adds afterwards (a snapshot keeps them for planning), so when the
+        commits touched few of them (an eighth at most) every add is typed and the touched rows
+        are dropped from the typed table: dropping them from the raw adds first copies every
+        stats string (1M adds in 8 sidecars, ~360 touched per sidecar: ~20 ms of a sidecar's
+        ~230 ms CPU)."""
+        raw = project_raw(flat)
+        if raw.num_rows == 0 or len(self.seen_keys) == 0:
+            return self._typed(raw)
+        loc, dv = as_array(flat.column("location")), as_array(flat.column("deletionVector"))
+        touched = touched_files(loc, dv, self.seen_keys)
+        if touched.true_count == 0:
+            return self._typed(raw)
+        keep = pc.invert(touched)
+        if touched.true_count * 8 <= raw.num_rows:
+            try:
+                return self._typed(raw).filter(keep)
+            except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
+                # a file a later commit removed may not fit the current schema (a column's type
+                # changed by an overwrite): type only the survivors
+                pass
+        return self._typed(raw.filter(keep))
 
     def _typed(self, raw: pa.Table) -> pa.Table:
         if raw.num_rows == 0:
