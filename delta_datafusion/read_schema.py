@@ -298,7 +298,7 @@ def make_read_schema(
     """Logical/physical schemas for reading; partition and constant columns keep logical names,
     unless a partition column's name is a stored column's physical name (column mapping renames
     can make it so: data column b stored as ``a`` next to partition column a). Then it is read
-    under a name no file column has (pyarrow fills it from the fragment guarantee)."""
+    under a name no file column has (filled from the unit's values)."""
     parts = set(partition_columns)
     stored = {pf.name for lf, pf in zip(logical, physical, strict=True) if lf.name not in parts}
     phys_fields = []

@@ -8,8 +8,9 @@ Everything else is read by one of two paths, both yielding batches cast exactly 
 output schema:
 
 - fast path (files without row selection): one pyarrow dataset scan over a group of files, with
-  partition values and constant columns given as fragment guarantees (pyarrow fills them) and
-  the SQL-exact row filter pushed into pyarrow (row-group pruning included);
+  the SQL-exact row filter pushed into pyarrow (row-group pruning included; a filter reads
+  partition values and constants from fragment guarantees), and partition values and constant
+  columns added to each batch as slices of one array per value;
 - row-selection path (deletion vectors, change-feed DV diffs): each file read in order, rows
   masked by position, then the filter and projection applied.
 
@@ -21,6 +22,8 @@ Modules, by job:
 
 * ``reader``: :class:`UnitReader`, which chooses each unit's path, and the fast path;
 * ``known_rows``: rows known from the log, and when the log's figures are trusted;
+* ``constants``: the columns the fast path's batches take from their unit (partition values,
+  change-feed constants);
 * ``nan_filters``: which filter conjuncts pyarrow's row-group skipping may see (float statistics
   leave NaN out);
 * ``selected_rows``: the row-selection path, and a file batch turned into logical columns;

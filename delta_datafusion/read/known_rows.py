@@ -32,7 +32,7 @@ def constant_batches(
     rows: dict[tuple, tuple[tuple, int]] = {}
     for u, n in counted:
         values = tuple(u.partition_values[c] if c in u.partition_values else u.constants[c] for c in columns)
-        key = tuple(_value_key(v) for v in values)
+        key = tuple(value_key(v) for v in values)
         rows[key] = (values, rows[key][1] + n if key in rows else n)
     return value_batches(rows.values(), schema, batch_size)
 
@@ -105,7 +105,7 @@ def known_file_rows(
     if not columns:
         return [((), int(pc.sum(rows).as_py()))], rest
     values = [pc.take(pc.struct_field(pv, c), counted) for c in columns]
-    # float values grouped by their bits: -0.0 and 0.0 are two values (see _value_key)
+    # float values grouped by their bits: -0.0 and 0.0 are two values (see value_key)
     keys = {f"k{j}": _bits(v) for j, v in enumerate(values)}
     table = pa.table({**keys, "n": rows, "i": pa.array(np.arange(len(counted)))})
     grouped = table.group_by(list(keys), use_threads=False).aggregate([("n", "sum"), ("i", "min")])
@@ -122,7 +122,7 @@ def _bits(values: pa.Array) -> pa.Array:
     return values
 
 
-def _value_key(value: Any) -> Any:
+def value_key(value: Any) -> Any:
     """``value`` as a key that keeps apart what ``==`` merges: the float partition values -0.0
     and 0.0 are two values (their rows must keep their own sign)."""
     return (value, math.copysign(1.0, value)) if isinstance(value, float) else value

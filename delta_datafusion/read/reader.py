@@ -1,7 +1,8 @@
 """The reader of scan units: :class:`UnitReader` chooses how each unit's rows are read (from the
 log, by the dataset path, by the row-selection path) and holds the dataset (fast) path: one
 pyarrow dataset scan over a group of files, partition values and constant columns given as
-fragment guarantees (pyarrow fills them), the SQL-exact row filter pushed into pyarrow."""
+fragment guarantees for the filter and added to the batches after the scan (read/constants.py),
+the SQL-exact row filter pushed into pyarrow."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from ..read_schema import ReadSchema, conform, same_storage
 from ..scan_unit import CHANGE_TYPE, FileUnits, ScanUnit
 from ..storage import Storage
 from .batches import MAX_BATCH_SIZE, MIN_BATCH_SIZE
+from .constants import ConstantColumns
 from .file_checks import FileChecks
 from .known_rows import constant_batches, constant_columns, known_file_rows, known_row_count, value_batches
 from .nan_filters import split_nan_sensitive
@@ -51,7 +53,7 @@ def _in_parts(units: Sequence[ScanUnit], columns: int) -> list[Sequence[ScanUnit
 
 
 def _guarantee(unit: ScanUnit, rs: ReadSchema) -> ds.Expression | None:
-    """Partition values and constants as a fragment guarantee (pyarrow fills these columns)."""
+    """Partition values and constants as a fragment guarantee (what a filter on them reads)."""
     expr = None
     values = dict(unit.partition_values)
     values.update(unit.constants)
@@ -64,6 +66,22 @@ def _guarantee(unit: ScanUnit, rs: ReadSchema) -> ds.Expression | None:
         term = field.is_null() if value is None else (field == pa.scalar(value, typ))
         expr = term if expr is None else expr & term
     return expr
+
+
+def _unit_of(
+    fragment: ds.Fragment, candidates: list[ScanUnit], guarantees: dict[int, ds.Expression | None]
+) -> ScanUnit:
+    """The unit a scanned fragment was made for, among the units of its file: the one whose
+    guarantee it carries (units of one file with the same guarantee give the same rows)."""
+    if len(candidates) == 1:
+        return candidates[0]
+    expr = fragment.partition_expression
+    for u in candidates:
+        mine = guarantees.get(id(u))
+        if mine is not None and expr.equals(mine):
+            return u
+    # none made (a unit without values): the one without a guarantee
+    return next((u for u in candidates if guarantees.get(id(u)) is None), candidates[0])
 
 
 def _not_read_whole(units: Sequence[ScanUnit], path: str | None) -> Sequence[ScanUnit]:
@@ -393,9 +411,26 @@ class UnitReader:
         an unfiltered read: at once, where their rows come)."""
         phys_names = self.rs.to_physical()
         fs = self.storage.arrow_fs
-        phys_cols = [phys_names[c] for c in columns]
-        # columns the post filter reads are scanned too, then dropped
-        scan_cols = list(dict.fromkeys(phys_cols + [phys_names[c] for c in post_columns]))
+        # Columns a unit gives the values of (partition values, change-feed constants) are added
+        # to each batch here (see read/constants.py), not filled by the scanner: only stored ones
+        # are scanned (the change type too when change-data files store it), and the columns the
+        # post filter reads, then dropped (the fragment guarantees fill those).
+        with_cdc = any(u.has_change_type_column for u in units)
+        stored_out = [c for c in columns if c in self.rs.file_columns or (c == CHANGE_TYPE and with_cdc)]
+        scan_cols = list(
+            dict.fromkeys([phys_names[c] for c in stored_out] + [phys_names[c] for c in post_columns])
+        )
+        out_fields = [self.rs.physical.field(self.rs.logical.get_field_index(c)) for c in columns]
+        valued = [c for c in columns if c not in self.rs.file_columns]
+        constants = ConstantColumns(columns, out_fields, scan_cols, valued)
+        # a filtered scan needs the units' values as fragment guarantees (pyarrow's filter and the
+        # post filter read them); an unfiltered one does not (~20 us a file), except to tell the
+        # units of one file apart (a change feed's add and later remove of it), see _unit_of
+        guaranteed = pfilter is not None or post is not None
+        units_at: dict[str, list[ScanUnit]] = {}
+        for u in units:
+            units_at.setdefault(u.location, []).append(u)
+        guarantees: dict[int, ds.Expression | None] = {}  # per unit, as its fragment is made
         # per file, the columns the scan reads from it, the pushed filter's included (partition
         # values and constants come from the log even where a file holds a copy)
         logical = list(dict.fromkeys(list(columns) + list(post_columns) + list(filter_columns)))
@@ -438,11 +473,14 @@ class UnitReader:
                     continue
                 # a part's fragments are made when the scan reaches it: a LIMIT met by the first
                 # file leaves the others' unmade (~3 us a file, ~30 us with partition values)
+                for u in part_units:
+                    if guaranteed or len(units_at[u.location]) > 1:
+                        guarantees[id(u)] = _guarantee(u, self.rs)
                 part = [
                     fmt.make_fragment(
                         u.location,
                         fs,
-                        partition_expression=_guarantee(u, self.rs),
+                        partition_expression=guarantees.get(id(u)),
                         row_groups=rest if stream and i == 0 else None,
                         file_size=u.size or None,
                     )
@@ -470,9 +508,8 @@ class UnitReader:
                     batch = tagged.record_batch
                     if post is not None:
                         batch = batch.filter(post)
-                        if len(scan_cols) != len(phys_cols):
-                            batch = batch.select(phys_cols)
-                    yield conform(batch, out_schema)
+                    unit = _unit_of(tagged.fragment, units_at[path], guarantees)
+                    yield conform(constants.complete(batch, unit), out_schema)
                 for frag in part:  # files that gave no rows were read as well (a filter on them)
                     if frag.path not in checked and self.checks.checked(
                         frag.path, frag.physical_schema, stored_cols[frag.path]
