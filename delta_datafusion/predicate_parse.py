@@ -50,6 +50,7 @@ from .predicate import (
     not_,
     or_,
 )
+from .predicate_numbers import exact_comparison_of, exact_in_values
 
 __all__ = ["bind_types", "from_pyarrow"]
 
@@ -91,7 +92,7 @@ def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
             right = _literal_for(left, right)
         elif isinstance(right, Column) and isinstance(left, Literal):
             left = _literal_for(right, left)
-        return Comparison(pred.op, left, right)
+        return exact_comparison_of(Comparison(pred.op, left, right))
     if isinstance(pred, And):
         return And(tuple(_bind_types(c, schema) for c in chain_operands(pred)))
     if isinstance(pred, Or):
@@ -106,7 +107,11 @@ def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
         if not pred.values:  # x IN () is FALSE and x NOT IN () TRUE, NULL x included
             return BoolLiteral(pred.negated)
         x = operand(pred.operand)
-        values = tuple(_literal_for(x, v) for v in pred.values) if isinstance(x, Column) else pred.values
+        if not isinstance(x, Column):
+            return In(x, pred.values, pred.negated)
+        values = exact_in_values(x, tuple(_literal_for(x, v) for v in pred.values))
+        if not values:  # no value of the column is in the list: FALSE (NOT IN: TRUE), NULL for NULL
+            return exact_comparison_of(Comparison("!=" if pred.negated else "=", x, pred.values[0]))
         return In(x, values, pred.negated)
     return pred
 
@@ -115,9 +120,9 @@ _EXACT = decimal.Context(prec=80)
 
 
 def _literal_for(column: Column, lit: Literal) -> Literal:
-    """A literal compared with ``column``, as its type where the comparison means the same and
-    pyarrow would refuse or widen it otherwise (see the two helpers)."""
-    return _zoned_literal(column, _decimal_literal(column, lit))
+    """A timestamp literal compared with ``column``, in its time zone (see :func:`_zoned_literal`);
+    numbers are put on an integer or decimal column's type by :mod:`.predicate_numbers`."""
+    return _zoned_literal(column, lit)
 
 
 def _zoned_literal(column: Column, lit: Literal) -> Literal:
@@ -135,18 +140,6 @@ def _zoned_literal(column: Column, lit: Literal) -> Literal:
     ):
         return lit
     return Literal(lit.value.cast(pa.timestamp(lit.type.unit, tz=t.tz)))
-
-
-def _decimal_literal(column: Column, lit: Literal) -> Literal:
-    """An integer literal compared with a decimal column, as that decimal type when exact (SQL
-    compares ``dec > 2`` numerically; pyarrow would widen both sides past its precision limit)."""
-    t = column.type
-    if t is None or not pa.types.is_decimal(t) or lit.is_null or not pa.types.is_integer(lit.type):
-        return lit
-    try:  # through Python's Decimal: pyarrow refuses int64 -> decimal(p < 21) by type, not value
-        return Literal(pa.scalar(decimal.Decimal(lit.value.as_py()), t))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, decimal.InvalidOperation, OverflowError):
-        return lit  # out of the column's range: left for the evaluability check to refuse
 
 
 def _resolve_path(schema: pa.Schema, path: Sequence[str]) -> pa.DataType:
