@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import unicodedata
 from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
@@ -32,14 +33,56 @@ def _format(table, max_rows: int = 20) -> str:
         return f"({_rows(table.num_rows)})"
     shown = table.slice(0, max_rows)
     columns = [_values(shown.column(i)) for i in range(shown.num_columns)]
-    cells = [["NULL" if v is None else str(v) for v in row] for row in zip(*columns, strict=True)]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
-    line = " | ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))
+    cells = [[_cell(v) for v in row] for row in zip(*columns, strict=True)]
+    names = [_printable(c) for c in cols]
+    widths = [max([_width(c)] + [_width(row[i]) for row in cells]) for i, c in enumerate(names)]
+    line = " | ".join(_pad(c, w) for c, w in zip(names, widths, strict=True))
     sep = "-+-".join("-" * w for w in widths)
-    body = [" | ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+    body = [" | ".join(_pad(v, w) for v, w in zip(row, widths, strict=True)) for row in cells]
     hidden = table.num_rows - max_rows
     more = [f"... {hidden} more {_rows(hidden, count=False)}"] if hidden > 0 else []
     return "\n".join([line, sep, *body, *more, f"({_rows(table.num_rows)})"])
+
+
+def _cell(v: Any) -> str:
+    """A value as one line of the table: NULL for a null, also inside a struct, list or map
+    (Python would show ``None``), and a line break or other control character in text escaped
+    (printed as is, it started a line that looked like another row)."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_printable(str(k))}: {_inner(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):  # a map's (key, value) pairs
+            return "{" + ", ".join(f"{_inner(k)}: {_inner(x)}" for k, x in v) + "}"
+        return "[" + ", ".join(_inner(x) for x in v) + "]"
+    return _printable(str(v))
+
+
+def _inner(v: Any) -> str:
+    """A value inside a nested one: text quoted, as Python shows it."""
+    return repr(v) if isinstance(v, str) else _cell(v)
+
+
+def _printable(text: str) -> str:
+    """``text`` with the characters a terminal does not show as one (line breaks, tabs, other
+    control and invisible characters) written as Python escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _width(text: str) -> int:
+    """Terminal columns of ``text``: East Asian wide characters take two, combining marks none."""
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text
+    )
+
+
+def _pad(text: str, width: int) -> str:
+    return text + " " * (width - _width(text))
 
 
 def _values(column: Any) -> list[Any]:

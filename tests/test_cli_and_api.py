@@ -1182,3 +1182,26 @@ def test_cli_shows_values_python_cannot_hold(tmp_path, capsys):
     # other columns keep Python's rendering
     assert cli.main(["sql", "SELECT TIMESTAMP '2024-01-02 03:04:05' AS ts, now() IS NOT NULL AS b"]) == 0
     assert capsys.readouterr().out.splitlines()[2].split(" | ") == ["2024-01-02 03:04:05", "True"]
+
+
+def test_cli_prints_each_row_on_one_line(capsys):
+    """A line break in a value started a line that looked like another row, a NULL inside a
+    struct, list or map printed as Python's ``None`` (a top-level one as NULL), and wide
+    characters pushed the columns after them out of line."""
+    query = (
+        "SELECT * FROM (VALUES ('new' || chr(10) || 'line', named_struct('x', CAST(NULL AS INT), 'y', 'q'), "
+        "make_array(1, NULL), map(['k'], [CAST(NULL AS INT)]), '日本', 1)) AS v(s, st, l, m, w, n)"
+    )
+    assert cli.main(["sql", query]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and lines[3] == "(1 row)"
+    assert [c.strip() for c in lines[2].split(" | ")] == [
+        "new\\nline",
+        "{x: NULL, y: 'q'}",
+        "[1, NULL]",
+        "{'k': NULL}",
+        "日本",
+        "1",
+    ]
+    # every column starts where its header does, on a terminal (日本 takes four columns)
+    assert lines[0].index("| n") == lines[2].index("| 1") + 2
