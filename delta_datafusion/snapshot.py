@@ -789,7 +789,8 @@ class Snapshot(TableVersionView):
     # -- scans -----------------------------------------------------------------------------
     def scan(self, columns: list[str] | None = None, predicate: Any = None) -> Scan:
         """A read of ``columns`` (all when None) of the rows matching ``predicate`` (SQL text, a
-        pyarrow expression or a package predicate): it prunes files, then filters rows exactly."""
+        pyarrow expression, read as DataFusion means it: NaN above every number, ``isin`` as SQL
+        ``IN``, or a package predicate): it prunes files, then filters rows exactly."""
         from .scan import Scan
 
         return Scan(self, columns=columns, predicate=predicate)

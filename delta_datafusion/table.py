@@ -68,7 +68,10 @@ class DeltaTable:
     def snapshot(
         self, version: int | None = None, timestamp: Any = None, listing: LogListing | None = None
     ) -> Snapshot:
-        """The table at ``version``, or as of ``timestamp`` (latest commit at or before it), or latest."""
+        """The table at ``version``, or as of ``timestamp`` (latest commit at or before it), or latest.
+
+        ``timestamp``: a datetime (naive means UTC), a date (its midnight UTC), an ISO-8601
+        string, a numpy datetime64 or an integer of epoch milliseconds."""
         if version is not None and timestamp is not None:
             raise ArgumentError("pass either version or timestamp, not both")
         if version is not None:
