@@ -1,6 +1,7 @@
 """The Python API's change scan (``DeltaTable.changes(...)``): a planned read of one range that
-hands out its change-scan metadata and its rows in commit order. The SQL function reads the same
-:class:`~.feed.ChangeFeed` through its own dataset; this is the object the Python API returns."""
+hands out its change-scan metadata and its rows (in commit order but for SQL predicates DataFusion
+applies in part). The SQL function reads the same :class:`~.feed.ChangeFeed` through its own
+dataset; this is the object the Python API returns."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ class ChangeScan:
     ``files()`` is the change-scan metadata (one row per file to read: kind, change type, commit
     version and timestamp, partition values, stats, and the row selection as deletion-vector
     descriptors ``only_rows`` / ``drop_rows``); ``to_reader()`` streams the rows as a
-    ``pyarrow.RecordBatchReader`` in commit order; ``to_table()`` collects them.
+    ``pyarrow.RecordBatchReader`` in commit order (in no particular order when DataFusion applies
+    a part of a SQL predicate: a function, ``LIKE``, a cast); ``to_table()`` collects them.
     """
 
     def __init__(self, feed: ChangeFeed, columns: Sequence[str] | None = None, predicate: Any = None):
