@@ -759,10 +759,20 @@ def _float_cmp_general(op: str, a: pc.Expression, b: pc.Expression) -> pc.Expres
     return lt_(b, a) | eq_(b, a)
 
 
+def _is_integer_column(x: Operand) -> bool:
+    return isinstance(x, Column) and x.type is not None and pa.types.is_integer(x.type)
+
+
 def _comparison_expr(p: Comparison, rename: Rename | None) -> pc.Expression:
     a, b = _operand_expr(p.left, rename), _operand_expr(p.right, rename)
     if not (_is_floating(p.left) or _is_floating(p.right)):
         return _plain_cmp(p.op, a, b)
+    # an integer column against a float one, as DataFusion compares them (the integer cast to a
+    # double, rounded): pyarrow's own cast refuses values past 2**53 when a file holds them
+    if _is_integer_column(p.left) and _is_floating(p.right):
+        a = a.cast(pa.float64(), safe=False)
+    elif _is_integer_column(p.right) and _is_floating(p.left):
+        b = b.cast(pa.float64(), safe=False)
     for x in (p.left, p.right):
         if isinstance(x, Literal) and x.is_null:
             return _plain_cmp(p.op, a, b)  # NULL whatever the other side is

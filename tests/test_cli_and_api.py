@@ -900,6 +900,32 @@ def test_numbers_of_another_type_against_integer_and_decimal_columns(tmp_path):
     assert sorted(changed) == ids(i, lambda v: v > 1.5)
 
 
+def test_an_integer_column_against_a_float_column(tmp_path):
+    """``pc.field("i") > pc.field("f")`` failed reading any file with an integer past 2**53 (a
+    DeltaError blaming the file: pyarrow's checked cast); it compares as DataFusion does, the
+    integer cast to a double, NaN above every number."""
+    import deltalake
+    import pyarrow.compute as pc
+    from datafusion import SessionContext
+
+    data = pa.table(
+        {
+            "id": pa.array(range(6), pa.int64()),
+            "i": pa.array([2**62, 1, 2**53 + 1, None, 5, 0], pa.int64()),
+            "f": pa.array([1.0, 1.0, 2.0**53, 2.0, float("nan"), -0.0]),
+        }
+    )
+    path = str(tmp_path / "t")
+    deltalake.write_deltalake(path, data)
+    snap = DeltaTable(path).snapshot()
+    ctx = SessionContext()
+    ctx.register_record_batches("ref", [data.to_batches()])
+    i, f = pc.field("i"), pc.field("f")
+    for expr, sql in ((i > f, "i > f"), (f <= i, "f <= i"), (i == f, "i = f"), (~(i < f), "NOT (i < f)")):
+        want = ctx.sql(f"SELECT id FROM ref WHERE {sql} ORDER BY id").to_pydict()["id"]
+        assert sorted(snap.scan(predicate=expr).to_table().column("id").to_pylist()) == want, sql
+
+
 def test_walkthrough_papercuts(tmp_path, capsys):
     """What a new user tripped over: path objects as locations, a file given as a table, error
     classes at the top level, clear predicate errors, explain/register argument checks, NULL in
