@@ -1,12 +1,13 @@
-"""Comparisons of an integer or decimal column with a number of another type, made exact.
+"""Comparisons of a numeric column with a number of another type, made exact.
 
 pyarrow compares ``i > 1.5`` (an int64 column, a double) by casting the column to a float, which
 fails on the values a float cannot hold exactly (beyond 2**53, or 2**24 in a dataset filter),
 so a read failed on some files' values and not on others; ``dec > 0.001`` on a decimal(38, 2)
 column needs a decimal of precision 39, which pyarrow refuses. The literal is put on the
 column's grid instead, with the operator adjusted so that the comparison means the same for
-every value the column can hold (``i > 1.5`` is ``i > 1``, ``i = 1.5`` holds for no value). A
-NaN literal is above every number, as DataFusion orders it.
+every value the column can hold (``i > 1.5`` is ``i > 1``, ``i = 1.5`` holds for no value);
+likewise an integer or decimal against a float column (``f IN (2**62 + 1)``, which pyarrow
+refused or failed on). A NaN literal is above every number, as DataFusion orders it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import decimal
 import math
 from fractions import Fraction
 
+import numpy as np
 import pyarrow as pa
 
 from .predicate import FLIPPED, Column, Comparison, Literal
@@ -27,7 +29,12 @@ def exact_comparison(column: Column, op: str, lit: Literal) -> Comparison | None
     """``column op lit`` with ``lit`` of the column's own type, when the column is an integer or
     decimal and the literal a number of another type; None where nothing needs changing."""
     t = column.type
-    if t is None or lit.is_null or lit.type == t or not (pa.types.is_integer(t) or pa.types.is_decimal(t)):
+    if t is None or lit.is_null or lit.type == t:
+        return None
+    if pa.types.is_floating(t) and not pa.types.is_floating(lit.type):
+        value = _number(lit)
+        return None if value is None else _float_comparison(column, op, value)
+    if not (pa.types.is_integer(t) or pa.types.is_decimal(t)):
         return None
     value = _number(lit)
     if value is None:
@@ -46,6 +53,28 @@ def exact_comparison(column: Column, op: str, lit: Literal) -> Comparison | None
     down, up = math.floor(steps), math.ceil(steps)
     # x > 1.5 is x > 1, x >= 1.5 is x >= 2, x < 1.5 is x < 2, x <= 1.5 is x <= 1
     return Comparison(op, column, _on_grid(down if op in (">", "<=") else up, t))
+
+
+def _float_comparison(column: Column, op: str, value: Fraction) -> Comparison:
+    """``column op value`` for a float column and an integer or decimal ``value``: against the
+    value itself where the column's type holds it, else against the floats either side of it
+    (pyarrow cast an integer past 2**53 to a float only to fail). The infinities bound the
+    type: no value is out of its range; NaN stays above every number."""
+    t = column.type
+    np_type = np.float32 if t == pa.float32() else np.float16 if t == pa.float16() else np.float64
+    try:
+        near = np_type(float(value))
+    except OverflowError:
+        near = np_type(math.inf if value > 0 else -math.inf)
+    if math.isfinite(near) and Fraction(float(near)) == value:
+        return Comparison(op, column, Literal(pa.scalar(near, t)))
+    if math.isinf(near) or Fraction(float(near)) > value:
+        down, up = np.nextafter(near, np_type(-math.inf)), near
+    else:
+        down, up = near, np.nextafter(near, np_type(math.inf))
+    if op in ("=", "!="):  # between two floats: never equal (column < -inf holds for none, NaN too)
+        return Comparison(">=" if op == "!=" else "<", column, Literal(pa.scalar(-math.inf, t)))
+    return Comparison(op, column, Literal(pa.scalar(down if op in (">", "<=") else up, t)))
 
 
 def exact_comparison_of(pred: Comparison) -> Comparison:

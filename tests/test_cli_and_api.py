@@ -848,19 +848,16 @@ def test_numbers_of_another_type_against_integer_and_decimal_columns(tmp_path):
     from delta_datafusion.predicate import col, gt
 
     i = [1, None, 3, 2**62, -5, 0, 7, -(2**63)]
-    dec = [
-        Decimal("-0.01"),
-        Decimal("0.00"),
-        None,
-        Decimal("12345678901234567890.12"),
-        None,
-        None,
-        None,
-        None,
-    ]
+    dec = [Decimal("-0.01"), Decimal("0.00"), None, Decimal("12345678901234567890.12")] + [None] * 4
+    g = [1.0, float("nan"), -0.0, None, float("inf"), 2.0**62, 0.5, None]
     path = str(tmp_path / "t")
     data = pa.table(
-        {"id": range(8), "i": pa.array(i, pa.int64()), "dec": pa.array(dec, pa.decimal128(38, 2))}
+        {
+            "id": range(8),
+            "i": pa.array(i, pa.int64()),
+            "dec": pa.array(dec, pa.decimal128(38, 2)),
+            "g": pa.array(g, pa.float64()),
+        }
     )
     deltalake.write_deltalake(path, data.slice(0, 4), configuration={"delta.enableChangeDataFeed": "true"})
     deltalake.write_deltalake(path, data.slice(4), mode="append")
@@ -893,6 +890,16 @@ def test_numbers_of_another_type_against_integer_and_decimal_columns(tmp_path):
         (F("dec") < 0.005, [0, 1]),
         (F("dec") > pa.scalar(Decimal(10) ** 37), []),
         (F("dec") < pa.scalar(Decimal(10) ** 37), [0, 1, 3]),
+        # an integer or decimal against a float column (2**62 + 1 lies between two doubles)
+        (F("g") > 2**62, [1, 4]),
+        (F("g") >= 2**62, [1, 4, 5]),
+        (F("g") > 2**62 + 1, [1, 4]),
+        (F("g") >= 2**62 + 1, [1, 4]),
+        (F("g") <= 2**62 + 1, [0, 2, 5, 6]),
+        (F("g") == 2**62 + 1, []),
+        (F("g").isin([2**62, 1]), [0, 5]),
+        (F("g") != pa.scalar(2**64 - 1, pa.uint64()), [0, 1, 2, 4, 5, 6]),
+        (F("g") < pa.scalar(Decimal("0.6")), [2, 6]),
     ):
         got = sorted(snap.scan(predicate=p).to_table().column("id").to_pylist())
         assert got == want, p
