@@ -244,6 +244,7 @@ class Scan:
         yield self.pruned_metadata(self.snapshot.files())
 
     def files(self) -> pa.Table:
+        """The files :meth:`scan_metadata` keeps, as one table."""
         return pa.concat_tables([m.files for m in self.scan_metadata()])
 
     def scan_units(self) -> FileUnits:

@@ -211,10 +211,12 @@ class TableVersionView:
 
     @property
     def partition_columns(self) -> list[str]:
+        """The table's partition columns, in the metadata's order (logical names)."""
         return list(self.metadata.partition_columns)
 
     @property
     def properties(self) -> dict[str, str]:
+        """The table's configuration (``delta.*`` and other properties), as the log writes them."""
         return dict(self.metadata.configuration)
 
     @property

@@ -63,6 +63,7 @@ class DeltaTable:
         return list_log(self.storage)
 
     def latest_version(self) -> int:
+        """The newest version in the log (one listing of ``_delta_log`` per call)."""
         return self.listing().latest_version()
 
     def snapshot(

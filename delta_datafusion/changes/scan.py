@@ -42,10 +42,12 @@ class ChangeScan:
 
     @property
     def start_version(self) -> int:
+        """The first version of the range (a start timestamp resolved to its commit)."""
         return self.feed.start
 
     @property
     def end_version(self) -> int:
+        """The last version of the range, inclusive (the latest when no end was given)."""
         return self.feed.end
 
     @property
@@ -110,6 +112,7 @@ class ChangeScan:
         return pa.RecordBatchReader.from_batches(self.schema, self.to_batches(batch_size))
 
     def to_table(self) -> pa.Table:
+        """The change rows, collected (see :meth:`to_batches` for their order)."""
         return pa.Table.from_batches(list(self.to_batches()), schema=self.schema)
 
     def __repr__(self) -> str:
