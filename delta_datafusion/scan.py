@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ArgumentError, DeltaError
+from .errors import ArgumentError, DeltaError, PredicateError
 from .scan_unit import FileUnits
 
 if TYPE_CHECKING:
@@ -87,7 +87,16 @@ def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
     from .predicate_parse import bind_types, from_pyarrow
 
     if isinstance(predicate, pc.Expression):
-        pred = from_pyarrow(predicate, schema)
+        try:
+            pred = from_pyarrow(predicate, schema)
+        except PredicateError as e:
+            if "is not supported in a scan predicate" not in str(e):
+                raise
+            # a function, cast or arithmetic: SQL text says the same, and DataFusion applies it
+            raise PredicateError(
+                f"{e}; give such a condition as SQL text, which DataFusion evaluates (predicate="
+                '"starts_with(name, \'A\')", "CAST(id AS VARCHAR) = \'1\'", "id + 1 > 3")'
+            ) from e
         pred = None if pred is None else bind_types(pred, schema)
     elif isinstance(predicate, Predicate):
         pred = bind_types(predicate, schema)

@@ -1238,3 +1238,21 @@ def test_cli_prints_each_row_on_one_line(capsys):
     ]
     # every column starts where its header does, on a terminal (日本 takes four columns)
     assert lines[0].index("| n") == lines[2].index("| 1") + 2
+
+
+def test_a_pyarrow_function_in_a_predicate_says_to_write_it_as_sql(tmp_path):
+    """A pyarrow function, cast or arithmetic in ``scan(predicate=...)`` was refused without a
+    way out; the error says to give the condition as SQL text, which then reads the rows."""
+    import pyarrow.compute as pc
+
+    snap = DeltaTable(
+        _api_table(tmp_path, pa.table({"id": [1, 2, 3], "name": ["Ann", "bob", None]}))
+    ).snapshot()
+    for expr, sql, want in (
+        (pc.starts_with(pc.field("name"), "A"), "starts_with(name, 'A')", [1]),
+        (pc.field("id") + 1 > 3, "id + 1 > 3", [3]),
+        (pc.field("id").cast(pa.string()) == "2", "CAST(id AS VARCHAR) = '2'", [2]),
+    ):
+        with pytest.raises(dd.PredicateError, match="give such a condition as SQL text"):
+            snap.scan(predicate=expr)
+        assert sorted(snap.scan(predicate=sql).to_table().column("id").to_pylist()) == want
