@@ -722,9 +722,9 @@ def from_pyarrow(expr: pc.Expression | None, schema: pa.Schema) -> Predicate:
 
     ``None`` (no filter) gives ``TRUE``. The filter is read with DataFusion's meaning: comparisons
     order NaN above every number, ``is_in`` is SQL ``IN``. Column references are resolved against
-    ``schema`` (logical names). Raises :class:`PredicateError` for anything else (functions,
-    arithmetic, casts, positional references, non-Kleene AND/OR, ...), in which case the caller
-    keeps the filter un-pushed and all files.
+    ``schema`` (logical names; a position, ``pc.field(0)``, is the schema's field there). Raises
+    :class:`PredicateError` for anything else (functions, arithmetic, casts, non-Kleene AND/OR,
+    ...), in which case the caller keeps the filter un-pushed and all files.
     """
     if expr is None:
         return TRUE
