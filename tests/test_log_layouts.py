@@ -652,9 +652,33 @@ def test_gap_before_checkpoint_only_breaks_older_versions(copy_corpus_table):
     dt_ = DeltaTable(str(t))
     assert dt_.snapshot().version == 15
     assert dt_.snapshot(version=10).segment.checkpoint.version == 10
-    with pytest.raises(NonContiguousVersionsError) as info:
+    # a newer checkpoint (10) lets a log cleanup remove the commits before it, in any order:
+    # version 6 is gone, not the log corrupt
+    with pytest.raises(VersionNotFoundError) as info:
         dt_.snapshot(version=6)
-    assert "3..4" in str(info.value)
+    assert "3..4" in str(info.value) and "checkpoint at version 10" in str(info.value)
+
+
+def test_log_cleanup_caught_halfway_is_a_version_gone_not_a_corrupt_log(tmp_path: Path):
+    """A log cleanup up to a checkpoint deletes the older commits and checkpoints in no set order:
+    a listing taken halfway can still hold an older checkpoint (3) and the commits after it but
+    one (4). Versions 4..7 can no longer be read, as once the cleanup ends: a
+    VersionNotFoundError; it was a NonContiguousVersionsError calling the log corrupt (seen racing
+    deltalake's cleanup_metadata with table_changes). The gap stays a gap for the versions after
+    the newest checkpoint (test_gap_after_checkpoint_names_missing_version)."""
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(3, 8))  # versions 0..7 (no checkpoint at 8: none is written)
+    deltalake.write_deltalake(str(t), pa.table({"x": [800], "p": ["g"]}), mode="append", partition_by=["p"])
+    deltalake.DeltaTable(str(t)).create_checkpoint()  # at version 8
+    commit_path(t, 4).unlink()  # what the cleanup up to 8 removed so far
+    table = DeltaTable(str(t))
+    assert ours(t) == oracle(t)  # the latest version still reads from its checkpoint
+    for version in (4, 6, 7):
+        with pytest.raises(VersionNotFoundError, match=rf"version {version} .*missing commits 4 between"):
+            table.snapshot(version=version)
+    assert table.snapshot(version=3).version == 3  # before the gap: the older checkpoint
+    with pytest.raises(VersionNotFoundError):
+        table.changes(6, 8)
 
 
 def test_gap_without_checkpoint(tmp_path: Path):

@@ -318,6 +318,17 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
                 f"version {version} of {listing.log_dir} cannot be reconstructed: commit 0 is missing "
                 f"and no checkpoint precedes it ({available}{why})"
             )
+        newer = min((v for v in listing.checkpoints if v > version), default=None)
+        if newer is not None:
+            # A log cleanup up to that checkpoint removes the commits and checkpoints before it in
+            # no set order: halfway, an older checkpoint and some of its commits are still listed.
+            # The version is gone, as once the cleanup ends, not the log corrupt (Spark too takes
+            # the earliest version it can rebuild to be after such a gap).
+            raise VersionNotFoundError(
+                f"version {version} of {listing.log_dir} cannot be reconstructed: missing commits "
+                f"{missing} between {start} and {version}, removed by a log cleanup up to the "
+                f"checkpoint at version {newer} (versions {newer}..{latest} can be read)"
+            )
         raise NonContiguousVersionsError(
             f"{listing.log_dir}: commit versions are not contiguous, missing "
             f"{missing} between {start} and {version}"
