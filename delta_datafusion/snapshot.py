@@ -33,6 +33,7 @@ from .log.actions import (
     commit_schema,
     file_action_types,
     find_protocol_and_metadata,
+    forget_parquet,
     parse_json_actions,
     partition_values_type,
     read_commits,
@@ -682,6 +683,9 @@ class Snapshot(TableVersionView):
         except MissingLogFileError:
             if self.segment.checkpoint is None:
                 raise
+        except LogCorruptError:
+            _raise_if_replaced(self)
+            raise
         from .table import relisting
 
         return relisting(lambda: read(_listed_again(self)))
@@ -738,6 +742,9 @@ class Snapshot(TableVersionView):
                 if self.segment.checkpoint is None:
                     raise
                 built = self.files()  # the checkpoint is gone: listed again (see _files)
+            except LogCorruptError:
+                _raise_if_replaced(self)
+                raise
         # stage 1: partition pruning, on the built file table or on the typed partition values
         if built is not None:
             candidates, pv, total = built, None, built.num_rows
@@ -817,12 +824,23 @@ _RAW_COLUMNS = [
 ]
 
 
+def _raise_if_replaced(snap: Snapshot) -> None:
+    """After a checkpoint of ``snap`` failed to parse: the DeltaError of :func:`_listed_again` if
+    the folder was written again since the listing (another table's checkpoint under the listed
+    name, read at the listed size, fails so: "Unexpected end of stream"); nothing otherwise, and
+    the caller raises its error (a checkpoint corrupt in this table)."""
+    if snap.segment.checkpoint is not None:
+        _listed_again(snap)
+
+
 def _listed_again(old: Snapshot) -> Snapshot:
     """``old``'s version from a new listing of the log (a file gone again is a
     MissingLogFileError, for :func:`~delta_datafusion.table.relisting` to list once more)."""
     from .table import DeltaTable
 
     table = DeltaTable.from_storage(old.storage)
+    if old.segment.checkpoint is not None:
+        forget_parquet(old.storage, (part.path for part in old.segment.checkpoint.parts))
     try:
         fresh = table.snapshot(old.version, listing=table.listing())
     except VersionNotFoundError as e:

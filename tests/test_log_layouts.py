@@ -2534,6 +2534,36 @@ def test_a_table_written_again_to_the_same_version_is_not_read_as_the_registered
     assert "was replaced by another table after it was opened" in str(dd.from_datafusion(info.value))
 
 
+def test_a_table_written_again_with_its_own_checkpoint_at_the_registered_one_is_not_called_corrupt(tmp_path):
+    """As above, but the new table has a checkpoint where the registered snapshot's was (same
+    version, same name, other bytes): the registered snapshot, whose checkpoint is read at the
+    first query, failed with LogCorruptError "cannot read checkpoint parquet: Unexpected end of
+    stream" (the file was opened at the size listed before). The log is listed again, which
+    finds another table there."""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    def table(columns: dict) -> None:
+        for _ in range(2):
+            deltalake.write_deltalake(str(t), pa.table(columns), mode="append")
+        deltalake.DeltaTable(str(t)).create_checkpoint()  # at version 1
+        deltalake.write_deltalake(str(t), pa.table(columns), mode="append")
+
+    t = tmp_path / "t"
+    table({"id": [1]})
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    snap = DeltaTable(str(t)).snapshot()
+    shutil.rmtree(t)
+    table({"name": ["a much longer value than a number", "and a second row"]})
+    with pytest.raises(Exception) as info:
+        ctx.sql("SELECT * FROM t").to_pydict()
+    assert "was replaced by another table after it was opened" in str(dd.from_datafusion(info.value))
+    with pytest.raises(DeltaError, match="was replaced by another table after it was opened"):
+        snap.files()
+
+
 def test_log_cleanup_whose_checkpoint_writes_the_schema_in_another_form_is_the_same_table(copy_corpus_table):
     """The corpus table's checkpoint writes its schemaString with spaces, its commits without; a
     checkpoint rebuilt from the commits (compact) then a log cleanup, between registration and

@@ -470,6 +470,14 @@ def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
     return pf
 
 
+def forget_parquet(storage: Storage, paths: Iterable[str]) -> None:
+    """Drop the files :func:`open_parquet` holds open for ``paths``: a log listed again may name
+    another file under the same name (the folder written again), whose footer differs."""
+    cache = storage.__dict__.get("_log_parquet", {})
+    for path in paths:
+        cache.pop(path, None)
+
+
 @contextlib.contextmanager
 def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator[None]:
     """Turn a failed read of checkpoint parquet ``path`` into the package's errors, naming it:
