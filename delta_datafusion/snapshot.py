@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -46,6 +46,7 @@ from .log.checkpoint import (
     checkpoint_protocol_metadata,
     read_leaf,
     read_manifest,
+    table_ids,
 )
 from .log.checksum import VersionChecksum
 from .log.segment import LogSegment
@@ -513,7 +514,7 @@ class Snapshot(TableVersionView):
             # (pyarrow releases the GIL; 3,000-commit log: about 4 ms of its 55). Not when no
             # commit follows the checkpoint: nothing to overlap, and starting and waiting for the
             # thread cost each query on such a table about 0.3 ms (TPC-H lineitem, 112 files)
-            prefetch = _on_thread(lambda: read_leaf(self.storage, leaves[0]), "delta-checkpoint-read")
+            prefetch = _on_thread(lambda: self._read_leaf(leaves[0]), "delta-checkpoint-read")
         _, keys = self._commit_replay
 
         def reduce(table: pa.Table) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
@@ -527,12 +528,12 @@ class Snapshot(TableVersionView):
         if prefetch is not None:
             parts.append(reduce(prefetch.result()))
         elif threads <= 1:
-            parts += [reduce(read_leaf(self.storage, leaf)) for leaf in leaves]
+            parts += [reduce(self._read_leaf(leaf)) for leaf in leaves]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(threads) as pool:
-                parts += list(pool.map(lambda leaf: reduce(read_leaf(self.storage, leaf)), leaves))
+                parts += list(pool.map(lambda leaf: reduce(self._read_leaf(leaf)), leaves))
         if manifest.checkpoint.kind == "multi" and len(parts) > 1:
             _refuse_repeated_adds([adds for adds, _, _ in parts], manifest.checkpoint.parts[0].path)
         for adds, txn, dom in parts:
@@ -560,6 +561,27 @@ class Snapshot(TableVersionView):
                 f"{where}: the checkpoint's parts or the commits disagree on add fields: {e}"
             ) from e
 
+    def _read_leaf(self, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:
+        """A checkpoint leaf's action columns; the one this snapshot's metadata was read from at
+        load is checked to be that table's still. A classic checkpoint is named by its version
+        alone: a folder deleted and written again since holds another table's there. One of
+        another size fails to parse (see _raise_if_replaced); one of the same size parsed, and
+        its files were read as this snapshot's. The check reads one more column, the metaData
+        row's id (as the parallel phase two does)."""
+        ckpt = self.segment.checkpoint
+        if not (self.metadata_from_checkpoint and ckpt is not None and leaf.path == ckpt.parts[0].path):
+            return read_leaf(self.storage, leaf, columns)
+        table = read_leaf(self.storage, leaf, [*(columns or LEAF_COLUMNS), "metaData.id"])
+        if "metaData" not in table.column_names:
+            return table
+        ids = set(table_ids(table.column("metaData")))
+        if ids and ids != {self.metadata.id}:
+            raise DeltaError(
+                f"{self.table_root} was replaced by another table after it was opened (its checkpoint "
+                f"{leaf.path} is of table id {sorted(ids)[0]} now, not {self.metadata.id}); open it again"
+            )
+        return table.drop_columns(["metaData"])
+
     def _typed_single_leaf(self) -> pa.Table | None:
         """The typed files of a table whose checkpoint is one leaf (a classic checkpoint), with
         the leaf's adds typed on a thread while the commits replay and are typed on this one;
@@ -583,12 +605,12 @@ class Snapshot(TableVersionView):
         def work() -> tuple | None:
             apart = self._stats_apart(leaf, actions)
             if apart is None:
-                table = read_leaf(self.storage, leaf)
+                table = self._read_leaf(leaf)
             else:  # on this thread: pyarrow's pool is parsing the stats
                 with arrow_threads(False):
-                    table = read_leaf(self.storage, leaf, _LEAF_REST_COLUMNS)
+                    table = self._read_leaf(leaf, _LEAF_REST_COLUMNS)
             if apart is not None and not apart.lines_up(table):  # never seen: read it whole
-                apart, table = None, read_leaf(self.storage, leaf)
+                apart, table = None, self._read_leaf(leaf)
             flat = self.leaf_adds(table, None)
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None

@@ -2564,6 +2564,40 @@ def test_a_table_written_again_with_its_own_checkpoint_at_the_registered_one_is_
         snap.files()
 
 
+@pytest.mark.parametrize("how", ["sql", "files"])
+def test_a_table_written_again_with_a_checkpoint_of_the_same_size_is_not_read_as_the_registered_one(
+    tmp_path, how
+):
+    """As above, but the new table's checkpoint has the very size of the registered one's (the same
+    writes of other values): it parsed, and the registration read the new table's rows (v 7 and
+    8 for 0 and 1). The checkpoint's metaData row names another table id than the one read from
+    the same file when the snapshot was loaded. (The parallel phase two already compared ids.)"""
+    from datafusion import SessionContext
+
+    import delta_datafusion as dd
+
+    def table(first: int) -> None:
+        for v in (first, first + 1):
+            deltalake.write_deltalake(str(t), pa.table({"id": [1, 2, 3], "v": [v] * 3}), mode="append")
+        deltalake.DeltaTable(str(t)).create_checkpoint()  # at version 1, the latest
+
+    t = tmp_path / "t"
+    table(0)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    snap = DeltaTable(str(t)).snapshot()
+    size = checkpoint_file(t, 1).stat().st_size
+    shutil.rmtree(t)
+    table(7)
+    assert checkpoint_file(t, 1).stat().st_size == size
+    with pytest.raises(Exception) as info:
+        if how == "sql":
+            ctx.sql("SELECT v FROM t").to_pydict()
+        else:
+            snap.files()
+    assert "was replaced by another table after it was opened" in str(dd.from_datafusion(info.value))
+
+
 def test_log_cleanup_whose_checkpoint_writes_the_schema_in_another_form_is_the_same_table(copy_corpus_table):
     """The corpus table's checkpoint writes its schemaString with spaces, its commits without; a
     checkpoint rebuilt from the commits (compact) then a log cleanup, between registration and

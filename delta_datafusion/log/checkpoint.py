@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..arrow_threads import use_threads
@@ -234,6 +235,16 @@ def open_leaf(storage: Storage, path: str) -> Iterator[pq.ParquetFile]:
     else:
         with storage.open_remote(path) as fh:
             yield pq.ParquetFile(fh, metadata=metadata)
+
+
+def table_ids(metadata: pa.ChunkedArray) -> list[str]:
+    """The ids of the metaData actions in a checkpoint's ``metaData`` column (null rows are
+    other actions)."""
+    md = metadata.combine_chunks()
+    rows = md.filter(md.is_valid())
+    if not len(rows) or rows.type.get_field_index("id") < 0:
+        return []
+    return pc.struct_field(rows, "id").to_pylist()
 
 
 def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from ..arrays import as_array
 from ..errors import DeltaError, ParallelStateError
 from ..log.actions import checkpoint_read_errors, file_action_types, partition_values_type
-from ..log.checkpoint import LEAF_WHAT, LeafFile, read_leaf
+from ..log.checkpoint import LEAF_WHAT, LeafFile, read_leaf, table_ids
 from ..log.segment import checkpoint_file_version
 from ..protocol import Metadata, Protocol
 from ..replay import flatten_file_actions, touched_files, with_keys
@@ -272,7 +272,7 @@ class ParallelState:
         phase read it as."""
         if self.checkpoint_table_id is None:
             return
-        ids = set(_table_ids(metadata))
+        ids = set(table_ids(metadata))
         if ids and ids != {self.checkpoint_table_id}:
             raise ParallelStateError(
                 f"leaf file {leaf.path} belongs to table id {sorted(map(str, ids))[0]}, but the state was made "
@@ -521,20 +521,10 @@ def _checkpoint_table_id(snap: Any) -> str | None:
         # a reader of its own: the planning reads' cached one must not be read from several
         # threads (sequential phases finished on threads at once crashed in pyarrow)
         found = read_leaf(snap.storage, LeafFile(part.path, part.size or 0), ["metaData.id"])
-        ids = _table_ids(found.column("metaData")) if "metaData" in found.column_names else []
+        ids = table_ids(found.column("metaData")) if "metaData" in found.column_names else []
         if ids:
             return ids[0]
     return None
-
-
-def _table_ids(metadata: pa.ChunkedArray) -> list[str]:
-    """The ids of the metaData actions in a checkpoint's ``metaData`` column (null rows are
-    other actions)."""
-    md = metadata.combine_chunks()
-    rows = md.filter(md.is_valid())
-    if not len(rows) or rows.type.get_field_index("id") < 0:
-        return []
-    return pc.struct_field(rows, "id").to_pylist()
 
 
 def _log_dir(storage: Storage) -> str:
