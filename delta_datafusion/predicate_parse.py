@@ -740,18 +740,26 @@ def from_pyarrow(expr: pc.Expression | None, schema: pa.Schema) -> Predicate:
     # unprintable (see expression_text): nesting unknown, the payload route is safe at any depth
     depth = _nesting(text) if text is not _UNPRINTABLE else _SUBSTRAIT_MAX_DEPTH + 1
     routes = (_from_pickle,) if depth > _SUBSTRAIT_MAX_DEPTH else (_from_substrait, _from_pickle)
+    functions: list[bool] = []  # per route: was a function (call, cast, arithmetic) refused
     for route in routes:
         try:
             return route(expr, schema)
         except (_Unsupported, PredicateError) as e:
             first = str(e).splitlines()[0]
-            errors.append(
-                f"{first} is not supported in a scan predicate" if first.startswith("function") else first
-            )
+            functions.append(first.startswith("function"))
+            errors.append(f"{first} is not supported in a scan predicate" if functions[-1] else first)
         except Exception as e:  # defensive: any surprise means "cannot parse"
+            functions.append(False)
             errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
     # the second route's reason is this package's own wording (the first's is pyarrow's)
-    raise PredicateError(f"cannot interpret filter {text}: {errors[-1] or errors[0]}")
+    reported = -1 if errors[-1] else 0
+    error = FunctionNotSupportedError if functions[reported] else PredicateError
+    raise error(f"cannot interpret filter {text}: {errors[reported]}")
+
+
+class FunctionNotSupportedError(PredicateError):
+    """A filter :func:`from_pyarrow` refuses for a function, cast or arithmetic in it (which SQL
+    text can express: see :func:`delta_datafusion.scan.as_predicate`)."""
 
 
 _UNPRINTABLE = "<a filter pyarrow cannot print>"

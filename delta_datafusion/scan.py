@@ -84,14 +84,12 @@ def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
     if predicate is None:
         return None
     from .predicate import Predicate
-    from .predicate_parse import bind_types, from_pyarrow
+    from .predicate_parse import FunctionNotSupportedError, bind_types, from_pyarrow
 
     if isinstance(predicate, pc.Expression):
         try:
             pred = from_pyarrow(predicate, schema)
-        except PredicateError as e:
-            if "is not supported in a scan predicate" not in str(e):
-                raise
+        except FunctionNotSupportedError as e:
             # a function, cast or arithmetic: SQL text says the same, and DataFusion applies it
             raise PredicateError(
                 f"{e}; give such a condition as SQL text, which DataFusion evaluates (predicate="
