@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ArgumentError, DeltaError, PredicateError
+from .errors import ArgumentError, PredicateError
 from .scan_unit import FileUnits
 
 if TYPE_CHECKING:
@@ -151,7 +151,9 @@ def rows_through_datafusion(
         err = from_datafusion(e)
         if err is not None:
             raise err from e
-        raise DeltaError(f"predicate {sql_filter!r} on {where}: {str(e).splitlines()[0]}") from e
+        # the statement planned when the scan was built, so what fails now is evaluating the
+        # predicate on a row (a cast of text that is no number, a division by zero)
+        raise PredicateError(f"predicate {sql_filter!r} on {where}: {str(e).splitlines()[0]}") from e
 
 
 def check_evaluable(pred: Any, schema: pa.Schema) -> None:

@@ -1256,3 +1256,32 @@ def test_a_pyarrow_function_in_a_predicate_says_to_write_it_as_sql(tmp_path):
         with pytest.raises(dd.PredicateError, match="give such a condition as SQL text"):
             snap.scan(predicate=expr)
         assert sorted(snap.scan(predicate=sql).to_table().column("id").to_pylist()) == want
+
+
+def test_a_sql_predicate_failing_on_a_row_is_a_predicate_error(tmp_path):
+    """DataFusion evaluating the SQL text of ``scan(predicate=)`` or ``changes(predicate=)`` on a
+    row can fail (text that is no number cast to one, a division by zero); that is the
+    predicate's failure, raised as a ``PredicateError`` naming it, the table and the version
+    (it was a plain ``DeltaError``)."""
+    from deltalake import write_deltalake
+
+    path = str(tmp_path / "t")
+    write_deltalake(
+        path,
+        pa.table({"s": ["1", "abc", "3"], "i": [1, 0, 3]}),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    table = DeltaTable(path)
+    for text, said in (("CAST(s AS INT) > 1", "Cannot cast string 'abc'"), ("10 / i > 1", "Divide by zero")):
+        with pytest.raises(
+            dd.PredicateError, match=rf"predicate '{re.escape(text)}' on table .* at version 0: .*{said}"
+        ):
+            table.snapshot().scan(predicate=text).to_table()
+        with pytest.raises(
+            dd.PredicateError, match=rf"predicate '{re.escape(text)}' on the change feed .*{said}"
+        ):
+            table.changes(0, predicate=text).to_table()
+    # the same functions on rows where they succeed read the rows
+    assert table.snapshot().scan(predicate="i > 1 AND CAST(s AS INT) > 1").to_table().column(
+        "i"
+    ).to_pylist() == [3]
