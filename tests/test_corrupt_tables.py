@@ -132,9 +132,34 @@ def test_history_tolerates_odd_commit_info(trips: Path) -> None:
     _edit(commit_path(trips, 4), lambda a: {"commitInfo": {"operation": 7}} if "commitInfo" in a else a)
     deep = commit_path(trips, 5)
     deep.write_text('{"commitInfo": ' + "[" * 100_000 + "]" * 100_000 + "}\n" + deep.read_text())
-    ops = DeltaTable(str(trips)).history().column("operation").to_pylist()
+    hist = DeltaTable(str(trips)).history()
+    ops = hist.column("operation").to_pylist()
     assert len(ops) == 6 and ops[3] is None and ops[4] is None and ops[5] is None
     assert ops[0] is not None
+    infos = hist.column("commit_info").to_pylist()
+    assert infos[3] is None and json.loads(infos[4]) == {"operation": 7} and infos[5] is None
+
+
+def test_history_gives_the_commit_info_however_the_line_is_written(trips: Path) -> None:
+    """commit_info is the commitInfo object's text as written when it is the line's one key
+    (spaces around it kept), else the object written again: always that object."""
+    info = {"operation": "WRITE", "operationParameters": {"mode": "Append", "note": 'a \u00e9 \\ "}"'}}
+    text = json.dumps(info)
+    lines = {
+        1: '{ "commitInfo" :  ' + text + " }",  # spaces
+        2: '{"commitInfo":' + text + ',"other":1}',  # a second key
+        3: '{"other":1,"commitInfo":' + text + "}",  # not the first key
+        4: '{"commitInfo":' + json.dumps(info, ensure_ascii=False) + "}",  # UTF-8 as such
+    }
+    for version, line in lines.items():
+        path = commit_path(trips, version)
+        rest = [x for x in path.read_text().splitlines() if '"commitInfo"' not in x]
+        path.write_text("\n".join([line, *rest]) + "\n")
+    hist = DeltaTable(str(trips)).history().to_pylist()
+    for version in lines:
+        assert json.loads(hist[version]["commit_info"]) == info, version
+        assert hist[version]["operation"] == "WRITE"
+    assert hist[1]["commit_info"] == text  # as written
 
 
 def test_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path) -> None:

@@ -119,7 +119,10 @@ def test_an_older_checksum_ends_the_search_after_the_commits_since(tmp_path: Pat
     )
     reads.clear()
     latest = dd.DeltaTable(str(table)).history(limit=1).to_pylist()
-    assert latest == [{"version": 20, "timestamp": ict, "operation": "SET TBLPROPERTIES"}]
+    info = {"timestamp": 1, "inCommitTimestamp": ict, "operation": "SET TBLPROPERTIES"}
+    assert [dict(h, commit_info=json.loads(h["commit_info"])) for h in latest] == [
+        {"version": 20, "timestamp": ict, "operation": "SET TBLPROPERTIES", "commit_info": info}
+    ]
     assert _commits_read(reads) == set(range(15, 21))
 
 
