@@ -1,7 +1,9 @@
-"""Command line: ``delta-datafusion demo | sql | info`` (no command: ``demo``).
+"""Command line: ``delta-datafusion demo | sql | info | history | files | changes`` (no command: ``demo``).
 
 ``demo`` runs SQL over the bundled example table (a partitioned table with the change feed
 enabled, updated and deleted from), showing pruning, time travel and ``table_changes()``.
+``sql`` runs one statement over Delta tables, ``info`` describes a table; ``history``, ``files``
+and ``changes`` (in :mod:`.cli_inspect`) print its commits, live files and change feed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ def _show(ctx, sql: str, out) -> None:
     print(_format(table), file=out)
 
 
-def _format(table, max_rows: int = 20) -> str:
+def _format(table, max_rows: int = 20, total_rows: int | None = None) -> str:
+    """``table`` as text, its first ``max_rows`` rows shown; ``total_rows``: the rows of the
+    result when ``table`` holds only the first ones (a streamed result)."""
     cols = table.column_names
     if not cols:  # DDL; slicing a table without columns reports rows it does not have
         return f"({_rows(table.num_rows)})"
@@ -39,9 +43,10 @@ def _format(table, max_rows: int = 20) -> str:
     line = " | ".join(_pad(c, w) for c, w in zip(names, widths, strict=True))
     sep = "-+-".join("-" * w for w in widths)
     body = [" | ".join(_pad(v, w) for v, w in zip(row, widths, strict=True)) for row in cells]
-    hidden = table.num_rows - max_rows
+    total = table.num_rows if total_rows is None else total_rows
+    hidden = total - shown.num_rows
     more = [f"... {hidden} more {_rows(hidden, count=False)}"] if hidden > 0 else []
-    return "\n".join([line, sep, *body, *more, f"({_rows(table.num_rows)})"])
+    return "\n".join([line, sep, *body, *more, f"({_rows(total)})"])
 
 
 def _cell(v: Any) -> str:
@@ -288,8 +293,12 @@ def _storage_options(
 
 def _pin_hint(command: str, key: str, value: str, tables: list[str] | None) -> str:
     """How ``command`` reads a table at a version or time, for ``--option version=...``."""
-    if command == "info":
-        return f"`info` takes --{key} {value}"
+    if command in ("info", "files"):
+        return f"`{command}` takes --{key} {value}"
+    if command == "history":
+        return "`history` lists the commits (--limit N: the newest N)"
+    if command == "changes":
+        return "`changes` takes the range as START [END] (versions or times)"
     name = tables[0] if tables and len(tables) == 1 else "NAME"
     return f"`sql` takes --as-of {name}={value} (for each --table to pin)"
 
@@ -303,6 +312,7 @@ def _non_negative(text: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
+    from .cli_inspect import change_bound
 
     parser = argparse.ArgumentParser(
         prog="delta-datafusion", description=__doc__.splitlines()[0].replace("``", "")
@@ -326,10 +336,56 @@ def main(argv: list[str] | None = None) -> int:
         "(ISO-8601 with dashes: 2024-05-01 or 2024-05-01T12:00:00Z; 20240501 is a version) instead of "
         "its latest (repeatable)",
     )
-    p_sql.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
     p_info = sub.add_parser("info", help="describe a Delta table")
     p_info.add_argument("uri", help="the table's path or URL")
-    for p, whose in ((p_sql, "the --table tables'"), (p_info, "the table's")):
+    p_hist = sub.add_parser("history", help="list a Delta table's commits, newest first")
+    p_hist.add_argument("uri", help="the table's path or URL")
+    p_hist.add_argument(
+        "--limit", type=_non_negative, default=None, help="only the newest N commits (default: all)"
+    )
+    p_files = sub.add_parser("files", help="list a Delta table's live data files")
+    p_files.add_argument("uri", help="the table's path or URL")
+    p_files.add_argument(
+        "--where",
+        metavar="PREDICATE",
+        default=None,
+        help="only the files a scan with this SQL predicate reads (pruned by partition values and "
+        "file statistics), e.g. --where \"city = 'Porto' AND fare > 10\"",
+    )
+    p_changes = sub.add_parser("changes", help="print a Delta table's change data feed (as table_changes())")
+    p_changes.add_argument("uri", help="the table's path or URL")
+    p_changes.add_argument(
+        "start", type=change_bound, help="the first version (digits) or time (ISO-8601) of the range"
+    )
+    p_changes.add_argument(
+        "end",
+        type=change_bound,
+        nargs="?",
+        default=None,
+        help="the last version or time of the range, included (default: the latest version)",
+    )
+    p_changes.add_argument(
+        "--columns",
+        action="append",
+        metavar="A,B,...",
+        help="the table columns to print, comma-separated (repeatable; default: all); _change_type, "
+        "_commit_version and _commit_timestamp are always printed",
+    )
+    p_changes.add_argument(
+        "--where",
+        metavar="PREDICATE",
+        default=None,
+        help="only the change rows matching this SQL predicate, e.g. --where \"_change_type = 'delete'\"",
+    )
+    for p in (p_sql, p_files, p_changes):
+        p.add_argument("--max-rows", type=_non_negative, default=50, help="rows to print (default 50)")
+    for p, whose in (
+        (p_sql, "the --table tables'"),
+        (p_info, "the table's"),
+        (p_hist, "the table's"),
+        (p_files, "the table's"),
+        (p_changes, "the table's"),
+    ):
         p.add_argument(
             "--option",
             action="append",
@@ -337,13 +393,14 @@ def main(argv: list[str] | None = None) -> int:
             help=f"a storage option for {whose} filesystem (repeatable; 'true'/'false' and integers "
             "typed), e.g. --option anon=true",
         )
-    when = p_info.add_mutually_exclusive_group()
-    when.add_argument("--version", type=_non_negative, default=None, help="the table at this version")
-    when.add_argument(
-        "--timestamp",
-        default=None,
-        help="the table at this time (ISO-8601; the latest commit at or before it)",
-    )
+    for p in (p_info, p_files):
+        when = p.add_mutually_exclusive_group()
+        when.add_argument("--version", type=_non_negative, default=None, help="the table at this version")
+        when.add_argument(
+            "--timestamp",
+            default=None,
+            help="the table at this time (ISO-8601; the latest commit at or before it)",
+        )
     args = parser.parse_args(argv)
     # a terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, a C locale) gets escapes for
     # what it cannot show (a non-ASCII table path, values), not an error instead of the output
@@ -357,7 +414,11 @@ def main(argv: list[str] | None = None) -> int:
             return demo()
         if args.command == "sql":
             return sql(args)
-        return info(args)
+        if args.command == "info":
+            return info(args)
+        from .cli_inspect import changes, files, history
+
+        return {"history": history, "files": files, "changes": changes}[args.command](args)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 128 + 2  # the status of a tool stopped by SIGINT

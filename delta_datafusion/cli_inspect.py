@@ -1,0 +1,134 @@
+"""The CLI's inspection commands: ``history``, ``files`` and ``changes`` print a table's commits,
+live files and change feed without SQL, through the Python API (:meth:`DeltaTable.history`,
+:meth:`Snapshot.files` / :meth:`Snapshot.scan`, :meth:`DeltaTable.changes`), in the table format
+of ``sql`` (:func:`.cli._format`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .cli import _format, _storage_options
+from .errors import ArgumentError
+
+
+def history(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """The commits, newest first (as ``DESCRIBE HISTORY`` lists them)."""
+    from .table import DeltaTable
+
+    out = out or sys.stdout
+    table = DeltaTable(args.uri, storage_options=_storage_options(args.option, "history"))
+    hist = table.history(limit=args.limit)
+    hist = hist.take(pa.array(range(hist.num_rows - 1, -1, -1), pa.int64()))
+    infos = [_info(text) for text in hist.column("commit_info").to_pylist()]
+    columns: dict[str, pa.Array] = {
+        "version": hist.column("version"),
+        "timestamp": hist.column("timestamp").cast(pa.timestamp("ms", tz="UTC")),
+        "operation": hist.column("operation"),
+    }
+    # who and what wrote it: shown when some commit says (deltalake names no user)
+    for name, keys in (("user", ("userName", "userId")), ("engine", ("engineInfo", "clientVersion"))):
+        values = [next((str(i[k]) for k in keys if i.get(k) is not None), None) for i in infos]
+        if any(v is not None for v in values):
+            columns[name] = pa.array(values, pa.string())
+    columns["parameters"] = pa.array([_pairs(i.get("operationParameters")) for i in infos], pa.string())
+    columns["metrics"] = pa.array([_pairs(i.get("operationMetrics")) for i in infos], pa.string())
+    print(_format(pa.table(columns), max_rows=hist.num_rows), file=out)
+    return 0
+
+
+def _info(text: str | None) -> dict[str, Any]:
+    return json.loads(text) if text is not None else {}
+
+
+def _pairs(fields: Any) -> str | None:
+    """A commitInfo map as ``key=value, ...`` (text values as they are, others as JSON)."""
+    if not isinstance(fields, dict):
+        return None
+    return ", ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in fields.items())
+
+
+def files(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """The live files (by path) with size, partition values, numRecords and deletion vectors;
+    ``--where`` keeps those a scan with that predicate reads."""
+    from .table import DeltaTable
+
+    out = out or sys.stdout
+    table = DeltaTable(args.uri, storage_options=_storage_options(args.option, "files"))
+    snap = table.snapshot(version=args.version, timestamp=args.timestamp)
+    live = snap.files()
+    kept = live if args.where is None else snap.scan(predicate=args.where).files()
+    if args.where is None:
+        print(f"version {snap.version}: {live.num_rows} live files", file=out)
+    else:
+        print(
+            f"version {snap.version}: {kept.num_rows} of {live.num_rows} live files kept by --where", file=out
+        )
+    kept = kept.sort_by("path")
+    dv = kept.column("deletion_vector")
+    columns: dict[str, Any] = {"path": kept.column("path")}
+    if snap.partition_columns:
+        columns["partition_values"] = kept.column("partition_values")
+    columns["size"] = kept.column("size")
+    columns["num_records"] = pc.struct_field(kept.column("stats"), "numRecords")
+    columns["deletion_vector"] = pc.is_valid(dv)
+    columns["deleted_rows"] = pc.struct_field(dv, "cardinality")
+    print(_format(pa.table(columns), max_rows=args.max_rows), file=out)
+    return 0
+
+
+def changes(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """The change feed's rows of START..END (commit order), as ``table_changes()`` gives them;
+    the change columns always shown."""
+    from .changes import CHANGE_COLUMNS, ChangeScan
+    from .scan import requested_columns
+    from .table import DeltaTable
+
+    out = out or sys.stdout
+    if _is_version(args.start) and args.end is not None and _is_version(args.end):
+        if int(args.end) < int(args.start):
+            raise ArgumentError(
+                f"END {args.end} is before START {args.start} (the range START..END includes both)"
+            )
+    table = DeltaTable(args.uri, storage_options=_storage_options(args.option, "changes"))
+    scan = table.changes(args.start, args.end, predicate=args.where)
+    wanted = [c.strip() for spec in args.columns or [] for c in spec.split(",")]
+    if wanted:
+        of = f"the change feed of {scan.feed.storage.root_uri}"
+        try:
+            checked = requested_columns(wanted, scan.schema.names, of) or []
+        except ArgumentError as e:
+            raise ArgumentError(f"--columns: {e}") from e
+        chosen = checked + [c for c in CHANGE_COLUMNS if c not in checked]
+        scan = ChangeScan(scan.feed, chosen, args.where)
+    print(f"changes of versions {scan.start_version}..{scan.end_version}", file=out)
+    head: list[pa.RecordBatch] = []
+    total = 0
+    for batch in scan.to_batches():  # streamed: only the rows printed are held
+        if total < args.max_rows:
+            head.append(batch.slice(0, args.max_rows - total))
+        total += batch.num_rows
+    shown = pa.Table.from_batches(head, schema=scan.schema)
+    print(_format(shown, max_rows=args.max_rows, total_rows=total), file=out)
+    return 0
+
+
+def _is_version(text: str) -> bool:
+    # ASCII digits only, as --as-of reads a version
+    return text.isascii() and text.isdigit()
+
+
+def change_bound(text: str) -> str:
+    """START / END of ``changes``: a version (digits) or an ISO-8601 time, kept as text (the
+    API reads both); a signed number is refused here, naming the argument."""
+    text = text.strip()
+    if not text:
+        raise argparse.ArgumentTypeError("expected a version or an ISO-8601 time, got ''")
+    if text[0] in "+-" and _is_version(text[1:]):
+        raise argparse.ArgumentTypeError(f"a version is a whole number from 0, got {text!r}")
+    return text
