@@ -225,7 +225,7 @@ def _commit_info(line: bytes) -> tuple[dict, str | None] | None:
 def _value_text(line: bytes, action: dict) -> str | None:
     """The text of the value of ``line``'s one key, ``action`` being the line parsed: the
     commitInfo as written, not written again (a third of history()'s time on a long log)."""
-    if len(action) != 1:
+    if len(action) != 1 or line.count(b'"commitInfo"') != 1:  # a key written twice: the last one counts
         return None
     try:
         text = line.decode().strip()

@@ -150,6 +150,9 @@ def test_history_gives_the_commit_info_however_the_line_is_written(trips: Path) 
         2: '{"commitInfo":' + text + ',"other":1}',  # a second key
         3: '{"other":1,"commitInfo":' + text + "}",  # not the first key
         4: '{"commitInfo":' + json.dumps(info, ensure_ascii=False) + "}",  # UTF-8 as such
+        5: '{"commitInfo":{"operation":"DELETE"},"commitInfo":'
+        + text
+        + "}",  # the key twice: the last counts
     }
     for version, line in lines.items():
         path = commit_path(trips, version)
