@@ -210,7 +210,7 @@ class ChangeFeed:
             list(md.arrow_schema) + list(CHANGE_FIELDS), metadata=md.arrow_schema.metadata
         )
         self.physical_partitions = md.physical_partition_columns()
-        self.commit_timestamps = self._timestamps(table, listing, commits)
+        self.commit_timestamps = self._timestamps(listing, commits)
         self.sources = self._build_sources(commits)
         self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
         self._physical_names = logical_to_physical_names(md.schema_json, md.column_mapping_mode)
@@ -246,7 +246,7 @@ class ChangeFeed:
                 out.setdefault(col, []).append((v, last, why))
         return out
 
-    def _timestamps(self, table: DeltaTable, listing: LogListing, commits) -> np.ndarray:
+    def _timestamps(self, listing: LogListing, commits: list[CommitData]) -> np.ndarray:
         """Commit timestamps (us) of start..end: a commit's in-commit timestamp where the table
         had them enabled at that commit (as delta-kernel-rs and Spark do), else its file's
         modification time."""
