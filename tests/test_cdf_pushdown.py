@@ -28,9 +28,16 @@ from deltalake import write_deltalake  # noqa: E402
 import delta_datafusion as dd  # noqa: E402
 from delta_datafusion import DeltaTable  # noqa: E402
 from delta_datafusion.changes import clear_cache, load_change_feed  # noqa: E402
-from delta_datafusion.datafusion.table_function import changes_dataset, recent_plans  # noqa: E402
+from delta_datafusion.datafusion.table_function import ChangesDataset, recent_plans  # noqa: E402
 
 CDF = {"delta.enableChangeDataFeed": "true"}
+
+
+def changes_dataset(path: str, start: int) -> ChangesDataset:
+    """The dataset table_changes hands DataFusion for the feed start..latest of ``path``."""
+    table = DeltaTable(path)
+    feed = load_change_feed(table, start, None)
+    return ChangesDataset(feed, f"table_changes({table.uri}, {feed.start}..{feed.end})", None)
 
 
 def chunk(k: int, ver: int = 0) -> pa.Table:

@@ -184,21 +184,6 @@ class ChangesDataset(DeltaDataset):
         return f"ChangesDataset({self.label})"
 
 
-def changes_dataset(
-    table: DeltaTable | str,
-    start: Any,
-    end: Any = None,
-    label: str | None = None,
-    session_id: str | None = None,
-    storage_options: dict[str, Any] | None = None,
-) -> ChangesDataset:
-    """A DataFusion-ready dataset over the change feed ``start..end`` of a table."""
-    if isinstance(table, str):
-        table = DeltaTable(table, storage_options)
-    feed = load_change_feed(table, start, end)
-    return ChangesDataset(feed, label or f"table_changes({table.uri}, {feed.start}..{feed.end})", session_id)
-
-
 # --------------------------------------------------------------------------------------------
 # Arguments
 # --------------------------------------------------------------------------------------------
@@ -511,4 +496,4 @@ def install_table_changes(ctx: SessionContext) -> SessionContext:
     return ctx
 
 
-__all__ = ["ChangesDataset", "TABLE_CHANGES", "changes_dataset", "install_table_changes", "recent_plans"]
+__all__ = ["ChangesDataset", "TABLE_CHANGES", "install_table_changes", "recent_plans"]
