@@ -157,17 +157,15 @@ def contains_type(dtype: Any, name: str) -> bool:
     return any(node == name for _, node in _type_nodes(dtype))
 
 
-def annotated_field(
-    dtype: Any, key: str = PHYSICAL_NAME_KEY, skip: int = 0, skipped: str | None = None
-) -> str | None:
-    """The first field (dotted path) whose metadata holds ``key``, top-level fields first, then
-    nested ones. ``skip``: the nested fields of that many leading top-level fields are not
+def annotated_field(dtype: Any, skip: int = 0, skipped: str | None = None) -> str | None:
+    """The first field (dotted path) with a column-mapping physical name, top-level fields first,
+    then nested ones. ``skip``: the nested fields of that many leading top-level fields are not
     walked: ``skipped`` is the answer for a schema of those fields (see :func:`known_prefix`)."""
     for path, fields in _struct_fields(dtype, skip):
         if path and skipped is not None:  # no top-level field has it: the skipped ones come first
             return skipped
         for f in fields:
-            if key in (f.get("metadata") or {}):
+            if PHYSICAL_NAME_KEY in (f.get("metadata") or {}):
                 return ".".join((*path, f["name"]))
     return skipped
 

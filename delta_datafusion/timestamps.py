@@ -39,12 +39,12 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
     )
 
 
-def to_millis(value: object, argument: str = "timestamp") -> int:
+def to_millis(value: object) -> int:
     """Accept datetime/date, ISO strings, numpy datetime64, or integers (ms since epoch, numpy
     integers too); naive values are UTC."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
-    return to_micros(value, argument) // 1000
+    return to_micros(value) // 1000
 
 
 def to_micros(value: object, argument: str = "timestamp") -> int:
