@@ -161,7 +161,7 @@ def _incompatible_columns(chain: Sequence[Metadata], memo: dict | None = None) -
     return out
 
 
-def _struct_fields(t: Any) -> list[dict]:
+def _children(t: Any) -> list[dict]:
     """The children of a Delta schema type: a struct's fields; for an array its element, for a
     map its key and value, as unnamed (``"container": True``) children matched by position."""
     if not isinstance(t, dict):
@@ -277,7 +277,7 @@ def _trace_back(path: list[dict], chain: Sequence[Metadata], memo: dict | None =
             if traced is None:
                 return None
         return traced
-    # container children are made anew by each _struct_fields call: keyed by their name (their
+    # container children are made anew by each _children call: keyed by their name (their
     # parent precedes them in the path), other fields by identity (the end schema's own dicts)
     fields = tuple(("container", f["name"]) if f.get("container") else id(f) for f in path)
     key = (fields, len(chain))
@@ -301,7 +301,7 @@ def _trace_step(path: list[dict], newer: Metadata, older: Metadata) -> list[dict
         if c is None:
             return None
         found.append(c)
-        siblings = _struct_fields(c["type"])
+        siblings = _children(c["type"])
     return found
 
 
@@ -315,8 +315,8 @@ def _stored_elsewhere(
         was = physical_name(old_path[-1], old_mode)
         if was != physical_name(end_path[-1], end_mode):
             return [f["name"] for f in end_path], was
-    old_children = _struct_fields(old_path[-1]["type"])
-    for child in _struct_fields(end_path[-1]["type"]):
+    old_children = _children(old_path[-1]["type"])
+    for child in _children(end_path[-1]["type"]):
         traced = _trace_back([*end_path, child], chain, memo)
         if traced is not None:
             found = _stored_elsewhere([*end_path, child], traced, chain, memo)
