@@ -32,28 +32,13 @@ def _as_expr(x: Any) -> Any:
     return pc.scalar(x) if isinstance(x, pa.Scalar) else x
 
 
-def _binary(original: Any) -> Any:
-    def wrapped(a: Any, b: Any) -> Any:
+def _wrap(original: Any) -> Any:
+    def wrapped(*operands: Any) -> Any:
         try:
-            return original(a, b)
+            return original(*operands)
         except (TypeError, pa.ArrowNotImplementedError):
-            if isinstance(a, pa.Scalar) or isinstance(b, pa.Scalar):
-                return original(_as_expr(a), _as_expr(b))
-            raise
-
-    setattr(wrapped, _MARK, original)
-    wrapped.__name__ = original.__name__
-    wrapped.__doc__ = original.__doc__
-    return wrapped
-
-
-def _unary(original: Any) -> Any:
-    def wrapped(a: Any) -> Any:
-        try:
-            return original(a)
-        except (TypeError, pa.ArrowNotImplementedError):
-            if isinstance(a, pa.Scalar):
-                return original(_as_expr(a))
+            if any(isinstance(x, pa.Scalar) for x in operands):
+                return original(*(_as_expr(x) for x in operands))
             raise
 
     setattr(wrapped, _MARK, original)
@@ -65,7 +50,7 @@ def _unary(original: Any) -> Any:
 def install() -> None:
     """Wrap ``operator.and_``, ``or_`` and ``invert`` once per process (idempotent)."""
     with _LOCK:
-        for name, wrap in (("and_", _binary), ("or_", _binary), ("invert", _unary)):
+        for name in ("and_", "or_", "invert"):
             current = getattr(operator, name)
             if not hasattr(current, _MARK):
-                setattr(operator, name, wrap(current))
+                setattr(operator, name, _wrap(current))
