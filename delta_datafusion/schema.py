@@ -352,16 +352,6 @@ def to_arrow_schema(schema: dict[str, Any], mode: str = "none", physical: bool =
     return pa.schema([delta_field_to_arrow(f, mode, physical) for f in schema["fields"]])
 
 
-def iter_leaves(fields: list[dict[str, Any]], prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple, dict]]:
-    for f in fields:
-        path = prefix + (f["name"],)
-        t = f["type"]
-        if isinstance(t, dict) and t.get("type") == "struct":
-            yield from iter_leaves(t["fields"], path)
-        else:
-            yield path, f
-
-
 def _stats_value_type(dtype: Any) -> pa.DataType | None:
     """Arrow type of a min/max stat for a Delta type, or None when stats are not collected."""
     if isinstance(dtype, str):
@@ -403,17 +393,6 @@ def stats_schemas(schema: dict[str, Any], mode: str, partition_columns: list[str
         build(top, False, False),
         build(top, False, True),
     )
-
-
-def rename_struct_type(dtype: pa.DataType, logical: pa.DataType) -> pa.DataType:
-    """Give ``dtype`` (a struct keyed by physical names) the field names of ``logical``."""
-    if not pa.types.is_struct(dtype):
-        return logical
-    fields = []
-    for i in range(dtype.num_fields):
-        pf, lf = dtype.field(i), logical.field(i)
-        fields.append(pa.field(lf.name, rename_struct_type(pf.type, lf.type)))
-    return pa.struct(fields)
 
 
 def column_mapping_mode(configuration: dict[str, str]) -> str:
