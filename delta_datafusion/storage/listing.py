@@ -107,14 +107,6 @@ def _local_names(path: str) -> list[str]:
     return names
 
 
-def _list_local(path: str) -> list[FileInfo]:
-    """Names only, sorted; sizes and mtimes are read lazily."""
-    prefix = path.rstrip("/") + "/"
-    names = _local_names(path)
-    names.sort()  # names, not objects by key: 3,000 log files 2.3 -> 1.0 ms
-    return [FileInfo(prefix + n, n) for n in names]
-
-
 def _fs_mtime_ms(fs: Any, path: str) -> int:
     """Modification time from ``fs.modified`` for listings that carry none. A filesystem that
     cannot tell is an error: a made-up time would give wrong commit timestamps."""

@@ -15,7 +15,7 @@ from ..cached import cached_property
 from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
 from .arrow import _LogSizedHandler
 from .handles import _StoreFile, store_errors
-from .listing import FileInfo, _etag, _list_local, _local_names, _mtime_ms, forget_listing
+from .listing import FileInfo, _etag, _local_names, _mtime_ms, forget_listing
 from .serial import _serialized_if_needed
 from .uri import _chain_child, _check_url_options, _is_chained, _open_error, _split_uri
 
@@ -255,9 +255,8 @@ class Storage:
         return [f.name for f in files], {f.name: f for f in files}
 
     def list_dir(self, path: str) -> list[FileInfo]:
-        """Files directly under ``path`` sorted by name; empty when the folder does not exist."""
-        if self.is_local:
-            return _list_local(path)
+        """Files directly under ``path`` on an object store, sorted by name, with the details the
+        listing gives; empty when the folder does not exist (local folders: :meth:`list_names`)."""
         forget_listing(self.fs, path)
         try:
             with self.request_errors("list", path):
