@@ -759,7 +759,7 @@ def from_pyarrow(expr: pc.Expression | None, schema: pa.Schema) -> Predicate:
 
 class FunctionNotSupportedError(PredicateError):
     """A filter :func:`from_pyarrow` refuses for a function, cast or arithmetic in it (which SQL
-    text can express: see :func:`delta_datafusion.scan.as_predicate`)."""
+    text can express: see :func:`delta_datafusion.scan.sql_predicate`)."""
 
 
 _UNPRINTABLE = "<a filter pyarrow cannot print>"

@@ -79,8 +79,8 @@ class ScanMetadata:
 
 
 def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
-    """Accept None, a package Predicate, a pyarrow compute Expression (what DataFusion passes), or
-    SQL text (planned by DataFusion exactly as in a query's WHERE clause)."""
+    """Accept None, a package Predicate or a pyarrow compute Expression (what DataFusion passes);
+    SQL text goes to :func:`sql_predicate`, which plans it through DataFusion."""
     if predicate is None:
         return None
     from .predicate import Predicate
@@ -98,10 +98,6 @@ def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
         pred = None if pred is None else bind_types(pred, schema)
     elif isinstance(predicate, Predicate):
         pred = bind_types(predicate, schema)
-    elif isinstance(predicate, str):
-        from .datafusion.sql_predicate import predicate_from_sql
-
-        pred = predicate_from_sql(predicate, schema)
     else:
         raise ArgumentError(
             "predicate must be SQL text, a pyarrow.compute.Expression or a delta_datafusion Predicate, "

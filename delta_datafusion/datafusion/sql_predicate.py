@@ -3,8 +3,10 @@
 The text is planned by DataFusion as ``SELECT 1 FROM t WHERE <text>`` over a stand-in dataset
 with the scan's schema, so it means exactly what it would mean in a query: DataFusion's parser,
 type coercion and simplification, then the same pushed filter the provider receives. A conjunct
-DataFusion keeps above the scan (functions, nested fields) cannot be applied by a Python scan, so
-such text is refused with the part named, never silently dropped.
+DataFusion keeps above the scan (functions, LIKE, nested fields) is not in that filter: the scan
+then prunes by the part it is handed and reads its rows through DataFusion, which applies the
+rest (:func:`~delta_datafusion.scan.rows_through_datafusion`); :func:`predicate_from_sql`, for a
+caller that cannot run the text, refuses such text with the part named, never dropping it.
 """
 
 from __future__ import annotations
