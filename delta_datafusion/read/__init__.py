@@ -11,8 +11,10 @@ output schema:
   the SQL-exact row filter pushed into pyarrow (row-group pruning included; a filter reads
   partition values and constants from fragment guarantees), and partition values and constant
   columns added to each batch as slices of one array per value;
-- row-selection path (deletion vectors, change-feed DV diffs): each file read in order, rows
-  masked by position, then the filter and projection applied.
+- row-selection path (deletion vectors, change-feed DV diffs; files the dataset scanner cannot
+  read as the table does: columns named by field id or in another case, string views under a
+  filter; large filtered files read only up to their page index's row window): each file read
+  in order, rows masked by position, then the filter and projection applied.
 
 Column mapping: files are read with the physical schema (physical names, nested too), the filter
 is renamed to physical names, and the output is renamed back to logical names (the mapping and
@@ -30,6 +32,7 @@ Modules, by job:
 * ``file_checks``: each file's stored columns checked against the table schema (names in another
   case, types), and the footer facts that choose a file's path (string views, field ids,
   shredded variants);
+* ``page_windows``: the rows of a file a filter can match, from its parquet page index;
 * ``read_errors``: what a failed read raises, naming the file and why;
 * ``batches``: the Python API's ``batch_size`` and the batch sizes pyarrow decodes in.
 """
