@@ -31,9 +31,10 @@ Planning (:meth:`ChangeFeed.plan`) works on one Arrow table of *change sources* 
 to read, with kind, change type, version, timestamp, typed partition values and stats, and the
 row selection) and prunes them in three stages before any data is read: by the conjuncts on the
 change columns (evaluated on each source's constants; a cdc file may hold any change type), then
-by partition values, then by file statistics (adds and removes that carry stats; cdc files have
-none and are kept). Rows are read by :class:`~delta_datafusion.read.UnitReader`, which fills partition values and
-the change constants and applies row selection, projection and the row filter.
+by partition values, then by file statistics (those the log gives adds and removes; for cdc
+files and removes without them, their parquet footers' min/max and null counts). Rows are read
+by :class:`~delta_datafusion.read.UnitReader`, which fills partition values and the change
+constants and applies row selection, projection and the row filter.
 
 Modules, by job:
 
