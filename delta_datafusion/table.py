@@ -17,7 +17,7 @@ from .log.segment import LogListing, build_segment, list_log
 from .protocol import Metadata
 from .snapshot import Snapshot, latest_protocol_metadata
 from .storage import Storage
-from .timestamps import CommitTimeline, to_millis
+from .timestamps import CommitTimeline
 
 if TYPE_CHECKING:
     from .changes import ChangeScan
@@ -99,7 +99,7 @@ class DeltaTable:
         if timestamp is None:
             return Snapshot(self.storage, build_segment(listing, version))
         latest, timeline = self._latest_and_timeline(listing)
-        version = timeline.version_at_or_before(to_millis(timestamp))
+        version = timeline.version_at_or_before(timestamp)
         if version == latest.version:
             return latest
         segment = build_segment(listing, version)

@@ -77,10 +77,7 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
         # keeps its nanoseconds: a start rounds up to the next microsecond
         return Instant.from_nanos(int(value.value), round_up=argument == "start")
     if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        delta = value - dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
-        return Instant((delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds)
+        return Instant(to_micros(value))  # naive: UTC
     if isinstance(value, dt.date):
         return as_bound(dt.datetime(value.year, value.month, value.day), argument, table)
     raise ArgumentError(
