@@ -94,8 +94,5 @@ def _statement() -> Iterator[None]:
     if _PINS.get() is not None:
         yield
         return
-    token = _PINS.set({})
-    try:
+    with planning_for({}):
         yield
-    finally:
-        _PINS.reset(token)
