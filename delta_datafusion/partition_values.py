@@ -177,8 +177,7 @@ def typed_partition_values(
             if raw.type.get_field_index(phys) >= 0
             else pa.nulls(num_rows, pa.string())
         )
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
+        col = as_array(col)
         try:
             children.append(parse_column(col, f.type, f.name))
         except (LogCorruptError, UnsupportedFeatureError) as e:

@@ -279,8 +279,7 @@ def latest_txns(tables: Sequence[pa.Array]) -> dict[str, int]:
     """App transaction versions; ``tables`` are txn struct columns from newest to oldest."""
     out: dict[str, int] = {}
     for col in tables:
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
+        col = as_array(col)
         col = col.filter(col.is_valid())
         for app, ver in zip(child(col, "appId").to_pylist(), child(col, "version").to_pylist(), strict=True):
             if app is not None and app not in out:
@@ -292,8 +291,7 @@ def latest_domains(tables: Sequence[pa.Array]) -> dict[str, str]:
     """Active domain metadata; ``tables`` from newest to oldest; removed domains dropped."""
     seen: dict[str, str | None] = {}
     for col in tables:
-        if isinstance(col, pa.ChunkedArray):
-            col = col.combine_chunks()
+        col = as_array(col)
         col = col.filter(col.is_valid())
         for d, conf, removed in zip(
             child(col, "domain").to_pylist(),

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
+from .arrays import as_array
 from .log.actions import read_ndjson
 from .protocol import Metadata
 from .schema import relabel, stats_schemas
@@ -158,8 +159,7 @@ def parse_stats_json(stats: pa.Array, physical_type: pa.DataType) -> pa.StructAr
     n = len(stats)
     if n == 0:
         return pa.array([], physical_type)
-    if isinstance(stats, pa.ChunkedArray):
-        stats = stats.combine_chunks()
+    stats = as_array(stats)
     if stats.null_count:
         # Parse only the rows that have stats, then scatter back (nulls elsewhere).
         valid = stats.is_valid()
@@ -255,9 +255,7 @@ def _parse_one(text: str, obj: dict, opts: pajson.ParseOptions) -> pa.Array:
 
 def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
     """Checkpoint ``stats_parsed`` cast field by field onto the current stats type."""
-    if isinstance(stats_parsed, pa.ChunkedArray):
-        stats_parsed = stats_parsed.combine_chunks()
-    return _cast_from_parse(stats_parsed, physical_type)
+    return _cast_from_parse(as_array(stats_parsed), physical_type)
 
 
 def typed_stats(
@@ -290,9 +288,7 @@ def typed_stats(
                 result = pc.if_else(use_json, from_json, from_struct)
             else:
                 result = from_struct
-    if isinstance(result, pa.ChunkedArray):
-        result = result.combine_chunks()
-    result = relabel(result, logical)
+    result = relabel(as_array(result), logical)
     widened = widened_columns(md.schema_json) | set(forget)
     return _forget_bounds(result, widened) if widened else result
 

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import as_array
 from ..log.actions import DV_TYPE, commit_schema, partition_values_type
 from ..replay import file_keys
 
@@ -120,8 +121,7 @@ def _dv_ids(dv: pa.Array) -> pa.Array:
 def _as_dv(arr: pa.Array | None, n: int) -> pa.Array:
     if arr is None:
         return pa.nulls(n, DV_TYPE)
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+    arr = as_array(arr)
     if arr.type != DV_TYPE:
         arr = arr.cast(DV_TYPE)
     return arr
