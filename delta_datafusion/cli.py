@@ -15,6 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
+import pyarrow as pa
+
 from .errors import ArgumentError, describe
 
 
@@ -52,9 +54,15 @@ def _format(table, max_rows: int = 20, total_rows: int | None = None) -> str:
 def _cell(v: Any) -> str:
     """A value as one line of the table: NULL for a null, also inside a struct, list or map
     (Python would show ``None``), and a line break or other control character in text escaped
-    (printed as is, it started a line that looked like another row)."""
+    (printed as is, it started a line that looked like another row); binary and intervals as
+    DataFusion shows them (``0102ff``, ``1 mons 2 hours``), not as Python's ``b'...'`` and
+    ``MonthDayNano(...)``."""
     if v is None:
         return "NULL"
+    if isinstance(v, bytes):
+        return v.hex()
+    if isinstance(v, pa.MonthDayNano):
+        return _interval(v)
     if isinstance(v, dict):
         return "{" + ", ".join(f"{_printable(str(k))}: {_inner(x)}" for k, x in v.items()) + "}"
     if isinstance(v, list):
@@ -62,6 +70,18 @@ def _cell(v: Any) -> str:
             return "{" + ", ".join(f"{_inner(k)}: {_inner(x)}" for k, x in v) + "}"
         return "[" + ", ".join(_inner(x) for x in v) + "]"
     return _printable(str(v))
+
+
+def _interval(v: pa.MonthDayNano) -> str:
+    seconds, nanos = divmod(abs(v.nanoseconds), 1_000_000_000)
+    sign = "-" if v.nanoseconds < 0 else ""
+    hours, seconds = divmod(seconds, 3600)
+    minutes, seconds = divmod(seconds, 60)
+    parts = [f"{v.months} mons" if v.months else "", f"{v.days} days" if v.days else ""]
+    parts += [f"{sign}{hours} hours" if hours else "", f"{sign}{minutes} mins" if minutes else ""]
+    if seconds or nanos:
+        parts.append(f"{sign}{seconds}.{nanos:09d} secs" if nanos else f"{sign}{seconds} secs")
+    return " ".join(p for p in parts if p) or "0 secs"
 
 
 def _inner(v: Any) -> str:
@@ -102,8 +122,6 @@ def _values(column: Any) -> list[Any]:
 
 def _as_text(t: Any) -> Any:
     """``t`` with its dates, times, timestamps and durations as strings, nested ones too."""
-    import pyarrow as pa
-
     if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t):
         return pa.string()
     if pa.types.is_struct(t):

@@ -1240,6 +1240,30 @@ def test_cli_prints_each_row_on_one_line(capsys):
     assert lines[0].index("| n") == lines[2].index("| 1") + 2
 
 
+def test_cli_prints_binary_and_intervals_as_datafusion_shows_them(capsys, tmp_path):
+    """Binary values printed as Python's ``b'\\x01\\x02'`` and intervals as
+    ``MonthDayNano(months=0, days=1, ...)``; they print as DataFusion's own display does,
+    also inside a list or struct, here from a binary column of a Delta table."""
+    from deltalake import write_deltalake
+
+    write_deltalake(str(tmp_path / "t"), pa.table({"b": [b"\x01\x02\xff", None]}))
+    query = (
+        "SELECT b, [b] AS l, named_struct('k', b) AS st, INTERVAL '1 month 1 day 2 hours 3.5 seconds' AS i, "
+        "-INTERVAL '90 minutes' AS m, INTERVAL '0 seconds' AS z FROM t ORDER BY b NULLS LAST"
+    )
+    assert cli.main(["sql", query, "--table", f"t={tmp_path / 't'}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [c.strip() for c in lines[2].split(" | ")] == [
+        "0102ff",
+        "[0102ff]",
+        "{k: 0102ff}",
+        "1 mons 1 days 2 hours 3.500000000 secs",
+        "-1 hours -30 mins",
+        "0 secs",
+    ]
+    assert [c.strip() for c in lines[3].split(" | ")][:3] == ["NULL", "[NULL]", "{k: NULL}"]
+
+
 def test_a_pyarrow_function_in_a_predicate_says_to_write_it_as_sql(tmp_path):
     """A pyarrow function, cast or arithmetic in ``scan(predicate=...)`` was refused without a
     way out; the error says to give the condition as SQL text, which then reads the rows."""
