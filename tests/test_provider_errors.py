@@ -205,6 +205,33 @@ def test_create_external_table_checks_what_it_is_told(tmp_path: Path) -> None:
     assert ctx.sql("SELECT sum(a) AS s FROM t5").to_pydict() == {"s": [6]}
 
 
+def test_partitioned_by_reads_its_names_as_sql_identifiers(tmp_path: Path) -> None:
+    """PARTITIONED BY names are identifiers: a quoted one is its text (DataFusion hands them over
+    as written, quotes included), so a partition column only a quoted name can spell ("Up Per",
+    "a.b", a quote) is accepted; before, every quoted name was refused as not matching."""
+    path = tmp_path / "t"
+    table = pa.table(
+        {"Up Per": ["x", "y"], "a.b": [1, 2], 'q"t': [1.0, 2.0], "Part": ["u", "v"], "v": [1, 2]}
+    )
+    write_deltalake(str(path), table, partition_by=["Up Per", "a.b", 'q"t', "Part"])
+    ctx = _ctx()
+    for i, names in enumerate(['"Up Per", "a.b", "q""t", "Part"', '"Up Per", "a.b", "q""t", Part']):
+        ctx.sql(f"CREATE EXTERNAL TABLE t{i} STORED AS DELTA PARTITIONED BY ({names}) LOCATION '{path}'")
+        assert ctx.sql(f'SELECT v FROM t{i} WHERE "a.b" = 2').to_pydict() == {"v": [2]}
+    # a name that is not the table's, or the right names in another order, is still refused
+    for names in [
+        '"up per", "a.b", "q""t", "Part"',
+        '"a.b", "Up Per", "q""t", "Part"',
+        '"Up Per", "a.b", "q""t", "part"',
+    ]:
+        with pytest.raises(Exception) as info:  # noqa: B017
+            ctx.sql(
+                f"CREATE EXTERNAL TABLE bad STORED AS DELTA PARTITIONED BY ({names}) LOCATION '{path}'"
+            ).collect()
+        err = dd.from_datafusion(info.value)
+        assert isinstance(err, dd.ArgumentError) and "does not match" in str(err), info.value
+
+
 def test_mistaken_arguments_are_argument_errors(tmp_path: Path) -> None:
     """A wrong kind of argument is an ArgumentError (README: also a ValueError and a TypeError),
     not a plain DeltaError as these were."""

@@ -63,6 +63,17 @@ def normalized(name: str) -> tuple[str, ...] | None:
     return tuple(p if quoted else sql_lower(p) for p, quoted in parts)
 
 
+def names_column(written: str, column: str) -> bool:
+    """Does the identifier ``written`` (as DataFusion hands PARTITIONED BY names over: quotes
+    kept) name ``column``? A quoted one is its text; an unquoted one names the column spelled as
+    written or lower-cased (as DataFusion reads it in a session of the default configuration)."""
+    parts = split_reference(written)
+    if parts is None or len(parts) != 1:
+        return False
+    text, was_quoted = parts[0]
+    return text == column if was_quoted else column in (text, sql_lower(text))
+
+
 def full_name(parts: Sequence[str]) -> tuple[str, ...]:
     """(catalog, schema, table), the default catalog and schema filling in what is left out."""
     return (*DEFAULTS[: 3 - len(parts)], *parts)

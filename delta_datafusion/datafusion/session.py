@@ -24,7 +24,7 @@ from ..errors import ArgumentError, DeltaError, TableNotFoundError, from_datafus
 from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error, recording_plans
-from .names import same_as_flattened, same_table
+from .names import names_column, same_as_flattened, same_table
 from .provider import table_dataset
 from .statement import statement_pins, table_key, track_statements
 
@@ -329,7 +329,10 @@ class DeltaTableFactory(TableProviderFactory):
             snapshot = table.snapshot(version=version, timestamp=timestamp)
         dataset = table_dataset(snapshot, label=str(cmd.name()))
         declared_parts = list(cmd.table_partition_cols())
-        if declared_parts and declared_parts != snapshot.partition_columns:
+        parts = snapshot.partition_columns
+        if declared_parts and not (
+            len(declared_parts) == len(parts) and all(map(names_column, declared_parts, parts))
+        ):
             raise ArgumentError(
                 f"CREATE EXTERNAL TABLE {cmd.name()}: PARTITIONED BY {declared_parts} does not match the Delta "
                 f"table at {locations[0]}, partitioned by {snapshot.partition_columns or 'nothing'}"
