@@ -724,8 +724,8 @@ class Snapshot(TableVersionView):
         # Typed source by source (smaller parse buffers); then the raw strings are dropped: planning
         # uses the typed table from now on.
         fast = self._typed_single_leaf()
-        if fast is not None:
-            self.__dict__.pop("raw_files", None)
+        if fast is not None:  # it kept the transactions and domains itself
+            self._drop_raw()
             return fast
         sources = self._raw_sources()
         nonempty = [raw for raw in sources if raw.num_rows] or [
@@ -738,6 +738,12 @@ class Snapshot(TableVersionView):
             self.__dict__.pop("_checkpoint_pass", None)
         self.__dict__.pop("raw_files", None)
         return files
+
+    def _drop_raw(self) -> None:
+        """Forget the raw adds and the checkpoint's raw read once the typed files are built
+        (with the transactions and domains kept): planning uses the typed table from then on."""
+        self.__dict__.pop("raw_files", None)
+        self.__dict__.pop("_checkpoint_pass", None)
 
     def select_files(self, predicate: Any = None) -> tuple[pa.Table, int, int]:
         """Live files that may hold rows matching ``predicate`` (a predicate tree), for planning.
@@ -760,6 +766,11 @@ class Snapshot(TableVersionView):
         if built is None:
             try:
                 raw = self.raw_files
+                # files() building the typed table meanwhile dropped raw values made before it
+                # did, not these: made after, they would stay for the snapshot's life
+                with self._lock:
+                    if "_files" in self.__dict__:
+                        self._drop_raw()
             except MissingLogFileError:
                 if self.segment.checkpoint is None:
                     raise

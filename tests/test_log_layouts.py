@@ -2487,6 +2487,92 @@ def test_a_snapshot_property_is_built_once_by_concurrent_callers_and_a_failure_i
     assert results[1] is results[0] and results[2] is results[0]
 
 
+def _raw_leftovers(snap) -> list[str]:
+    """The raw log values a snapshot whose files are built still holds (it should hold none)."""
+    return [k for k in ("raw_files", "_checkpoint_pass") if k in snap.__dict__]
+
+
+def test_raw_files_planned_on_a_thread_are_not_kept_after_files_were_built(tmp_path, monkeypatch):
+    """A thread planning from the raw adds (select_files, as every SQL query does) while another
+    builds the typed files (files(), the Python API's scans): the raw adds (stats strings,
+    about twice the typed table) are dropped once the typed files exist. They were kept for the
+    snapshot's life when the planning thread finished making them after files() had dropped
+    them (forced here: the planner is held after reading the log until files() returned)."""
+    from delta_datafusion import snapshot as snapshot_module
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    snap = DeltaTable(str(t)).snapshot()
+    real_sources = snapshot_module.Snapshot._raw_sources
+    planner: dict = {}
+    sources_read, files_built = threading.Event(), threading.Event()
+
+    def held_on_the_planner(self):
+        out = real_sources(self)
+        if threading.get_ident() == planner.get("thread"):
+            sources_read.set()
+            files_built.wait(60)
+        return out
+
+    def plan():
+        planner["thread"] = threading.get_ident()
+        return snap.select_files(None)[0].num_rows
+
+    monkeypatch.setattr(snapshot_module.Snapshot, "_raw_sources", held_on_the_planner)
+    results, (thread,) = _on_threads({"planned": plan})
+    assert sources_read.wait(30)
+    assert snap.files().num_rows == 4
+    files_built.set()
+    thread.join(30)
+    assert results == {"planned": 4}
+    assert _raw_leftovers(snap) == []
+
+
+def test_raw_checkpoint_read_on_a_thread_is_not_kept_after_the_one_leaf_files_were_built(
+    tmp_path, monkeypatch
+):
+    """A thread planning from the raw adds reads the checkpoint into ``_checkpoint_pass`` while
+    files() types the same one-leaf checkpoint on its own thread (the overlapped path): that raw
+    read is dropped with the raw adds once the typed files exist (it was kept for the snapshot's
+    life: the overlapped path dropped only the raw adds). Forced: the planner starts reading
+    once files() is typing, and files() goes on once the planner has read the log."""
+    from delta_datafusion import snapshot as snapshot_module
+
+    t = tmp_path / "t"
+    _table_with_an_old_checkpoint(t)
+    snap = DeltaTable(str(t)).snapshot()
+    real_sources = snapshot_module.Snapshot._raw_sources
+    real_apart = snapshot_module.Snapshot._stats_apart
+    planning, typing, planned = threading.Event(), threading.Event(), threading.Event()
+
+    def planner_waits_for_typing(self):
+        planning.set()
+        typing.wait(60)
+        try:
+            return real_sources(self)
+        finally:
+            planned.set()
+
+    def typing_waits_for_planner(self, *args):
+        typing.set()
+        planned.wait(60)
+        return real_apart(self, *args)
+
+    def plan():
+        return snap.select_files(None)[0].num_rows
+
+    monkeypatch.setattr(snapshot_module.Snapshot, "_raw_sources", planner_waits_for_typing)
+    monkeypatch.setattr(snapshot_module.Snapshot, "_stats_apart", typing_waits_for_planner)
+    results, threads = _on_threads({"planned": plan})
+    assert planning.wait(30)  # past the check for built files
+    more, threads2 = _on_threads({"files": lambda: snap.files().num_rows})
+    for thread in threads + threads2:
+        thread.join(30)
+    assert typing.is_set() and planned.is_set()  # files() took the overlapped path
+    assert results == {"planned": 4} and more == {"files": 4}
+    assert _raw_leftovers(snap) == []
+
+
 def test_commit_timestamp_of_a_cleaned_up_version_names_the_commits_left(tmp_path):
     """A snapshot kept while the log is cleaned up past its version: its commit timestamp is no
     longer known, and the error says which commits are left (it named the version only)."""
