@@ -5,8 +5,7 @@ with the scan's schema, so it means exactly what it would mean in a query: DataF
 type coercion and simplification, then the same pushed filter the provider receives. A conjunct
 DataFusion keeps above the scan (functions, LIKE, nested fields) is not in that filter: the scan
 then prunes by the part it is handed and reads its rows through DataFusion, which applies the
-rest (:func:`~delta_datafusion.scan.rows_through_datafusion`); :func:`predicate_from_sql`, for a
-caller that cannot run the text, refuses such text with the part named, never dropping it.
+rest (:func:`~delta_datafusion.scan.rows_through_datafusion`), never dropping it.
 """
 
 from __future__ import annotations
@@ -40,16 +39,10 @@ class _CaptureFilter(ds.Dataset):
         return []
 
 
-def predicate_from_sql(text: str, schema: pa.Schema) -> Any:
-    """The package predicate for the SQL boolean expression ``text`` over ``schema`` (None: TRUE);
-    a part DataFusion would apply above the scan is refused, naming it."""
-    return plan_sql_predicate(text, schema, allow_rest=False)[0]
-
-
-def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) -> tuple[Any, bool]:
+def plan_sql_predicate(text: str, schema: pa.Schema) -> tuple[Any, bool]:
     """(the part of ``text`` DataFusion hands a scan, as a package predicate (None: TRUE); whether
-    DataFusion keeps another part above the scan). With ``allow_rest`` False that other part is
-    refused instead: a caller that cannot run the text through DataFusion must not drop it."""
+    DataFusion keeps another part above the scan, which the caller must then have DataFusion
+    apply: dropping it would return rows the text excludes)."""
     from datafusion import SessionContext, Table
 
     from ..predicate import BoolLiteral
@@ -98,8 +91,7 @@ def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) ->
             "(...) is)"
         )
     try:
-        optimized = df.optimized_logical_plan()
-        plan = _plan_nodes(optimized)
+        plan = _plan_nodes(df.optimized_logical_plan())
     except Exception as e:  # noqa: BLE001
         raise planning_error(e) from e
     # subqueries sit inside expressions, below no plan input: the optimizer turns them into joins
@@ -116,16 +108,7 @@ def plan_sql_predicate(text: str, schema: pa.Schema, allow_rest: bool = True) ->
         # before the print; the package reads it without printing it.
         if type(e).__name__ != "PanicException" or not capture.filters:
             raise
-    kept = [node for kind, node in plan if kind == "Filter"]
-    if kept and not allow_rest:
-        part = _inline_extracted(kept[0].predicate().canonical_name(), optimized.display_indent())
-        raise PredicateError(
-            f"predicate {text!r}: the part `{part}` cannot be applied by a scan: DataFusion 55 hands a scan "
-            "only comparisons, IN lists and IS [NOT] NULL of columns and literals, joined by AND/OR/NOT "
-            "(functions, LIKE patterns, nested fields, IS DISTINCT FROM, IS TRUE/FALSE and some IN lists "
-            "stay in DataFusion); filter those in SQL instead"
-        )
-    rest = bool(kept)
+    rest = any(kind == "Filter" for kind, _ in plan)
     pushed = capture.filters[-1] if capture.filters else None
     if pushed is None:
         if not any(kind == "TableScan" for kind, _ in plan):
@@ -248,25 +231,3 @@ def _item_kind(expr: Any) -> str:
         null = str(v.data_type()) == "Null" or re.fullmatch(r"\w+\(NULL\)", expr.canonical_name())
         return "null" if null else "value"
     return "unknown"
-
-
-_EXTRACTED = re.compile(r" AS (__datafusion_extracted_\d+|__common_expr_\d+)")
-
-
-def _inline_extracted(part: str, plan: str) -> str:
-    """DataFusion moves nested-field accesses and repeated expressions into a projection
-    (``get_field(t.st, Utf8("a")) AS __datafusion_extracted_1``, ``t.id + Int64(1) AS
-    __common_expr_3``); put the expressions back so the message shows what was written."""
-    for m in _EXTRACTED.finditer(plan):
-        depth, i = 0, m.start()
-        while i > 0:
-            c = plan[i - 1]
-            if c in ")]":
-                depth += 1
-            elif c in "([":
-                depth -= 1
-            elif depth == 0 and (plan.startswith(", ", i - 2) or plan.startswith(": ", i - 2)):
-                break
-            i -= 1
-        part = re.sub(rf"\b{m.group(1)}\b", plan[i : m.start()], part)
-    return part
