@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 import pyarrow as pa
 
+from .arguments import is_version_text
 from .errors import ArgumentError, describe
 
 
@@ -237,9 +238,8 @@ def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | N
             raise ArgumentError(f"--as-of names {name!r}, which no --table gives (tables: {names})")
         if table in out:
             raise ArgumentError(f"--as-of names {name!r} twice")
-        # 0-9 only: str.isdigit() also takes '²' (which int() refuses) and other scripts' digits
-        digits = when.isascii() and when.isdigit()
-        if not digits and when[:1] in "+-" and when[1:].isascii() and when[1:].isdigit():
+        digits = is_version_text(when)
+        if not digits and when[:1] in "+-" and is_version_text(when[1:]):
             raise ArgumentError(f"--as-of {spec.strip()}: a version is a whole number from 0, got {when!r}")
         out[table] = (int(when), None) if digits else (None, when)
     return out
@@ -322,8 +322,7 @@ def _pin_hint(command: str, key: str, value: str, tables: list[str] | None) -> s
 
 
 def _non_negative(text: str) -> int:
-    # ASCII digits only: int() also takes '١' (Arabic-Indic one) and '1_000'
-    if not (text.strip().isascii() and text.strip().isdigit()):
+    if not is_version_text(text.strip()):
         raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return int(text)
 

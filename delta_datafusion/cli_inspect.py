@@ -13,6 +13,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arguments import is_version_text
 from .cli import _format, _storage_options
 from .errors import ArgumentError
 
@@ -90,7 +91,7 @@ def changes(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from .table import DeltaTable
 
     out = out or sys.stdout
-    if _is_version(args.start) and args.end is not None and _is_version(args.end):
+    if is_version_text(args.start) and args.end is not None and is_version_text(args.end):
         if int(args.end) < int(args.start):
             raise ArgumentError(
                 f"END {args.end} is before START {args.start} (the range START..END includes both)"
@@ -118,17 +119,12 @@ def changes(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
-def _is_version(text: str) -> bool:
-    # ASCII digits only, as --as-of reads a version
-    return text.isascii() and text.isdigit()
-
-
 def change_bound(text: str) -> str:
     """START / END of ``changes``: a version (digits) or an ISO-8601 time, kept as text (the
     API reads both); a signed number is refused here, naming the argument."""
     text = text.strip()
     if not text:
         raise argparse.ArgumentTypeError("expected a version or an ISO-8601 time, got ''")
-    if text[0] in "+-" and _is_version(text[1:]):
+    if text[0] in "+-" and is_version_text(text[1:]):
         raise argparse.ArgumentTypeError(f"a version is a whole number from 0, got {text!r}")
     return text

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..arguments import is_version_text
 from ..errors import ArgumentError, InvalidRangeError, VersionNotFoundError
 from ..log.segment import LogListing
 from ..lru import LruCache
@@ -57,7 +58,7 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
         return v
     if isinstance(value, str):
         text = value.strip()
-        if text.isascii() and text.isdigit():  # str.isdigit() is also true for '²' or '٣'
+        if is_version_text(text):
             return int(text)
         parsed = parse_iso(text)
         if parsed is None:
