@@ -7,6 +7,7 @@ unless their key appears in any commit action (``is_in``). No Python object per 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from urllib.parse import unquote
 
@@ -148,10 +149,20 @@ def valid_rows(actions: pa.Array, valid: pa.Array) -> pa.Array:
 
 
 def _dv_column(dv: pa.Array, n: int) -> pa.Array:
+    """The deletion vectors as DV_TYPE; a descriptor present with every field null or empty
+    (``"deletionVector": {}`` in a commit, a checkpoint writer's all-null struct) is none. Scans
+    read such a file whole (``scan_unit.dv_or_none``), but keyed as a file with a DV a later
+    remove of its path without one missed it, and the removed file's rows came back."""
     if pa.types.is_null(dv.type):
         return pa.nulls(n, DV_TYPE)
     children = [child(dv, f.name, f.type) for f in DV_TYPE]
-    return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=pc.invert(dv.is_valid()))
+    absent = pc.invert(dv.is_valid())
+    if dv.null_count < len(dv):  # as dv_or_none: an empty storageType and no other field is none
+        bare = functools.reduce(pc.and_, [dv.is_valid(), *(c.is_null() for c in children[1:])])
+        if pc.any(bare).as_py():  # only then are the storageType strings compared
+            no_type = pc.equal(pc.fill_null(children[0], ""), "")
+            absent = pc.or_(absent, pc.and_(bare, no_type))
+    return pa.StructArray.from_arrays(children, fields=list(DV_TYPE), mask=absent)
 
 
 # -- keys ----------------------------------------------------------------------------------

@@ -1700,6 +1700,106 @@ def test_file_actions_are_keyed_by_path_and_deletion_vector(tmp_path: Path):
     assert live(4) == [("f.parquet", 10, "zz12cd34ef56gh78ij90"), ("g.parquet", 21, None)]
 
 
+@pytest.mark.parametrize("where", ["commit", "commit, empty storageType", "checkpoint"])
+def test_an_all_null_deletion_vector_is_none_for_a_later_remove(tmp_path: Path, where: str):
+    """A deletion vector descriptor present with every field null (``"deletionVector": {}`` in a
+    commit; a checkpoint writer's all-null struct) is no deletion vector: scans read the whole
+    file, and a remove of the path without one removes it (delta-kernel-rs keys a file by its DV's
+    storageType). It was keyed as a file with a DV, so the remove missed it and the removed
+    file's rows came back, in files(), SQL and the parallel phase alike."""
+    import datafusion
+
+    import delta_datafusion as dd
+    from delta_datafusion.log.actions import DV_TYPE
+    from delta_datafusion.parallel import Parallel, ParallelScanMetadata, concat_files
+
+    t = tmp_path / "t"
+    log_dir(t).mkdir(parents=True)
+    pq.write_table(pa.table({"id": [1, 2, 3]}), t / "a.parquet")
+    pq.write_table(pa.table({"id": [10]}), t / "b.parquet")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    features = ["deletionVectors"]
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": features,
+        "writerFeatures": features,
+    }
+    metadata = {
+        "id": "t",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema),
+        "partitionColumns": [],
+        "configuration": {},
+    }
+    adds = [
+        {
+            "path": name,
+            "partitionValues": {},
+            "size": (t / name).stat().st_size,
+            "modificationTime": 1,
+            "dataChange": True,
+        }
+        for name in ("a.parquet", "b.parquet")
+    ]
+    adds[0]["deletionVector"] = {"storageType": ""} if "empty" in where else {}
+    write_commit(t, 0, [{"protocol": protocol}, {"metaData": metadata}, *({"add": a} for a in adds)])
+    if where == "checkpoint":
+        str_map = pa.map_(pa.string(), pa.string())
+        add_type = pa.struct(
+            [
+                ("path", pa.string()),
+                ("partitionValues", str_map),
+                ("size", pa.int64()),
+                ("modificationTime", pa.int64()),
+                ("dataChange", pa.bool_()),
+                ("deletionVector", DV_TYPE),
+            ]
+        )
+        meta_type = pa.struct(
+            [
+                ("id", pa.string()),
+                ("format", pa.struct([("provider", pa.string()), ("options", str_map)])),
+                ("schemaString", pa.string()),
+                ("partitionColumns", pa.list_(pa.string())),
+                ("configuration", str_map),
+            ]
+        )
+        protocol_type = pa.struct(
+            [
+                ("minReaderVersion", pa.int32()),
+                ("minWriterVersion", pa.int32()),
+                ("readerFeatures", pa.list_(pa.string())),
+                ("writerFeatures", pa.list_(pa.string())),
+            ]
+        )
+        all_null = dict.fromkeys(DV_TYPE.names)
+        rows = [
+            {"protocol": protocol},
+            {"metaData": dict(metadata, format={"provider": "parquet", "options": []}, configuration=[])},
+            {"add": dict(adds[0], partitionValues=[], deletionVector=all_null)},
+            {"add": dict(adds[1], partitionValues=[])},
+        ]
+        ckpt = pa.Table.from_pylist(
+            rows, pa.schema([("protocol", protocol_type), ("metaData", meta_type), ("add", add_type)])
+        )
+        assert ckpt.column("add")[2].as_py()["deletionVector"] == all_null  # a struct, not null
+        pq.write_table(ckpt, log_dir(t) / f"{0:020d}.checkpoint.parquet")
+    write_commit(t, 1, [{"remove": {"path": "a.parquet", "deletionTimestamp": 2, "dataChange": True}}])
+
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.files().column("path").to_pylist() == ["b.parquet"]
+    ctx = datafusion.SessionContext()
+    dd.register_table(ctx, "t", str(t))
+    assert ctx.sql("SELECT id FROM t").to_pylist() == [{"id": 10}]
+    phase = DeltaTable(str(t)).snapshot().scan().parallel_scan_metadata()
+    batches = list(phase)
+    after = phase.finish()
+    if isinstance(after, Parallel):
+        batches += list(ParallelScanMetadata(after.state, after.files))
+    assert concat_files(batches).column("path").to_pylist() == ["b.parquet"]
+
+
 def test_timestamp_partition_values_with_a_zone_offset():
     """Delta writes UTC timestamps ("... 00:00:00" or "...Z"); some writers keep an offset. A
     zoned column converts it to UTC (as deltalake does); a zoneless one refuses it, naming the
