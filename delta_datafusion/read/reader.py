@@ -269,10 +269,11 @@ class UnitReader:
         if plain and predicate is not None and self.page_windows and not self.rs.id_mode:
             windowed = self._windows(plain, predicate)
             if windowed:
-                plain = [u for u in plain if u.location not in windowed]
+                taken = {id(u) for u, _ in windowed}
+                plain = [u for u in plain if id(u) not in taken]
                 lfilter = to_pyarrow(predicate)
                 fcols = sorted(referenced_columns(predicate))
-                for u, w in windowed.values():
+                for u, w in windowed:
                     yield from self.selected_rows.read(u, columns, lfilter, fcols, out_schema, bs, w)
         if plain:
             renamed = self.rs.renamed_paths
@@ -301,19 +302,20 @@ class UnitReader:
             for u in selected:
                 yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
 
-    def _windows(self, units: Sequence[ScanUnit], predicate: Any) -> dict[str, tuple[ScanUnit, RowWindow]]:
-        """Location -> (unit, window) of the files of at least WINDOW_MIN_BYTES whose page index
-        spares at least a quarter of their rows from decoding. pyarrow decodes every
-        row of a file it scans; read by :class:`.SelectedRows` up to the window's end, the pages
-        after it are not decoded (the change feed's key range over sorted ids: 8 files of
-        187,500 rows decoded to row 81,920)."""
+    def _windows(self, units: Sequence[ScanUnit], predicate: Any) -> list[tuple[ScanUnit, RowWindow]]:
+        """(unit, window) of the files of at least WINDOW_MIN_BYTES whose page index spares at
+        least a quarter of their rows from decoding. pyarrow decodes every row of a file it scans;
+        read by :class:`.SelectedRows` up to the window's end, the pages after it are not decoded
+        (the change feed's key range over sorted ids: 8 files of 187,500 rows decoded to row
+        81,920). Per unit, not per location: a change feed's file added and removed in its range
+        is two units of one location (its inserts and its deletes)."""
         from ..predicate import referenced_columns
 
         phys = self.rs.to_physical()
         judged = {c: phys[c] for c in referenced_columns(predicate) if c in self.rs.file_columns}
         if not any(judged_type(self.rs.logical.field(c).type) for c in judged):
-            return {}
-        out: dict[str, tuple[ScanUnit, RowWindow]] = {}
+            return []
+        out: list[tuple[ScanUnit, RowWindow]] = []
         for u in units:
             if u.all_rows_match or (u.size or 0) < WINDOW_MIN_BYTES:
                 continue
@@ -321,7 +323,7 @@ class UnitReader:
             # the rows decoded run from the window's first row group's start (pyarrow cannot
             # skip rows): a window ending a one-row-group file saves nothing
             if w is not None and (w.stop - w.first_row) * 4 <= w.num_rows * 3:
-                out[u.location] = (u, w)
+                out.append((u, w))
         return out
 
     def _all_rows_match(self, units: Sequence[ScanUnit], predicate: Any) -> list[bool]:
