@@ -964,3 +964,70 @@ def test_change_feed_deleted_rows_outside_the_new_adds_tight_bounds(
         {"id": 4, "_change_type": "insert"},
         {"id": 4, "_change_type": "delete"},
     ]
+
+
+@pytest.mark.parametrize(
+    "empty",
+    [
+        {},
+        {
+            "storageType": None,
+            "pathOrInlineDv": None,
+            "offset": None,
+            "sizeInBytes": None,
+            "cardinality": None,
+        },
+    ],
+    ids=["empty-object", "all-null-fields"],
+)
+def test_descriptor_without_fields_is_no_deletion_vector_everywhere(tmp_path: Path, empty: dict) -> None:
+    """A deletionVector object with no field set is read as no deletion vector (every row of the
+    file); log replay keyed it as a deletion vector all the same, so a later remove of the file
+    (its key: the path alone) left it live, and the change feed read a remove with it paired with
+    an add with a real vector as restoring every row the new vector keeps."""
+    import delta_datafusion as dd
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64())}), table / "part-0.parquet")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+    add = add_action(table, "part-0.parquet", stats=json.dumps({"numRecords": 3}))
+    removed = {**add, "deletionTimestamp": 1, "extendedFileMetadata": True}
+    _write_log(
+        table,
+        [
+            [
+                _dv_protocol(["deletionVectors"]),
+                _metadata_action(schema, conf),
+                {"add": {**add, "deletionVector": empty}},
+            ],
+            [
+                {"remove": {**removed, "deletionVector": empty}},
+                {"add": {**add, "deletionVector": _inline_dv([0])}},
+            ],
+            [
+                {"remove": {**removed, "deletionVector": _inline_dv([0])}},
+                {"add": {**add, "deletionVector": empty}},
+            ],
+            [{"remove": removed}],
+        ],
+    )
+    dt = dd.DeltaTable(str(table))
+
+    def ids(version: int) -> list[int]:
+        return sorted(dt.snapshot(version).scan().to_table().column("id").to_pylist())
+
+    assert [ids(v) for v in range(4)] == [[1, 2, 3], [2, 3], [1, 2, 3], []]
+    feed = dt.changes(0, 3).to_table().select(["id", "_change_type", "_commit_version"]).to_pylist()
+    got = sorted((r["_commit_version"], r["_change_type"], r["id"]) for r in feed)
+    assert got == [
+        (0, "insert", 1),
+        (0, "insert", 2),
+        (0, "insert", 3),
+        (1, "delete", 1),
+        (2, "insert", 1),
+        (3, "delete", 1),
+        (3, "delete", 2),
+        (3, "delete", 3),
+    ]
