@@ -243,6 +243,19 @@ class ReadSchema:
     def _to_physical(self) -> dict[str, str]:
         return {lf.name: pf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
 
+    def column_text(self, physical: str) -> str:
+        """A stored column as errors name it: by the name queries use, with the physical one where
+        column mapping stores it under another (a file's ``col-5f1c...`` names no column a user
+        knows)."""
+        logical = self._to_logical.get(physical)
+        if logical is None or logical == physical:
+            return repr(physical)
+        return f"{logical!r} (physical name {physical!r})"
+
+    @cached_property
+    def _to_logical(self) -> dict[str, str]:
+        return {pf.name: lf.name for lf, pf in zip(self.logical, self.physical, strict=True)}
+
     @cached_property
     def renamed_paths(self) -> dict[tuple[str, ...], str]:
         """Logical -> physical names that differ (column mapping), each field by its logical path

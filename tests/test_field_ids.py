@@ -349,10 +349,49 @@ def test_id_mode_file_with_other_names_is_type_checked_too(tmp_path: Path) -> No
     data = _with_ids([("x", pa.int64(), 1), ("y", pa.float64(), 2)], [pa.array([1]), pa.array([1e300])])
     _id_mode_table(table, [("a", "long", "col-1", 1), ("b", "float", "col-2", 2)], data)
     with pytest.raises(
-        dd.DeltaError, match="a.parquet stores column 'col-2' as double, but the table schema says float"
+        dd.DeltaError,
+        match=r"a.parquet stores column 'b' \(physical name 'col-2'\) as double, but the table schema says float",
     ):
         dd.DeltaTable(str(table)).snapshot().scan().to_table()
     assert dd.DeltaTable(str(table)).snapshot().scan(columns=["a"]).to_table().column("a").to_pylist() == [1]
+
+
+def test_name_mode_value_out_of_the_table_type_names_the_logical_column(tmp_path: Path) -> None:
+    """A file storing a column wider than the table's type, with a value that does not fit, is
+    refused naming the column as queries know it: under column mapping its physical name alone
+    (``col-...``) names nothing the user knows."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"col-1": pa.array([1, 2**40], pa.int64())}), table / "a.parquet")
+    md = {"delta.columnMapping.id": 1, "delta.columnMapping.physicalName": "col-1"}
+    schema = {
+        "type": "struct",
+        "fields": [{"name": "x", "type": "integer", "nullable": True, "metadata": md}],
+    }
+    actions = _id_mode_start(schema, 1)
+    actions[1]["metaData"]["configuration"]["delta.columnMapping.mode"] = "name"
+    size = (table / "a.parquet").stat().st_size
+    actions.append(
+        {
+            "add": {
+                "path": "a.parquet",
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": 0,
+                "dataChange": True,
+            }
+        }
+    )
+    (table / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    with pytest.raises(
+        Exception,
+        match=r"a.parquet stores column 'x' \(physical name 'col-1'\) as int64, but the table schema says int32",
+    ):
+        ctx.sql("SELECT * FROM t").collect()
 
 
 def test_id_mode_file_read_at_two_versions_maps_columns_per_version(tmp_path: Path) -> None:

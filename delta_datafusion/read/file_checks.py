@@ -98,8 +98,9 @@ class FileChecks:
             have, want = stored.field(i).type, self.rs.physical.field(j).type
             if not readable_as(have, want):
                 raise DeltaError(
-                    f"{self.where}: data file {location} stores column {name!r} as {have}, but the table "
-                    f"schema says {want}, and that is not a type change Delta allows (PROTOCOL.md type widening)"
+                    f"{self.where}: data file {location} stores column {self.rs.column_text(name)} as {have}, "
+                    f"but the table schema says {want}, and that is not a type change Delta allows "
+                    "(PROTOCOL.md type widening)"
                 )
 
     def filtered_text_columns(self, predicate: Any) -> frozenset[str]:

@@ -83,8 +83,8 @@ class ReadErrors:
         if culprit is not None:
             location, column, stored, expected = culprit
             return DeltaError(
-                f"{where}: data file {location} stores column {column!r} as {stored}, but the table "
-                f"schema says {expected} ({reason})"
+                f"{where}: data file {location} stores column {self.rs.column_text(column)} as {stored}, "
+                f"but the table schema says {expected} ({reason})"
             )
         if len(units) > 1 and not named and not store_failed and columns is not None:
             named = self._undecodable_file(units, columns)
