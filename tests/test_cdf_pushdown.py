@@ -817,3 +817,24 @@ def test_concurrent_queries_on_one_session(table):
         with ThreadPoolExecutor(6) as pool:
             got = list(pool.map(run, queries * 2))
         assert got == expected * 2
+
+
+def test_footer_pruning_of_a_table_without_min_max_columns(tmp_path):
+    """A table whose data columns carry no min/max (booleans, arrays: the stats' minValues struct
+    has no fields) filtered on a data column: the cdc files (no stats in the log) are judged by
+    their footers, whose stats struct was built with no rows (pyarrow sizes a struct without
+    children by them) and failed with ArrowInvalid "Mismatching child array lengths"."""
+    from datafusion import SessionContext
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"flag": [True, False, True], "tags": [[1], [2], []]}), configuration=CDF)
+    DLTable(path).update(predicate="flag = false", updates={"flag": "true"})
+    got = DeltaTable(path).changes(0, predicate="flag").to_table()
+    assert sorted(got.column("_change_type").to_pylist()) == ["insert", "insert", "update_postimage"]
+    ctx = SessionContext()
+    dd.register(ctx)
+    sql = f"SELECT _change_type, tags FROM table_changes('{path}', 0) WHERE NOT flag ORDER BY 1"
+    assert ctx.sql(sql).to_arrow_table().to_pylist() == [
+        {"_change_type": "insert", "tags": [2]},
+        {"_change_type": "update_preimage", "tags": [2]},
+    ]

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..arrays import struct_of
 from ..errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
@@ -632,9 +633,9 @@ class ChangeFeed:
         num = pa.array([i.num_rows if i else None for i in infos], pa.int64())
         children = [
             num,
-            pa.StructArray.from_arrays(mins, fields=list(mm_type)),
-            pa.StructArray.from_arrays(maxs, fields=list(mm_type)),
-            pa.StructArray.from_arrays(nulls, fields=list(nc_type)),
+            struct_of(mins, list(mm_type), n),
+            struct_of(maxs, list(mm_type), n),
+            struct_of(nulls, list(nc_type), n),
             pa.nulls(n, pa.bool_()),
         ]
         stats = pa.StructArray.from_arrays(children, fields=list(stats_type))
