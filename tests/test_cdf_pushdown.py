@@ -193,9 +193,9 @@ def test_footer_cache(table, monkeypatch):
     calls = []
     orig = footers.read_footer
 
-    def spy(storage, location, wanted, size=None):
+    def spy(storage, location, wanted, size=None, ids=False):
         calls.append((location, wanted))
-        return orig(storage, location, wanted, size)
+        return orig(storage, location, wanted, size, ids)
 
     monkeypatch.setattr(footers, "read_footer", spy)
     plan(table, pc.field("id") < 5)

@@ -542,3 +542,47 @@ def test_id_mode_file_with_an_unhashable_extension_type_is_read(tmp_path: Path) 
         assert ctx.sql("SELECT x FROM t ORDER BY x").to_pydict() == {"x": [1, 2]}
     finally:
         pa.unregister_extension_type("delta_datafusion.test.label")
+
+
+def test_change_feed_footer_pruning_matches_columns_by_field_id(tmp_path: Path) -> None:
+    """A change without stats in the log (a remove written without them) is pruned by its file's
+    parquet footer. In id mode the footer's column of the physical name but another field id is
+    another column (dropped and added again), which the read gives as NULL: its statistics
+    (no NULLs) dropped the file for ``c IS NULL``, and the change feed lost the rows it reads."""
+    import pyarrow.parquet as pq
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    data = _with_ids([("id", pa.int64(), 1), ("c", pa.int64(), 2)], [pa.array([1, 2]), pa.array([10, 20])])
+    pq.write_table(data, table / "a.parquet")
+    size = (table / "a.parquet").stat().st_size
+
+    def field(name: str, fid: int) -> dict:
+        md = {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": name}
+        return {"name": name, "type": "long", "nullable": True, "metadata": md}
+
+    def metadata(c_id: int) -> dict:
+        schema = {"type": "struct", "fields": [field("id", 1), field("c", c_id)]}
+        actions = _id_mode_start(schema, c_id)
+        actions[1]["metaData"]["configuration"]["delta.enableChangeDataFeed"] = "true"
+        return actions[1]
+
+    file = {"path": "a.parquet", "partitionValues": {}, "size": size, "dataChange": True}
+    commits = [
+        [
+            _id_mode_start({"type": "struct", "fields": []}, 0)[0],
+            metadata(2),
+            {"add": file | {"modificationTime": 0}},
+        ],
+        [metadata(3)],  # c dropped and added again under its physical name: another field id
+        [{"remove": file | {"deletionTimestamp": 0, "extendedFileMetadata": True}}],
+    ]
+    for v, actions in enumerate(commits):
+        (table / "_delta_log" / f"{v:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    rows = [{"id": 1, "c": None}, {"id": 2, "c": None}]
+    got = dd.DeltaTable(str(table)).changes(2, 2, columns=["id", "c"], predicate="c IS NULL").to_table()
+    assert got.select(["id", "c"]).sort_by("id").to_pylist() == rows
+    ctx = SessionContext()
+    dd.register(ctx)
+    q = f"SELECT id, c FROM table_changes('{table}', 2, 2) WHERE c IS NULL ORDER BY id"
+    assert ctx.sql(q).to_arrow_table().to_pylist() == rows

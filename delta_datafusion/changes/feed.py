@@ -32,6 +32,7 @@ from ..log.segment import LogListing, build_segment, missing_versions
 from ..lru import LruCache
 from ..partition_values import typed_partition_column
 from ..protocol import Metadata, Protocol
+from ..read_schema import field_id
 from ..replay import decode_paths, flatten_file_actions, resolve_paths
 from ..scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from ..schema import logical_to_physical_names
@@ -215,6 +216,12 @@ class ChangeFeed:
         self.sources = self._build_sources(commits)
         self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
         self._physical_names = logical_to_physical_names(md.schema_json, md.column_mapping_mode)
+        #: id mode: physical name -> field id, by which a file's columns are found (its footer's too)
+        self._field_ids = (
+            {f.name: field_id(f).decode() for f in md.physical_schema if field_id(f) is not None}
+            if md.column_mapping_mode == "id"
+            else None
+        )
         self._change_types = np.asarray(self.sources.column("change_type").to_pylist(), dtype=object)
         #: the sources each planned predicate selected (see :meth:`plan`): a statement repeated on
         #: the same range plans again, and pruning (stats, footers) costs more than the read setup
@@ -595,7 +602,8 @@ class ChangeFeed:
         locations = self.sources.column("location").take(pa.array(sel)).to_pylist()
         sizes = self.sources.column("size").take(pa.array(sel)).to_pylist()
         wanted = {self._physical_names.get(c, c) for c in columns}
-        infos = footer_stats(self.storage, list(zip(locations, sizes, strict=True)), wanted)
+        by_id = self._field_ids is not None
+        infos = footer_stats(self.storage, list(zip(locations, sizes, strict=True)), wanted, by_id)
         stats, ranges = self._footer_struct(infos, wanted, is_cdc[sel])
         keep = self._keep(pred, sel, stats=stats, type_ranges=ranges)
         dropped = set(sel[~keep].tolist())
@@ -616,8 +624,9 @@ class ChangeFeed:
                 mins.append(pa.nulls(n, f.type))
                 maxs.append(pa.nulls(n, f.type))
                 continue
-            lo = [(i.columns.get(phys) or (None, None, None))[0] if i else None for i in infos]
-            hi = [(i.columns.get(phys) or (None, None, None))[1] if i else None for i in infos]
+            found = [self._footer_column(i, phys) for i in infos]
+            lo = [c[0] for c in found]
+            hi = [c[1] for c in found]
             mins.append(typed_values(lo, f.type))
             maxs.append(typed_values(hi, f.type))
         for f in nc_type:
@@ -625,11 +634,7 @@ class ChangeFeed:
             if phys not in wanted or pa.types.is_struct(f.type):
                 nulls.append(pa.nulls(n, f.type))
                 continue
-            nulls.append(
-                typed_values(
-                    [(i.columns.get(phys) or (None, None, None))[2] if i else None for i in infos], f.type
-                )
-            )
+            nulls.append(typed_values([self._footer_column(i, phys)[2] for i in infos], f.type))
         num = pa.array([i.num_rows if i else None for i in infos], pa.int64())
         children = [
             num,
@@ -646,6 +651,17 @@ class ChangeFeed:
                 if isinstance(lo, str) and isinstance(hi, str) and len(hi.encode()) < 28:
                     ranges[k] = (lo, hi)
         return stats, ranges
+
+    def _footer_column(self, info: FooterStats | None, phys: str) -> tuple[Any, Any, int | None]:
+        """(min, max, null count) of a physical column in a footer, all None when unknown: in id
+        mode a file column of that name with another field id is another column (the read gives
+        the table's as NULL), so its statistics say nothing of it."""
+        found = info.columns.get(phys) if info is not None else None
+        if found is None:
+            return None, None, None
+        if self._field_ids is not None and (info.ids or {}).get(phys) != self._field_ids.get(phys):
+            return None, None, None
+        return found
 
     def units(self, sources: pa.Table, all_rows_match: np.ndarray | None = None) -> list[ScanUnit]:
         """Change sources -> scan units with the change columns as constants (``all_rows_match``:

@@ -24,6 +24,9 @@ class FooterStats:
     num_rows: int
     columns: dict[str, tuple[Any, Any, int | None]]
     covered: frozenset[str] = frozenset()
+    #: the parquet field ids of the covered columns that have one (column mapping id mode finds
+    #: columns by them); None when not looked at
+    ids: dict[str, str] | None = None
 
 
 FOOTER_CACHE_SIZE = 65536
@@ -80,10 +83,10 @@ def _tail_footer(storage: Storage, location: str, size: int) -> Any:
 
 
 def read_footer(
-    storage: Storage, location: str, wanted: frozenset[str], size: int | None = None
+    storage: Storage, location: str, wanted: frozenset[str], size: int | None = None, ids: bool = False
 ) -> FooterStats | None:
     """Statistics of the ``wanted`` top-level columns, merged over the file's row groups
-    (``size``: the file's size in the log)."""
+    (``size``: the file's size in the log; ``ids``: their field ids too, see :class:`FooterStats`)."""
     try:
         md = _parsed_footer(storage, location, size)
     except Exception:  # noqa: BLE001 - unreadable footer: no statistics (the read reports errors)
@@ -118,14 +121,25 @@ def read_footer(
             merged = (lo, hi, nulls)
         if merged is not None:
             cols[name] = merged
-    return FooterStats(md.num_rows, cols, wanted)
+    return FooterStats(md.num_rows, cols, wanted, _field_ids(schema, wanted) if ids else None)
+
+
+def _field_ids(schema: Any, wanted: frozenset[str]) -> dict[str, str]:
+    """The parquet field ids of the ``wanted`` top-level columns of a footer's schema."""
+    out = {}
+    for f in schema.to_arrow_schema():
+        fid = (f.metadata or {}).get(b"PARQUET:field_id")
+        if f.name in wanted and fid is not None:
+            out[f.name] = fid.decode()
+    return out
 
 
 def footer_stats(
-    storage: Storage, files: Sequence[tuple[str, int]], wanted: set[str]
+    storage: Storage, files: Sequence[tuple[str, int]], wanted: set[str], ids: bool = False
 ) -> list[FooterStats | None]:
     """Footer statistics of the ``wanted`` columns of ``(location, size)`` files (cached per file;
-    data files never change). On remote stores, footers not cached yet are read on threads."""
+    data files never change), with their field ids when ``ids``. On remote stores, footers not
+    cached yet are read on threads."""
     out: list[FooterStats | None] = [None] * len(files)
     want = frozenset(wanted)
     todo: list[tuple[int, frozenset[str]]] = []
@@ -133,7 +147,7 @@ def footer_stats(
         hit = _FOOTERS.get(key, _UNSEEN)
         if hit is _UNSEEN:
             todo.append((k, want))
-        elif hit is None or want <= hit.covered:
+        elif hit is None or (want <= hit.covered and (not ids or hit.ids is not None)):
             out[k] = hit
         else:
             todo.append((k, want | hit.covered))
@@ -143,7 +157,7 @@ def footer_stats(
 
     def one(item: tuple[int, frozenset[str]]) -> FooterStats | None:
         location, size = files[item[0]]
-        return read_footer(storage, location, item[1], size)
+        return read_footer(storage, location, item[1], size, ids)
 
     if len(todo) > 4 and not storage.is_local:  # remote stores: overlap the round trips
         from concurrent.futures import ThreadPoolExecutor
