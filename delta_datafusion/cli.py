@@ -194,6 +194,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     from . import register, register_table
     from .datafusion.names import same_table
+    from .datafusion.session import explain_statement, is_explain
 
     ctx = SessionContext()
     register(ctx)
@@ -219,6 +220,9 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     for name, uri in tables:
         version, timestamp = as_of.get(name, (None, None))
         register_table(ctx, name, uri, version, timestamp, storage_options=options)
+    if is_explain(args.query):  # plans are text of many lines: a table cell would escape them
+        print(explain_statement(ctx, args.query), file=out)
+        return 0
     print(_format(ctx.sql(args.query).to_arrow_table(), max_rows=args.max_rows), file=out)
     return 0
 

@@ -92,6 +92,30 @@ def test_cli_sql_and_info(capsys):
     assert "version: 5" in out and "partition columns: ['city']" in out and "live files: 4" in out
 
 
+def test_cli_sql_prints_an_explain_as_lines_with_the_delta_pruning(capsys):
+    """EXPLAIN in `sql` printed each plan as one table cell with its line breaks escaped (``\\n``),
+    unreadable (FORMAT tree entirely); it prints the plans line by line as dd.explain() does,
+    with the DeltaScan figures, also after a leading comment and for EXPLAIN ANALYZE."""
+    table = f"trips={cli.example_table()}"
+    query = "SELECT trip_id FROM trips WHERE city = 'Porto'"
+    for statement in (f"EXPLAIN {query}", f"-- why so slow?\n/* a */ explain {query}"):
+        assert cli.main(["sql", statement, "--table", table]) == 0
+        out = capsys.readouterr().out
+        assert "\\n" not in out
+        lines = out.splitlines()
+        assert "logical_plan:" in lines and "physical_plan:" in lines and "delta:" in lines
+        assert any(line.startswith("    DatasetExec: number_of_fragments=1") for line in lines)
+        scan = "DeltaScan: table=trips version=5 files_total=4 after_partition_pruning=1"
+        assert any(line.strip().startswith(scan) for line in lines)
+    assert cli.main(["sql", f"EXPLAIN FORMAT tree {query}", "--table", table]) == 0
+    out = capsys.readouterr().out
+    assert "\\n" not in out and any(line.strip().startswith("\u250c") for line in out.splitlines())
+    assert cli.main(["sql", f"EXPLAIN ANALYZE {query}", "--table", table]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "Plan with Metrics:" in lines and any(line.strip().startswith(scan) for line in lines)
+    assert "\\n" not in "".join(lines)
+
+
 def test_cli_sql_reads_a_table_as_of_a_version_or_time(capsys):
     """``sql --as-of NAME=WHEN`` pins a table given with --table to a version or a time, as
     ``register_table(version=, timestamp=)`` does; a name no --table gave, or a bad WHEN, is an

@@ -648,20 +648,35 @@ def explain(ctx: SessionContext, sql: str) -> str:
     DataFusion prints a Python dataset only as ``DatasetExec: number_of_fragments=N``; the Delta
     planning figures are recorded during planning and added under each such line.
     """
-    from .table_function import recent_plans, table_changes_calls
-
     _require_context(ctx, "explain")
     if not isinstance(sql, str) or not sql.strip():
         raise ArgumentError(f"explain: the query must be a non-empty SQL string, got {sql!r}")
-    if re.match(r"\s*explain\b", sql, re.IGNORECASE):
+    if is_explain(sql):
         raise ArgumentError("explain: pass the query itself; explain() adds the EXPLAIN")
+    return explain_statement(ctx, f"EXPLAIN {sql}")
+
+
+# what SQL may put before a statement's first word: white space, -- and /* */ comments
+_EXPLAIN = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*explain\b", re.IGNORECASE | re.DOTALL)
+
+
+def is_explain(sql: str) -> bool:
+    """Whether ``sql`` is an ``EXPLAIN`` statement (any form: ANALYZE, VERBOSE, FORMAT)."""
+    return _EXPLAIN.match(sql) is not None
+
+
+def explain_statement(ctx: SessionContext, statement: str) -> str:
+    """The plans of an ``EXPLAIN`` statement (any form) line by line under their kind, and a
+    DeltaScan line per Delta table scan it planned (what :func:`explain` prints)."""
+    from .table_function import recent_plans, table_changes_calls
+
     sid = ctx.session_id()
     # the datasets themselves are kept: one refreshed by another thread meanwhile (replaced in
     # the session) may be the one this statement planned, and its id must not be reused
     before = [(d, d.plans_made) for d in _session_datasets(sid)]
     calls_before = table_changes_calls(sid)
     with recording_plans() as recorded:
-        rows = ctx.sql(f"EXPLAIN {sql}").to_pydict()
+        rows = ctx.sql(statement).to_pydict()
     plans = []
     me = threading.get_ident()  # planning runs on this thread; others may share the session
     counted = {id(d): n for d, n in before}
