@@ -253,6 +253,19 @@ def test_folder_catalog_lists_links_and_any_folder_name(tmp_path: Path):
     assert _sql_xs(ctx, "SELECT x FROM lake.default.linked") == [4]
 
 
+def test_folder_catalog_schema_has_no_owner_in_information_schema(tmp_path: Path):
+    """information_schema.schemata showed a folder catalog's schema_owner as the repr of a bound
+    method with its memory address: datafusion-python 55 reads SchemaProvider.owner_name as an
+    attribute and prints whatever it finds; a folder has no owner, so NULL."""
+    _table(tmp_path / "lake" / "t", [1])
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    rows = ctx.sql(
+        "SELECT schema_name, schema_owner FROM information_schema.schemata WHERE catalog_name = 'lake'"
+    )
+    assert rows.to_pylist() == [{"schema_name": "default", "schema_owner": None}]
+
+
 def test_folder_catalog_with_a_table_being_created(tmp_path: Path):
     root = tmp_path / "lake"
     _table(root / "good", [1])

@@ -514,6 +514,13 @@ class DeltaSchemaProvider(SchemaProvider):
     def deregister_table(self, name: str, cascade: bool = True) -> None:
         raise DeltaError("tables cannot be removed from a Delta folder catalog")
 
+    @property
+    def owner_name(self) -> str | None:  # type: ignore[override]
+        """A folder has no owner. datafusion-python 55 reads this attribute for
+        information_schema.schemata without calling it and shows its text (SchemaProvider's
+        method: ``<bound method ...>`` with an address); only a failed lookup gives NULL."""
+        raise AttributeError("owner_name")
+
 
 class DeltaCatalogProvider(CatalogProvider):
     def __init__(self, schemas: dict[str, DeltaSchemaProvider]):
