@@ -173,7 +173,7 @@ def test_files_lists_the_live_files_and_prunes_with_where(capsys):
     assert out.splitlines()[0] == "version 1: 2 live files"
     # --max-rows
     _, rows, count = _printed(_run(capsys, "files", EXAMPLE, "--max-rows", "1"))
-    assert len(rows) == 1 and count == 4
+    assert len(rows) == 1 and count == 4 and rows[0]["path"].startswith("city=Faro/")  # first by path
 
 
 def test_files_shows_deletion_vectors():
