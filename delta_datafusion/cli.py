@@ -9,6 +9,7 @@ and ``changes`` (in :mod:`.cli_inspect`) print its commits, live files and chang
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import sys
 import unicodedata
 from importlib import resources
@@ -60,10 +61,17 @@ def _cell(v: Any) -> str:
     ``MonthDayNano(...)``."""
     if v is None:
         return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return _float(v)
     if isinstance(v, bytes):
         return v.hex()
     if isinstance(v, pa.MonthDayNano):
         return _interval(v)
+    if isinstance(v, dt.timedelta):  # inside a list or struct (a column's are written by _values)
+        nanos = getattr(v, "value", None)  # pandas' Timedelta, which pyarrow gives for nanoseconds
+        return _duration(nanos if isinstance(nanos, int) else v // dt.timedelta(microseconds=1) * 1000)
     if isinstance(v, dict):
         return "{" + ", ".join(f"{_printable(str(k))}: {_inner(x)}" for k, x in v.items()) + "}"
     if isinstance(v, list):
@@ -83,6 +91,29 @@ def _interval(v: pa.MonthDayNano) -> str:
     if seconds or nanos:
         parts.append(f"{sign}{seconds}.{nanos:09d} secs" if nanos else f"{sign}{seconds} secs")
     return " ".join(p for p in parts if p) or "0 secs"
+
+
+def _float(v: float) -> str:
+    """``v`` as DataFusion writes it: NaN, and an exponent without a plus sign or leading zeros
+    (1e16, 1e-7: Python writes 1e+16, 1e-07)."""
+    if v != v:
+        return "NaN"
+    text = repr(v)
+    mantissa, e, exponent = text.partition("e")
+    return f"{mantissa}e{int(exponent)}" if e else text
+
+
+def _duration(nanos: int) -> str:
+    """A duration as DataFusion shows it, in seconds as ISO 8601 writes them (``PT1.5S``,
+    ``-PT68400S``, ``P0D``); Python's "-1 day, 5:00:00" for -19 hours reads as something else."""
+    if nanos == 0:
+        return "P0D"
+    seconds, fraction = divmod(abs(nanos), 1_000_000_000)
+    digits = f".{fraction:09d}".rstrip("0") if fraction else ""
+    return f"{'-' if nanos < 0 else ''}PT{seconds}{digits}S"
+
+
+_NANOS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
 
 
 def _inner(v: Any) -> str:
@@ -115,24 +146,40 @@ def _values(column: Any) -> list[Any]:
     """A column's values as Python shows them, or as Arrow writes them where Python has no value
     for them (nanosecond times such as ``now()``'s, dates beyond the year 9999 that a table may
     hold: ``to_pylist`` fails on those)."""
+    t = column.type
+    if pa.types.is_duration(t):  # exact, also in nanoseconds, which Python's timedelta lacks
+        scale = _NANOS[t.unit]
+        return [None if v is None else _duration(v * scale) for v in column.cast(pa.int64()).to_pylist()]
+    if _leaves(t, pa.types.is_float32) != t:
+        # a float32 widened to a Python float shows digits it does not hold (0.1 as
+        # 0.10000000149011612): its shortest text read back as a double keeps only its own
+        column = column.cast(_leaves(t, pa.types.is_float32, pa.string())).cast(
+            _leaves(t, pa.types.is_float32, pa.float64())
+        )
     try:
         return column.to_pylist()
     except (ValueError, OverflowError):
-        return column.cast(_as_text(column.type)).to_pylist()
+        return column.cast(_leaves(column.type, _is_time)).to_pylist()
 
 
-def _as_text(t: Any) -> Any:
-    """``t`` with its dates, times, timestamps and durations as strings, nested ones too."""
-    if pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t):
-        return pa.string()
+def _is_time(t: Any) -> bool:
+    return pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_timestamp(t) or pa.types.is_duration(t)
+
+
+def _leaves(t: Any, which: Any, to: Any = None) -> Any:
+    """``t`` with the types ``which`` picks, nested ones too, replaced by ``to`` (default: strings);
+    ``t`` itself when it has none."""
+    if which(t):
+        return to or pa.string()
     if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_as_text(f.type)) for f in t])
+        return pa.struct([f.with_type(_leaves(f.type, which, to)) for f in t])
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        item = t.value_field.with_type(_as_text(t.value_type))
+        item = t.value_field.with_type(_leaves(t.value_type, which, to))
         return pa.large_list(item) if pa.types.is_large_list(t) else pa.list_(item)
     if pa.types.is_map(t):
         return pa.map_(
-            t.key_field.with_type(_as_text(t.key_type)), t.item_field.with_type(_as_text(t.item_type))
+            t.key_field.with_type(_leaves(t.key_type, which, to)),
+            t.item_field.with_type(_leaves(t.item_type, which, to)),
         )
     return t
 

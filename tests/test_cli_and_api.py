@@ -1225,7 +1225,7 @@ def test_cli_shows_values_python_cannot_hold(tmp_path, capsys):
     assert [line.split()[2] for line in out[2:4]] == ["1970-01-01", "10183-09-21"]
     # other columns keep Python's rendering
     assert cli.main(["sql", "SELECT TIMESTAMP '2024-01-02 03:04:05' AS ts, now() IS NOT NULL AS b"]) == 0
-    assert capsys.readouterr().out.splitlines()[2].split(" | ") == ["2024-01-02 03:04:05", "True"]
+    assert capsys.readouterr().out.splitlines()[2].split(" | ") == ["2024-01-02 03:04:05", "true"]
 
 
 def test_cli_prints_each_row_on_one_line(capsys):
@@ -1273,6 +1273,36 @@ def test_cli_prints_binary_and_intervals_as_datafusion_shows_them(capsys, tmp_pa
         "0 secs",
     ]
     assert [c.strip() for c in lines[3].split(" | ")][:3] == ["NULL", "[NULL]", "{k: NULL}"]
+
+
+def test_cli_prints_floats_booleans_and_durations_as_datafusion_shows_them(capsys, tmp_path):
+    """A Delta ``float`` column's 0.1 printed as 0.10000000149011612 (the float32 widened to a
+    Python float), a difference of timestamps of -19 hours as Python's "-1 day, 5:00:00", one
+    with nanoseconds as the bare number of nanoseconds without pandas installed, booleans as
+    True/False and NaN as nan; they print as DataFusion's own display does."""
+    from deltalake import write_deltalake
+
+    floats = pa.array([0.1, float("nan"), 3.4e38], pa.float32())
+    table = pa.table(
+        {"f": floats, "l": pa.array([[0.1, None]] * 3, pa.list_(pa.float32())), "b": [True, False, None]}
+    )
+    write_deltalake(str(tmp_path / "t"), table)
+    assert cli.main(["sql", "SELECT * FROM t", "--table", f"t={tmp_path / 't'}"]) == 0
+    rows = [[c.strip() for c in line.split(" | ")] for line in capsys.readouterr().out.splitlines()[2:5]]
+    assert rows == [
+        ["0.1", "[0.1, NULL]", "true"],
+        ["NaN", "[0.1, NULL]", "false"],
+        ["3.4e38", "[0.1, NULL]", "NULL"],
+    ]
+    query = (
+        "SELECT TIMESTAMP '2024-01-01' - TIMESTAMP '2024-01-01 19:00:00' AS neg, "
+        "TIMESTAMP '2024-01-01 00:00:01.500000001' - TIMESTAMP '2024-01-01' AS ns, "
+        "arrow_cast(0, 'Duration(Second)') AS zero, [arrow_cast(1500, 'Duration(Millisecond)')] AS l, "
+        "CAST(1e16 AS DOUBLE) AS big, CAST(1e-7 AS DOUBLE) AS small"
+    )
+    assert cli.main(["sql", query]) == 0
+    row = [c.strip() for c in capsys.readouterr().out.splitlines()[2].split(" | ")]
+    assert row == ["-PT68400S", "PT1.500000001S", "P0D", "[PT1.5S]", "1e16", "1e-7"]
 
 
 def test_a_pyarrow_function_in_a_predicate_says_to_write_it_as_sql(tmp_path):

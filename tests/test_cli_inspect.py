@@ -143,7 +143,7 @@ def test_files_lists_the_live_files_and_prunes_with_where(capsys):
         ("{city: 'Lisbon'}", "30"),
         ("{city: 'Porto'}", "40"),
     ]
-    assert {(r["deletion_vector"], r["deleted_rows"]) for r in rows} == {("False", "NULL")}
+    assert {(r["deletion_vector"], r["deleted_rows"]) for r in rows} == {("false", "NULL")}
     # partition pruning
     out = _run(capsys, "files", EXAMPLE, "--where", "city = 'Porto'")
     assert out.splitlines()[0] == "version 5: 1 of 4 live files kept by --where"
@@ -184,13 +184,13 @@ def test_files_shows_deletion_vectors():
     assert count == 1
     assert (rows[0]["num_records"], rows[0]["deletion_vector"], rows[0]["deleted_rows"]) == (
         "10",
-        "True",
+        "true",
         "2",
     )
     _, rows, _ = _printed(_capture("files", str(path), "--version", "0"))  # before the DELETE
     assert (rows[0]["num_records"], rows[0]["deletion_vector"], rows[0]["deleted_rows"]) == (
         "10",
-        "False",
+        "false",
         "NULL",
     )
 
@@ -204,7 +204,7 @@ def test_files_of_a_partitioned_dv_table_with_column_mapping():
     with_dv = [
         (r["partition_values"], r["num_records"], r["deleted_rows"])
         for r in rows
-        if r["deletion_vector"] == "True"
+        if r["deletion_vector"] == "true"
     ]
     assert sorted(with_dv) == [("{part: 6}", "3", "1"), ("{part: 8}", "3", "1")]
     # live rows: the snapshot's expected row count
@@ -219,7 +219,7 @@ def test_files_of_a_partitioned_dv_table_with_column_mapping():
     )
     out = _capture("files", str(path), "--where", "part = 6")
     assert out.splitlines()[0] == "version 15: 1 of 15 live files kept by --where"
-    assert _printed(out)[1][0]["deletion_vector"] == "True"
+    assert _printed(out)[1][0]["deletion_vector"] == "true"
     _, _, count = _printed(_capture("files", str(path), "--version", "0"))
     assert count == 20  # the WRITE's numFiles
 
