@@ -266,6 +266,19 @@ def test_folder_catalog_schema_has_no_owner_in_information_schema(tmp_path: Path
     assert rows.to_pylist() == [{"schema_name": "default", "schema_owner": None}]
 
 
+def test_folder_catalog_schema_answers_datafusions_schema_api(tmp_path: Path):
+    """``ctx.catalog("lake").schema("default")`` hands back the package's provider itself (a
+    Python provider is not wrapped in datafusion's ``Schema``); its ``names()``, which a
+    ``Schema`` has, raised AttributeError."""
+    for name in ("a", "b"):
+        _table(tmp_path / "lake" / name, [1])
+    ctx = _session()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    schema = ctx.catalog("lake").schema("default")
+    assert schema.names() == {"a", "b"}
+    assert schema.table_exist("a") and schema.table("a").schema.names == ["x"]
+
+
 def test_folder_catalog_with_a_table_being_created(tmp_path: Path):
     root = tmp_path / "lake"
     _table(root / "good", [1])

@@ -414,6 +414,11 @@ class DeltaSchemaProvider(SchemaProvider):
                 continue
         return names
 
+    def names(self) -> set[str]:
+        """:attr:`table_names` as a set: ``ctx.catalog(c).schema(s)`` hands this provider back
+        itself (datafusion wraps only its own schemas in a ``Schema``, which has ``names()``)."""
+        return set(self.table_names)
+
     def table_exist(self, name: str) -> bool:
         return self._listing(name) is not None
 
