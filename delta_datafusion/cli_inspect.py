@@ -65,7 +65,9 @@ def files(args: argparse.Namespace, out: TextIO | None = None) -> int:
     live = snap.files()
     kept = live if args.where is None else snap.scan(predicate=args.where).files()
     if args.where is None:
-        print(f"version {snap.version}: {live.num_rows} live files", file=out)
+        print(
+            f"version {snap.version}: {live.num_rows} live file{'' if live.num_rows == 1 else 's'}", file=out
+        )
     else:
         print(
             f"version {snap.version}: {kept.num_rows} of {live.num_rows} live files kept by --where", file=out

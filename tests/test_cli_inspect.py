@@ -164,7 +164,7 @@ def test_files_lists_the_live_files_and_prunes_with_where(capsys):
     assert out.splitlines()[0] == "version 5: 4 of 4 live files kept by --where"
     # time travel: version 0 had one file, Lisbon's 40 rows
     out = _run(capsys, "files", EXAMPLE, "--version", "0")
-    assert out.splitlines()[0] == "version 0: 1 live files"
+    assert out.splitlines()[0] == "version 0: 1 live file"  # one file, in words
     _, rows, _ = _printed(out)
     assert rows[0]["partition_values"] == "{city: 'Lisbon'}" and rows[0]["num_records"] == "40"
     ms = DeltaTable(EXAMPLE).history().column("timestamp")[1].as_py()
