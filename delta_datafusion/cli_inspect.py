@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arguments import is_version_text
-from .cli import _format, _storage_options
+from .cli import _format, _storage_options, first_rows
 from .errors import ArgumentError
 
 
@@ -112,12 +112,7 @@ def changes(args: argparse.Namespace, out: TextIO | None = None) -> int:
         chosen = checked + [c for c in CHANGE_COLUMNS if c not in checked]
         scan = ChangeScan(scan.feed, chosen, args.where)
     print(f"changes of versions {scan.start_version}..{scan.end_version}", file=out)
-    head: list[pa.RecordBatch] = []
-    total = 0
-    for batch in scan.to_batches():  # streamed: only the rows printed are held
-        if total < args.max_rows:
-            head.append(batch.slice(0, args.max_rows - total))
-        total += batch.num_rows
+    head, total = first_rows(scan.to_batches(), args.max_rows)  # streamed
     shown = pa.Table.from_batches(head, schema=scan.schema)
     print(_format(shown, max_rows=args.max_rows, total_rows=total), file=out)
     return 0
