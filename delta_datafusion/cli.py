@@ -360,7 +360,7 @@ def _storage_options(
     ``command`` and ``tables`` (the ``--table`` names) word the refusal of a version or time."""
     if not specs:
         return None
-    from .datafusion.session import option_value
+    from .datafusion.session import misspelt_option, option_value
 
     options: dict[str, Any] = {}
     for spec in specs:
@@ -368,9 +368,13 @@ def _storage_options(
         key = key.removeprefix("storage.")
         if not eq or not key:
             raise ArgumentError(f"--option expects KEY=VALUE, got {spec!r}")
-        if key in ("version", "timestamp"):  # SQL OPTIONS' pins, not a filesystem's options
+        pin = misspelt_option(key)
+        if pin is not None:
+            # SQL OPTIONS' pins, not a filesystem's options; a look-alike ('versoin') would reach
+            # the filesystem, which ignores it or passes it on: the latest version, silently
+            meant = "" if key == pin else f" (did you mean {pin!r}?)"
             raise ArgumentError(
-                f"--option {key}=... is not a storage option: {_pin_hint(command, key, value, tables)}"
+                f"--option {key}=... is not a storage option{meant}: {_pin_hint(command, pin, value, tables)}"
             )
         if key in options:
             raise ArgumentError(f"--option gives {key!r} twice")

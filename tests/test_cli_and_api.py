@@ -159,6 +159,27 @@ def test_cli_sql_as_of_refuses_what_is_not_a_version_or_time(capsys, when: str, 
     assert said in err, err
 
 
+def test_cli_refuses_a_misspelt_version_or_timestamp_option(capsys):
+    """``--option versoin=0`` (like 'version', which is refused with a hint) went to the
+    filesystem, which ignores it: the command read the latest version silently, where SQL's
+    ``OPTIONS ('versoin' '0')`` is refused. Refused as a look-alike, with the same hint."""
+    path = str(cli.example_table())
+    for args, hint in (
+        (["info", path, "--option", "versoin=0"], "(did you mean 'version'?): `info` takes --version 0"),
+        (["files", path, "--option", "Version=0"], "(did you mean 'version'?): `files` takes --version 0"),
+        (["history", path, "--option", "timestmp=2024-01-01"], "`history` lists the commits"),
+        (["changes", path, "0", "--option", "time_stamp=x"], "`changes` takes the range as START [END]"),
+        (
+            ["sql", "SELECT count(*) FROM trips", "--table", f"trips={path}", "--option", "verison=1"],
+            "`sql` takes --as-of trips=1",
+        ),
+    ):
+        assert cli.main(args) == 2
+        err = capsys.readouterr().err
+        assert f"--option {args[-1].split('=')[0]}=... is not a storage option" in err and hint in err, err
+    assert cli.main(["info", path, "--option", "person=x"]) == 0  # not a look-alike: the filesystem's
+
+
 def test_cli_passes_storage_options(tmp_path, capsys):
     """``--option KEY=VALUE`` reaches the filesystem (zip needs ``fo``, the archive); without it
     the store cannot be opened, so the option is what makes the table readable."""

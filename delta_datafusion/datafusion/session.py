@@ -191,7 +191,7 @@ def open_dataset(
     return table_dataset(snapshot, label=label or uri)
 
 
-def _misspelt_option(key: str) -> str | None:
+def misspelt_option(key: str) -> str | None:
     """'version' or 'timestamp' when ``key`` looks like a misspelling of it: the same first
     letter, about the same length, at most two edits ('versoin', 'timestmp', 'time_stamp'; not
     'versioned', 'version_id' or 'person')."""
@@ -316,7 +316,7 @@ class DeltaTableFactory(TableProviderFactory):
                 f"CREATE EXTERNAL TABLE {cmd.name()}: unknown OPTIONS {sorted(storage)} for a local Delta table "
                 "(accepted: 'version', 'timestamp'; storage options apply to object stores)"
             )
-        near = {k: m for k in storage if (m := _misspelt_option(k))}
+        near = {k: m for k in storage if (m := misspelt_option(k))}
         if near:
             # object stores take any option (fsspec passes unknown ones on): a misspelt 'version'
             # would silently read the latest version there too
