@@ -619,6 +619,30 @@ def test_sql_text_predicate_errors():
     assert snap.scan(predicate="TRUE").to_table().num_rows == snap.scan().to_table().num_rows
 
 
+def test_sql_text_predicate_errors_do_not_name_the_stand_in_table(tmp_path):
+    """The text is planned over a stand-in table named ``t``, and DataFusion's schema errors
+    named it: ``trips.uid = 1`` was answered "Did you mean 't.uid'? ... Valid fields are t.uid,
+    t.name", as if the table were called t. The fields are named as the text may name them."""
+    from deltalake import write_deltalake
+
+    from delta_datafusion.errors import PredicateError
+
+    cdf = {"delta.enableChangeDataFeed": "true"}
+    write_deltalake(
+        str(tmp_path / "u"), pa.table({"uid": [1], "name": ["a"], "st": ["t.x"]}), configuration=cdf
+    )
+    table = DeltaTable(str(tmp_path / "u"))
+    for text, said in (
+        ("trips.uid = 1", "No field named trips.uid. Did you mean 'uid'? Valid fields are uid, name, st"),
+        ('"UID" = 1', "use double quotes to refer to the uid column"),
+        ("st = 't.x' AND nme = 'a'", "No field named nme. Did you mean 'name'?"),
+    ):
+        for call in (lambda p: table.snapshot().scan(predicate=p), lambda p: table.changes(0, predicate=p)):
+            with pytest.raises(PredicateError) as caught:
+                call(text)
+            assert said in str(caught.value) and "t.uid" not in str(caught.value), str(caught.value)
+
+
 def test_sql_text_predicate_on_a_nested_field_is_applied_by_datafusion(tmp_path):
     import deltalake
 

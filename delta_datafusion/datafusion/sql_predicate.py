@@ -55,8 +55,10 @@ def plan_sql_predicate(text: str, schema: pa.Schema) -> tuple[Any, bool]:
     ctx.register_table("t", Table(capture))
 
     def planning_error(e: Exception) -> PredicateError:
-        first = str(e).strip().splitlines()
-        return PredicateError(f"predicate {text!r}: {' '.join(first[:3])}")
+        first = " ".join(str(e).strip().splitlines()[:3])
+        if first.startswith("Schema error"):  # the fields as the text may name them
+            first = _STAND_IN.sub("", first)
+        return PredicateError(f"predicate {text!r}: {first}")
 
     try:
         # not SELECT *: DataFusion 55 expands a wildcard in time quadratic in the columns (4,000
@@ -118,6 +120,11 @@ def plan_sql_predicate(text: str, schema: pa.Schema) -> tuple[Any, bool]:
     if isinstance(pushed, pa.Scalar):  # a contradiction (or tautology) folded by DataFusion
         return BoolLiteral(bool(pushed.as_py()) if pushed.is_valid else None), rest
     return from_pyarrow(pushed, schema), rest
+
+
+# DataFusion's schema errors qualify the fields it suggests with the stand-in table's name ("Did
+# you mean 't.uid'? ... Valid fields are t.uid, t.name"), which is not the user's table's
+_STAND_IN = re.compile(r"(?<=[' ,])t\.(?=[^\s,.'])")
 
 
 def _single_scan(kinds: list[str], text: str, empty_ok: bool) -> None:
