@@ -342,11 +342,14 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
     total = pc.sum(sizes).as_py() or 0
     unknown = f" ({sizes.null_count} of unknown size)" if sizes.null_count else ""
     print(f"live files: {files.num_rows}, bytes: {total}{unknown}", file=out)
-    delta_types = {f.get("name"): f.get("type") for f in snap.metadata.schema_json.get("fields", [])}
+    declared = {f.get("name"): f for f in snap.metadata.schema_json.get("fields", [])}
     print("columns:", file=out)
     for f in snap.schema:
+        delta = declared.get(f.name, {})
         # a VARIANT is served as its parquet struct of binaries: say so
-        kind = f"variant, read as {f.type}" if delta_types.get(f.name) == "variant" else f"{f.type}"
+        kind = f"variant, read as {f.type}" if delta.get("type") == "variant" else f"{f.type}"
+        # served nullable whatever the table declares (a file may hold NULLs): say what it declares
+        kind += " not null" if delta.get("nullable") is False else ""
         print(f"  {f.name}: {kind}", file=out)
     return 0
 

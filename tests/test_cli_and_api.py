@@ -226,6 +226,29 @@ def test_timeline_resolves_the_times_snapshot_takes():
         timeline.version_at_or_before("soon")
 
 
+def test_cli_info_says_which_columns_are_not_null(tmp_path, capsys):
+    """``info`` listed every column as Arrow types, which the package serves all nullable (a file
+    may hold NULLs anyway): a column the Delta schema declares NOT NULL looked like any other.
+    It says ``not null`` where the table's schema does (top-level columns)."""
+    from deltalake import write_deltalake
+
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("s", pa.struct([pa.field("a", pa.int32(), nullable=False)]), nullable=False),
+            pa.field("x", pa.string()),
+        ]
+    )
+    write_deltalake(str(tmp_path / "t"), pa.table({"id": [1], "s": [{"a": 1}], "x": ["q"]}, schema=schema))
+    assert cli.main(["info", str(tmp_path / "t")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[out.index("columns:") + 1 :] == [
+        "  id: int64 not null",
+        "  s: struct<a: int32> not null",
+        "  x: string",
+    ]
+
+
 def test_cli_info_at_a_time_with_properties_and_the_package_version(capsys, monkeypatch):
     path = str(cli.example_table())
     first = DeltaTable(path).timeline().timestamp(0)
