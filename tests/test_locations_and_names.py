@@ -1247,6 +1247,62 @@ def test_an_http_table_requests_its_files_by_percent_encoded_urls(tmp_path: Path
             store.rm(url, recursive=True)
 
 
+@pytest.mark.parametrize(
+    "name", ["v2-checkpoints-json-with-sidecars", "v2-checkpoint-parquet", "v1-multi-part-struct-stats-only"]
+)
+def test_an_http_tables_checkpoint_sidecars_and_parallel_leaves_keep_the_urls_host(
+    name: str, tmp_path: Path, monkeypatch
+):
+    """Sidecar and parallel-leaf paths were normalized with posixpath.normpath, which folds the
+    '//' of ``http://host/...``: every V2 checkpoint's sidecar was "missing" (``http:/127...``)
+    and every checkpoint leaf of the parallel phase "not in" the log folder; a leaf's URL was
+    percent-encoded again as if it were a log path (``a%2520folder``), also "not in" it, and a
+    sidecar named ``side car %41`` was requested unencoded."""
+    from urllib.parse import quote
+
+    from conftest import corpus_table
+
+    from delta_datafusion.parallel import ParallelScanMetadata, run_parallel
+
+    registry = sys.modules["fsspec.registry"]._registry
+    monkeypatch.setitem(registry, "http", _UrlMemoryFS)
+    store = fsspec.filesystem("memory")
+    local = tmp_path / name
+    shutil.copytree(corpus_table(name), local)
+    manifests = list((local / "_delta_log").glob("*.checkpoint.*.json"))
+    for side in (local / "_delta_log" / "_sidecars").glob("*.parquet") if manifests else ():
+        renamed = f"side car %41 {side.name}"  # named in the manifests URI-encoded
+        side.rename(side.with_name(renamed))
+        for m in manifests:
+            m.write_text(m.read_text().replace(f'"path":"{side.name}"', f'"path":"{quote(renamed)}"'))
+    url = f"http://127.0.0.1:9/a%20folder-{uuid.uuid4().hex}/{name}"  # 'a folder-...', encoded
+    for folder, _, names in os.walk(local):
+        for n in names:
+            rel = os.path.relpath(os.path.join(folder, n), local).replace(os.sep, "/")
+            store.pipe(url + "/" + quote(rel), Path(folder, n).read_bytes())
+
+    def paths(batches) -> list[str]:
+        return sorted(p for m in batches for p in m.files.column("path").to_pylist())
+
+    try:
+        want = dd.DeltaTable(str(local)).snapshot()
+        snap = dd.DeltaTable(url).snapshot()
+        assert sorted(snap.files().column("path").to_pylist()) == sorted(
+            want.files().column("path").to_pylist()
+        )
+        assert snap.scan().to_table().num_rows == want.scan().to_table().num_rows > 0
+        expected = paths(want.scan().scan_metadata())
+        assert paths(run_parallel(dd.DeltaTable(url).snapshot().scan())) == expected
+        phase = dd.DeltaTable(url).snapshot().scan().parallel_scan_metadata()
+        first = list(phase)
+        after = phase.finish()
+        assert after.files and all(f.path.startswith(url + "/_delta_log/") for f in after.files)
+        leaves = list(ParallelScanMetadata(after.state.to_bytes(), after.files))
+        assert paths(first + leaves) == expected
+    finally:
+        store.rm(url, recursive=True)
+
+
 def test_a_missing_zip_archive_is_no_table(tmp_path: Path):
     """A zip archive that is not there holds no table: TableNotFoundError, as for a missing
     folder (it was a plain DeltaError about opening a filesystem)."""

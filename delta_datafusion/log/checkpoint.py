@@ -13,7 +13,7 @@ import json
 import posixpath
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from ..arrow_threads import use_threads
 from ..errors import LogCorruptError, MissingLogFileError
-from ..storage import FileInfo, Storage
+from ..storage import FileInfo, Storage, normalized_path
 from .actions import (
     checkpoint_read_errors,
     commit_schema,
@@ -110,12 +110,12 @@ def sidecar_path(storage: Storage, log_dir: str, path: str, manifest: str) -> st
     """Sidecar paths are relative to ``_delta_log/_sidecars/`` unless absolute; either way the file
     must be in that folder (the protocol keeps sidecars there), so a manifest cannot pull another
     table's (or any other) files into this one."""
-    folder = posixpath.normpath(posixpath.join(log_dir, "_sidecars"))
+    folder = normalized_path(posixpath.join(log_dir, "_sidecars"))
     path = unquote(path)  # URI-encoded in the log, like add paths
     if "://" in path or path.startswith("/") or path.startswith("file:"):
-        full = posixpath.normpath(storage.resolve(path))
-    else:
-        full = posixpath.normpath(posixpath.join(folder, path))
+        full = normalized_path(storage.resolve(path))
+    else:  # a store that names files by URL requests the name percent-encoded, as resolve() does
+        full = normalized_path(posixpath.join(folder, quote(path) if storage.url_quoted else path))
     if not full.startswith(folder + "/"):
         raise LogCorruptError(
             f"{manifest}: sidecar {path!r} is outside {folder} (sidecars must be in the table's "

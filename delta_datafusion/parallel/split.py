@@ -7,24 +7,25 @@ files twice.
 
 from __future__ import annotations
 
-import posixpath
 from collections.abc import Sequence
 
 from ..arguments import integer
 from ..errors import ArgumentError, ParallelStateError, StorageError
 from ..log.actions import checkpoint_read_errors
 from ..log.checkpoint import LEAF_WHAT, LeafFile, open_leaf
-from ..storage import Storage
+from ..storage import Storage, normalized_path
 
 
 def leaf_location(storage: Storage, path: str) -> str:
     """A leaf path resolved against the table and normalized (no '..' escaping the log folder).
 
     The sequential phase hands out leaves as store paths, which on object stores have no leading
-    '/' (``bucket/t/_delta_log/...``): read as relative, they would be joined to the root again."""
-    if "://" not in path and path.startswith(storage.root.rstrip("/") + "/"):
-        return posixpath.normpath(path)
-    return posixpath.normpath(storage.resolve(path))
+    '/' (``bucket/t/_delta_log/...``): read as relative, they would be joined to the root again.
+    On a store that names files by URL they are URLs already percent-encoded: resolved as a log
+    path, they would be encoded again."""
+    if ("://" not in path or storage.url_quoted) and path.startswith(storage.root.rstrip("/") + "/"):
+        return normalized_path(path)
+    return normalized_path(storage.resolve(path))
 
 
 def refuse_overlaps(files: Sequence[LeafFile], storage: Storage) -> None:

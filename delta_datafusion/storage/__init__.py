@@ -7,5 +7,14 @@ through :class:`Storage`, so any fsspec protocol (with storage options) works th
 from .handles import store_errors, store_not_found
 from .listing import FileInfo, _mtime_ms, forget_listing
 from .store import Storage
+from .uri import normalized_path
 
-__all__ = ["FileInfo", "Storage", "_mtime_ms", "forget_listing", "store_errors", "store_not_found"]
+__all__ = [
+    "FileInfo",
+    "Storage",
+    "_mtime_ms",
+    "forget_listing",
+    "normalized_path",
+    "store_errors",
+    "store_not_found",
+]

@@ -5,6 +5,7 @@ an unreachable host read differently)."""
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from typing import Any
 from urllib.parse import unquote, urlsplit
@@ -46,6 +47,17 @@ def _split_uri(uri: str) -> tuple[str, str]:
             )
         return "file", unquote(parts.path) or "/"
     return protocol, rest.rstrip("/")
+
+
+def normalized_path(path: str) -> str:
+    """``path`` with its '.' and '..' segments and doubled slashes folded, as posixpath.normpath
+    does, but a URL's ``scheme://host`` kept whole: normpath folds its '//' (``http:/host/t``,
+    a file no store has), and a '..' must not climb into the host."""
+    if "://" not in path:
+        return posixpath.normpath(path)
+    scheme, rest = path.split("://", 1)
+    host, _, tail = rest.partition("/")
+    return f"{scheme}://{host}" + posixpath.normpath("/" + tail.lstrip("/"))
 
 
 _PROTOCOL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
