@@ -1303,6 +1303,47 @@ def test_an_http_tables_checkpoint_sidecars_and_parallel_leaves_keep_the_urls_ho
         store.rm(url, recursive=True)
 
 
+def test_an_http_folder_catalog_names_its_tables_as_their_folders(tmp_path: Path, monkeypatch):
+    """A web server lists a folder by percent-encoded URLs: the catalog named its tables 'a%20b',
+    'x%2541' and '%C3%BC' (the local catalog: 'a b', 'x%41', 'ü'), and the table 'x%41' was
+    requested as the folder 'xA'."""
+    from urllib.parse import quote
+
+    from conftest import corpus_table
+
+    registry = sys.modules["fsspec.registry"]._registry
+    monkeypatch.setitem(registry, "http", _UrlMemoryFS)
+    store = fsspec.filesystem("memory")
+    url = f"http://127.0.0.1:9/lake-{uuid.uuid4().hex}"
+    local = tmp_path / "lake"
+    names = {
+        "plain": "table-with-dv-small",
+        "a b": "cdf-table",
+        "x%41": "basic_partitioned",
+        "ü": "simple_table",
+    }
+    for name, source in names.items():
+        shutil.copytree(corpus_table(source), local / name)
+    for folder, _, files in os.walk(local):
+        for n in files:
+            rel = os.path.relpath(os.path.join(folder, n), local).replace(os.sep, "/")
+            store.pipe(url + "/" + quote(rel), Path(folder, n).read_bytes())
+
+    def counts(root: str) -> dict[str, int]:
+        ctx = SessionContext()
+        dd.register_catalog(ctx, "lake", root)
+        listed = ctx.catalog("lake").schema("default").table_names
+        sql = 'SELECT count(*) AS c FROM lake.default."{}"'
+        return {n: ctx.sql(sql.format(n)).to_pylist()[0]["c"] for n in sorted(listed)}
+
+    try:
+        want = counts(str(local))
+        assert sorted(want) == sorted(names) and all(want.values())
+        assert counts(url) == want
+    finally:
+        store.rm(url, recursive=True)
+
+
 def test_a_missing_zip_archive_is_no_table(tmp_path: Path):
     """A zip archive that is not there holds no table: TableNotFoundError, as for a missing
     folder (it was a plain DeltaError about opening a filesystem)."""

@@ -16,6 +16,7 @@ import re
 import threading
 import weakref
 from typing import Any
+from urllib.parse import quote, unquote
 
 from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
@@ -387,7 +388,9 @@ class DeltaSchemaProvider(SchemaProvider):
         for e in entries:
             path = e["name"].rstrip("/")
             base = path.rsplit("/", 1)[-1]
-            if base.startswith(".") or not base:
+            if self.storage.url_quoted:  # a web server's listing: URLs, names percent-encoded
+                base = unquote(base)
+            if base.startswith(".") or not base or "/" in base:
                 continue
             # a symlinked folder is listed with type 'other' (or 'link') by some filesystems
             if e.get("type") != "directory" and not (e.get("type") in ("other", "link") and fs.isdir(path)):
@@ -437,7 +440,8 @@ class DeltaSchemaProvider(SchemaProvider):
             return None  # what _folders never lists: hidden entries, paths
         if "::" in name and (self.storage.chained or not self.storage.is_local):
             return None  # it would read as an fsspec URL chain (a local folder may be named a::b)
-        table = DeltaTable(self.storage.child_location(name), self.storage_options)
+        folder = quote(name) if self.storage.url_quoted else name  # requested by its URL there
+        table = DeltaTable(self.storage.child_location(folder), self.storage_options)
         try:
             return table, table.listing()
         except TableNotFoundError:
