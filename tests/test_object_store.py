@@ -983,3 +983,43 @@ def test_a_blob_deleted_after_listing_is_missing_not_a_store_failure(azure_like,
     snap = dd.DeltaTable(uri).snapshot()
     assert cleaned and snap.version == 2
     assert sorted(snap.scan().to_table().column("id").to_pylist()) == [0, 1, 2]
+
+
+@pytest.fixture
+def web_server(tmp_path) -> Iterator[tuple[Path, str]]:
+    """(folder, its URL): the folder served by Python's HTTP server on 127.0.0.1 (no Range
+    support, no modification times: enough for a table's snapshot and a scan of small files)."""
+    import functools
+    import threading
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    pytest.importorskip("aiohttp")
+
+    class _Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    folder = tmp_path / "served"
+    folder.mkdir()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_data_file_a_web_server_answers_404_is_missing(web_server) -> None:
+    """aiohttp's error for a 404 carries ``.status``, not ``.status_code``: a data file gone from
+    a web server was a StorageError ("cannot read data file ...: ClientResponseError: 404"), a
+    failed request a retry may mend, where local folders and other stores say the file is missing
+    (DataFileNotFoundError)."""
+    import shutil
+
+    folder, url = web_server
+    shutil.copytree(corpus_table("table-with-dv-small"), folder / "t")
+    data = next((folder / "t").glob("*.parquet"))
+    data.unlink()
+    for uri in (str(folder / "t"), f"{url}/t"):
+        with pytest.raises(dd.DataFileNotFoundError, match=re.escape(data.name) + ".* is missing"):
+            dd.DeltaTable(uri).snapshot().scan().to_table()

@@ -26,8 +26,11 @@ def with_known_size(handle: Any, size: int) -> Any:
 
 def store_not_found(e: BaseException) -> bool:
     """Is ``e`` a store's own not-found error (not an OSError)? adlfs lets azure's
-    ResourceNotFoundError (HTTP 404) through from the reads of a blob opened with a known size."""
-    return not isinstance(e, OSError) and getattr(e, "status_code", None) == 404
+    ResourceNotFoundError (HTTP 404) through from the reads of a blob opened with a known size,
+    fsspec's HTTP filesystem aiohttp's ClientResponseError (whose status is ``.status``)."""
+    if isinstance(e, OSError):
+        return False
+    return 404 in (getattr(e, "status_code", None), getattr(e, "status", None))
 
 
 def _not_found(e: BaseException, path: str) -> FileNotFoundError | None:
