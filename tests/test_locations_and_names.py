@@ -1303,6 +1303,35 @@ def test_an_http_tables_checkpoint_sidecars_and_parallel_leaves_keep_the_urls_ho
         store.rm(url, recursive=True)
 
 
+@pytest.mark.parametrize("name", ["canonicalized-paths-normal-a", "canonicalized-paths-special-a"])
+def test_an_http_table_refuses_a_file_uri_with_one_slash_as_other_stores_do(name: str, monkeypatch):
+    """The log adds '/some/unqualified/absolute/path' and removes it as 'file:/some/...' (Spark
+    canonicalizes removes). Over HTTP the 'file:/...' spelling was taken as a relative path
+    (http://host/t/file%3A/some/...), so the remove missed the add and files() listed a removed
+    file (0 locally); memory and S3 refuse the table, as 'file:///...' was refused over HTTP."""
+    from urllib.parse import quote
+
+    from conftest import corpus_table
+
+    registry = sys.modules["fsspec.registry"]._registry
+    monkeypatch.setitem(registry, "http", _UrlMemoryFS)
+    store = fsspec.filesystem("memory")
+    local = corpus_table(name)
+    url = f"http://127.0.0.1:9/loc-{uuid.uuid4().hex}/{name}"
+    for folder, _, names in os.walk(local):
+        for n in names:
+            rel = os.path.relpath(os.path.join(folder, n), local).replace(os.sep, "/")
+            store.pipe(url + "/" + quote(rel), Path(folder, n).read_bytes())
+    try:
+        assert dd.DeltaTable(str(local)).snapshot().files().num_rows == 0
+        with pytest.raises(
+            dd.UnsupportedFeatureError, match="'file:/some/unqualified/.*on another filesystem"
+        ):
+            dd.DeltaTable(url).snapshot().files()
+    finally:
+        store.rm(url, recursive=True)
+
+
 def test_an_http_folder_catalog_names_its_tables_as_their_folders(tmp_path: Path, monkeypatch):
     """A web server lists a folder by percent-encoded URLs: the catalog named its tables 'a%20b',
     'x%2541' and '%C3%BC' (the local catalog: 'a b', 'x%41', 'ü'), and the table 'x%41' was

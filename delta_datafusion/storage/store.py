@@ -216,6 +216,8 @@ class Storage:
         """A log path (decoded once) as a URL of the table's URL-named store."""
         parts = urlsplit(self.root)
         origin = f"{parts.scheme}://{parts.netloc}"
+        if path[:5].lower() == "file:" and path[5:].startswith("/"):  # file:/x, a file URI as file:///x
+            raise self._elsewhere(path, "file")
         if "://" in path:
             scheme = path.split("://", 1)[0].lower()
             given = urlsplit(path)
