@@ -1023,3 +1023,22 @@ def test_a_data_file_a_web_server_answers_404_is_missing(web_server) -> None:
     for uri in (str(folder / "t"), f"{url}/t"):
         with pytest.raises(dd.DataFileNotFoundError, match=re.escape(data.name) + ".* is missing"):
             dd.DeltaTable(uri).snapshot().scan().to_table()
+
+
+def test_a_scan_reading_a_strings_footer_first_names_a_file_a_web_server_lacks(web_server) -> None:
+    """A scan of string columns reads one file's footer first to choose their decoding, a probe
+    whose failure the scan itself reports; the probe let aiohttp's own 404 error through (not an
+    OSError), so the user got ``ClientResponseError: 404`` instead of the package's error naming
+    the vacuumed file."""
+    import shutil
+
+    folder, url = web_server
+    shutil.copytree(corpus_table("snapshot-vacuumed"), folder / "t")  # version 0's files are gone
+    for uri in (str(folder / "t"), f"{url}/t"):
+        with pytest.raises(dd.DataFileNotFoundError, match=r"part-00000-\S+\.parquet is missing"):
+            dd.DeltaTable(uri).snapshot(0).scan(predicate="col1 >= 1").to_table()
+        ctx = SessionContext()
+        dd.register_table(ctx, "t", uri, version=0)
+        with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+            ctx.sql("SELECT * FROM t WHERE col1 >= 1").collect()
+        assert isinstance(dd.from_datafusion(info.value), dd.DataFileNotFoundError), info.value

@@ -177,3 +177,8 @@ class _NamedMissing(_FileProxy):
             raise FileNotFoundError(f"{self._path}: {e}") from e
         except OSError as e:  # a network error or a timeout: the message names no file
             raise OSError(f"{self._path}: {type(e).__name__}: {e}") from e
+        except Exception as e:  # noqa: BLE001 - a store's own error (an HTTP client's)
+            missing = _not_found(e, self._path)  # a 404 is a missing file, as for other stores
+            if missing is not None:
+                raise missing from e
+            raise
