@@ -905,6 +905,83 @@ def test_parallel_scan_metadata_on_a_bucket_store(name: str) -> None:
         fs.rm(bucket, recursive=True)
 
 
+def test_an_absolute_log_path_on_a_bucket_store_is_in_the_tables_bucket() -> None:
+    """A log path '/t/part-1.parquet' (absolute, no scheme) on a bucket store names a file in the
+    table's own bucket, as the URL reference resolves against s3://bkt/t/ (delta-kernel-rs joins it
+    so). It was read as 'bucket/key' of a bucket named 't': its remove written as the full URI
+    did not cancel it, and files() kept the removed file."""
+    import io
+    import json
+
+    import pyarrow.parquet as pq
+
+    fsspec.register_implementation("ddbucket", _BucketMemoryFS, clobber=True)
+    fs = fsspec.filesystem("ddbucket")
+    bucket = f"dd-bucket-{uuid.uuid4().hex}"
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+
+    def data(ids: list[int]) -> bytes:
+        out = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), out)
+        return out.getvalue()
+
+    def add(path: str, body: bytes) -> dict:
+        return {
+            "add": {
+                "path": path,
+                "partitionValues": {},
+                "size": len(body),
+                "modificationTime": 1,
+                "dataChange": True,
+            }
+        }
+
+    first, second = data([1, 2]), data([3])
+    commits = [
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": "x",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(schema),
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+            add("part-0.parquet", first),
+        ],
+        [add("/t/part-1.parquet", second)],
+        [
+            {
+                "remove": {
+                    "path": f"ddbucket://{bucket}/t/part-1.parquet",
+                    "deletionTimestamp": 2,
+                    "dataChange": True,
+                }
+            }
+        ],
+    ]
+    try:
+        fs.pipe(f"{bucket}/t/part-0.parquet", first)
+        fs.pipe(f"{bucket}/t/part-1.parquet", second)
+        for v, actions in enumerate(commits):
+            text = "\n".join(json.dumps(a) for a in actions) + "\n"
+            fs.pipe(f"{bucket}/t/_delta_log/{v:020d}.json", text.encode())
+        table = dd.DeltaTable(f"ddbucket://{bucket}/t")
+        assert table.snapshot(1).files().column("location").to_pylist() == [
+            f"{bucket}/t/part-0.parquet",
+            f"{bucket}/t/part-1.parquet",
+        ]
+        assert sorted(table.snapshot(1).scan().to_table().column("id").to_pylist()) == [1, 2, 3]
+        assert table.snapshot(2).files().column("location").to_pylist() == [f"{bucket}/t/part-0.parquet"]
+        ctx = SessionContext()
+        dd.register_table(ctx, "t", f"ddbucket://{bucket}/t")
+        assert ctx.sql("SELECT count(*) AS n FROM t").to_pydict() == {"n": [2]}
+    finally:
+        fs.rm(bucket, recursive=True)
+
+
 class _BlobNotFound(Exception):
     """Like azure.core's ResourceNotFoundError: not an OSError; its HTTP status says what it is."""
 

@@ -203,6 +203,11 @@ class Storage:
                 )
             return self._store_path(path)
         if path.startswith("/"):
+            if not self.is_local and not self.chained and getattr(self.fs, "root_marker", "/") == "":
+                # a bucket store (S3, GCS, Azure: paths 'bucket/key'): an absolute path is one in
+                # the table's own bucket, as a URL reference '/t/x' resolves against s3://bkt/t/
+                # (RFC 3986, as delta-kernel-rs joins it); read as 'bucket/key' it named bucket 't'
+                return self.root.split("/", 1)[0] + posixpath.normpath(path)
             return path
         return posixpath.join(self.root, path)
 
