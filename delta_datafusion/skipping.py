@@ -49,7 +49,10 @@ Rules (all conservative):
    * floats: NaN is not reflected in min/max (Parquet-derived stats skip it) but sorts above
      every number in SQL, and NaN min/max values are treated as unknown. So for floating columns
      the max is never used for ``>``, ``>=``, ``!=``, ``NOT IN`` or NaN literals; ``<``, ``<=``,
-     ``=`` and ``IN`` with non-NaN literals use min/max normally (NaN never satisfies them);
+     ``=`` and ``IN`` with non-NaN literals use min/max normally (NaN never satisfies them).
+     Proving a filter TRUE for every row (:func:`file_all_match_mask`) is the mirror image:
+     only ``>``, ``>=`` (from the min), ``!=`` and ``NOT IN`` with non-NaN literals, which NaN
+     satisfies;
    * decimals of more than 15 digits: some writers (deltalake) log their min/max through a
      float64, so both are widened by more than that rounding could have moved them, and they
      never prove a predicate true for every row;
@@ -593,6 +596,18 @@ def _exact_bounds(t: pa.DataType | None) -> bool:
     return t is not None and (pa.types.is_integer(t) or pa.types.is_date(t))
 
 
+def _exact_float(literal: Literal) -> float | None:
+    """A non-null, non-NaN float or integer literal as the float64 it equals exactly; else None."""
+    if literal.is_null or literal.is_nan:
+        return None
+    value = literal.value.as_py()
+    if pa.types.is_floating(literal.type):
+        return float(value)
+    if pa.types.is_integer(literal.type) and abs(value) <= 2**53:
+        return float(value)
+    return None
+
+
 class _AllMatchEvaluator:
     """The dual of :class:`_Evaluator`: is ``pred`` TRUE for *every* row of each file? Answers
     True only when sure; everything uncertain is False (the file is then read and filtered)."""
@@ -632,6 +647,8 @@ class _AllMatchEvaluator:
         if shape is None:
             return _const(self.n, False)
         column, op, literal = shape
+        if pa.types.is_floating(self.f.column_type(column) or pa.null()):
+            return self._float_comparison(column, op, literal)
         bounds = self._bounds(column)
         if literal.is_null or bounds is None or not _exact_bounds(literal.type):
             return _const(self.n, False)
@@ -647,10 +664,44 @@ class _AllMatchEvaluator:
             holds = _cmp(op, mn, v)
         return pc.and_(pc.fill_null(holds, False), self.f.no_null(column))
 
+    def _float_comparison(self, column: Column, op: str, literal: Literal) -> pa.Array:
+        """``column op literal`` on a float column. Its min/max leave NaN out, and NaN sorts
+        above every number and differs from every number, so only the shapes a NaN row makes
+        TRUE are proven: ``> c`` / ``>= c`` from the min, ``!= c`` from either bound (``<``,
+        ``<=`` and ``=`` could meet a NaN the bounds do not show). Compared as float64, with the
+        literal exactly a float64 (a float, or an integer of at most 2**53). The row filter
+        orders NaN so only when the predicate types one side as a float (the column, as planning
+        records it, or the literal): an untyped column against an integer is compared plainly."""
+        v = _exact_float(literal)
+        if v is None or op not in (">", ">=", "!="):
+            return _const(self.n, False)
+        if not any(t is not None and pa.types.is_floating(t) for t in (column.type, literal.type)):
+            return _const(self.n, False)
+        mn, mx = self.f.bounds(column)
+        lo = None if mn is None else mn.cast(pa.float64())
+        hi = None if mx is None else mx.cast(pa.float64())
+        if op == "!=":
+            below = _const(self.n, False) if hi is None else pc.fill_null(pc.less(hi, v), False)
+            above = _const(self.n, False) if lo is None else pc.fill_null(pc.greater(lo, v), False)
+            holds = pc.or_(below, above)
+        elif lo is None:
+            return _const(self.n, False)
+        else:
+            holds = pc.fill_null(_cmp(op, lo, v), False)
+        return pc.and_(holds, self.f.no_null(column))
+
     def in_list(self, pred: In) -> pa.Array:
         x = pred.operand
         if not isinstance(x, Column):
             return _const(self.n, False)
+        if pa.types.is_floating(self.f.column_type(x) or pa.null()):
+            # NaN rows (see _float_comparison): NOT IN is its '<>' for every value, IN unproven
+            if not pred.negated or not pred.values:
+                return _const(self.n, False)
+            out = self._float_comparison(x, "!=", pred.values[0])
+            for v in pred.values[1:]:
+                out = pc.and_(out, self._float_comparison(x, "!=", v))
+            return out
         bounds = self._bounds(x)
         values, has_null = _value_arrays(pred.values)
         if bounds is None or not values or not all(_exact_bounds(a.type) for a in values):
@@ -675,7 +726,8 @@ def file_all_match_mask(
     partition_columns: Sequence[str],
 ) -> pa.BooleanArray:
     """True for every file all of whose rows make ``pred`` TRUE, judged by partition values and
-    exact statistics (integer, date and decimal bounds, null counts); False when unsure.
+    exact statistics (integer, date and decimal bounds, null counts; float bounds for the shapes
+    a NaN makes TRUE); False when unsure.
 
     The dual of :func:`file_keep_mask`. Bounds stay valid for files with deletion vectors
     (``tightBounds = false``: the live rows are a subset), and a zero null count stays zero.

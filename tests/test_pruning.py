@@ -439,7 +439,11 @@ def _opened_files(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         ("region = 'us' AND id < 2000", 500, 0),
         ("d >= DATE '2024-01-05' AND id <> 5", 3600, 0),  # dates and a value outside every file
         ("opt IS NOT NULL", 2400, 16),  # the 16 files with some nulls in opt are read
-        ("x > 100", 3799, 40),  # float bounds never decide (NaN)
+        # a float min proves > (a NaN row, left out of the bounds, is above every number too):
+        # files 3..39 are counted; file 2 (min 100) and files 0-1 (a NaN row may hide there) read
+        ("x > 100", 3799, 3),
+        ("x <> 10.25", 4000, 1),  # only file 0's bounds hold 10.25
+        ("x < 100", 200, 2),  # never proven by float bounds (NaN): files 0-1 are read
         ("s >= 'k00000'", 4000, 40),  # string bounds never decide (truncation)
     ],
 )
@@ -1176,3 +1180,39 @@ def test_widened_columns_prune_where_old_bounds_stay_exact() -> None:
         assert table.scan(predicate=f"{column} = {old}").to_table().num_rows == 1, column
     assert kept("float_double = 3.4000000953674316") == 2
     assert table.scan(predicate="float_double = 3.4000000953674316").to_table().num_rows == 1
+
+
+def test_count_star_under_float_filters_matches_datafusion(tmp_path: Path) -> None:
+    """count(*) under comparisons on float columns, files counted from the log where their min
+    proves the filter: the counts equal DataFusion's over the same rows held in memory, with
+    NaN (left out of the written bounds, above every number in SQL), NULL, -0.0 beside 0.0,
+    infinities, files of NaN only, and a float32 column compared with float64 literals."""
+    nan, inf = math.nan, math.inf
+    files = [
+        ([5.0, nan, 7.0], [0.1, 0.2, 0.3]),
+        ([5.0, None], [0.1, None]),
+        ([-0.0, 0.0], [-0.0, 0.0]),
+        ([nan, nan], [nan, nan]),
+        ([-inf, 1.5], [inf, 1.5]),
+        ([2.5, inf], [0.25, 0.5]),
+    ]
+    schema = pa.schema([("f", pa.float64()), ("g", pa.float32())])
+    path = str(tmp_path / "floats")
+    for f, g in files:
+        write_deltalake(path, pa.table({"f": f, "g": g}, schema=schema), mode="append")
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", path)
+    ref = pa.table({"f": sum((f for f, _ in files), []), "g": sum((g for _, g in files), [])}, schema=schema)
+    ctx.register_record_batches("ref", [ref.to_batches()])
+    literals = ["-0.0", "0.0", "0.1", "0.2", "1", "4.9", "5", "5.0", "'NaN'::double", "'-inf'::double"]
+    checked = 0
+    for column in ("f", "g"):
+        for op in ("<", "<=", "=", "<>", ">=", ">"):
+            for lit in literals:
+                where = f"{column} {op} {lit}"
+                ours = ctx.sql(f"SELECT count(*) AS n FROM t WHERE {where}").to_pydict()["n"][0]
+                theirs = ctx.sql(f"SELECT count(*) AS n FROM ref WHERE {where}").to_pydict()["n"][0]
+                assert ours == theirs, where
+                checked += 1
+    assert checked == 2 * 6 * len(literals)

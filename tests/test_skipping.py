@@ -453,7 +453,7 @@ H_STATS = pa.struct(
 LONG = "a" * 32
 H_POOLS = {
     "i": [-3, 0, 1, 2, 5, 7, 10, 12],
-    "f": [-math.inf, -1.5, 0.0, 0.5, 2.0, 7.25, math.inf, NAN],
+    "f": [-math.inf, -1.5, -0.0, 0.0, 0.5, 2.0, 7.25, math.inf, NAN],
     "s": [
         "",
         "a",
@@ -656,6 +656,31 @@ def test_all_match_single_leaves_on_files_without_nulls(fs, pred):
     _check_all_match(fs, pred)
 
 
+@st.composite
+def _float_leaf(draw):
+    """A comparison of the float column with a float or an integer literal, the column typed
+    (as planning records it) or not."""
+    op = draw(st.sampled_from(P.COMPARISON_OPS))
+    if draw(st.booleans()):
+        lit = Literal(pa.scalar(draw(st.sampled_from(H_POOLS["f"])), pa.float64()))
+    else:
+        lit = Literal(pa.scalar(draw(st.integers(-3, 8)), pa.int64()))
+    c = col("f", pa.float64()) if draw(st.booleans()) else col("f")
+    return Comparison(op, c, lit) if draw(st.booleans()) else Comparison(op, lit, c)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    fs=st.lists(_file(), min_size=1, max_size=5),
+    pred=st.one_of(_float_leaf(), predicate_trees(_float_leaf(), max_leaves=4)),
+)
+def test_all_match_float_comparisons_agree_with_the_row_filter(fs, pred):
+    """Float bounds prove '>', '>=' and '<>' for files whose unlisted rows may be NaN: the rows
+    of every file judged all-matching pass the row filter (NaN above every number, -0.0 equal
+    to 0.0), for float and integer literals and typed or untyped columns."""
+    _check_all_match(fs, pred)
+
+
 def _two_row_file(null_d: bool) -> dict:
     """A file of two rows with exact statistics (timestamps truncated to ms as writers do)."""
     rows = [
@@ -672,8 +697,9 @@ def _two_row_file(null_d: bool) -> dict:
 
 
 def test_all_match_decides_exact_types_only():
-    """Integer and date bounds prove a filter for the whole file; float, string and timestamp
-    bounds never do (NaN, truncation); nulls, missing stats and NULL literals never do."""
+    """Integer and date bounds prove a filter for the whole file; float bounds only the shapes a
+    NaN row (left out of min/max) makes TRUE: ``>``, ``>=``, ``<>``; string and timestamp bounds
+    never do (truncation); nulls, missing stats and NULL literals never do."""
     fs = [_two_row_file(null_d=True)]
     table = _files_table(fs)
     i, d = col("i"), col("d")
@@ -693,7 +719,21 @@ def test_all_match_decides_exact_types_only():
         P.ne(i, 2): False,
         P.eq(col("p"), "b"): False,
         P.le(d, _hlit("d", 5)): False,  # nullCount 1: a NULL row is not TRUE
-        P.gt(col("f"), 0.5): False,
+        P.gt(col("f"), 0.5): True,  # rows 1.0 and 2.0, and a NaN would be above 0.5 too
+        P.ge(col("f", pa.float64()), 1): True,  # an integer literal, exactly a float64
+        P.ne(col("f"), 2.5): True,  # NaN differs from 2.5 as well
+        P.ne(col("f"), 1.5): False,  # inside the bounds
+        P.lt(col("f"), 5.0): False,  # a NaN row the bounds do not show would not be below 5
+        P.le(col("f"), 5.0): False,
+        P.eq(col("f"), 1.0): False,
+        P.gt(col("f"), 1.0): False,
+        P.gt(col("f"), NAN): False,
+        P.ge(col("f"), NAN): False,
+        P.ne(col("f"), NAN): False,
+        P.ge(col("f", pa.float64()), 2**53 + 1): False,  # not exactly a float64
+        P.not_in(col("f"), [5.0, -1.0]): True,  # '<>' for each value
+        P.not_in(col("f"), [5.0, 1.5]): False,
+        P.is_in(col("f"), [1.0, 2.0]): False,  # a NaN row is in no list
         P.gt(col("s"), ""): False,
         P.ge(col("ts"), _hlit("ts", -5000)): False,
         P.gt(i, _hlit("i", None)): False,
@@ -703,6 +743,8 @@ def test_all_match_decides_exact_types_only():
         _check_all_match(fs, pred)  # the file's rows agree with every True verdict
     no_stats = table.set_column(1, "stats", pa.nulls(1, H_STATS))
     assert file_all_match_mask(P.ge(i, 1), no_stats, H_SCHEMA, ["p"]).to_pylist() == [False]
+    # an untyped column against an integer: the row filter compares without NaN's order
+    assert file_all_match_mask(P.ge(col("f"), 1), table, H_SCHEMA, ["p"]).to_pylist() == [False]
 
 
 def test_property_setup_prunes_something():
