@@ -403,6 +403,32 @@ def _non_negative(text: str) -> int:
     return int(text)
 
 
+def typed_text(text: str) -> str:
+    """``text`` from the command line as the UTF-8 it was typed as. Under a locale that is not
+    UTF-8 (``LC_ALL=C`` with ``PYTHONUTF8=0``) Python keeps each byte past ASCII as a lone
+    surrogate, from which SQL text and names cannot be encoded ("surrogates not allowed"); text
+    whose bytes are not UTF-8 is left as it came."""
+    if text.isascii() or not any("\udc80" <= c <= "\udcff" for c in text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8")
+    except UnicodeError:
+        return text
+
+
+def _typed_text(args: argparse.Namespace) -> None:
+    """The SQL text, predicates, column and table names among ``args`` as :func:`typed_text`.
+    Paths keep the form the filesystem calls take (Python's own, surrogates included)."""
+    for key in ("query", "where"):
+        if isinstance(getattr(args, key, None), str):
+            setattr(args, key, typed_text(getattr(args, key)))
+    for key in ("columns", "as_of"):
+        if getattr(args, key, None):
+            setattr(args, key, [typed_text(v) for v in getattr(args, key)])
+    if getattr(args, "table", None):  # NAME=URI: the name only
+        args.table = [typed_text(n) + eq + uri for n, eq, uri in (t.partition("=") for t in args.table)]
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
     from .cli_inspect import change_bound
@@ -495,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
             help="the table at this time (ISO-8601; the latest commit at or before it)",
         )
     args = parser.parse_args(argv)
+    _typed_text(args)
     # a terminal or pipe that is not UTF-8 (PYTHONIOENCODING=ascii, a C locale) gets escapes for
     # what it cannot show (a non-ASCII table path, values), not an error instead of the output
     if hasattr(sys.stdout, "reconfigure"):
@@ -524,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
     except Exception as e:  # noqa: BLE001 - DataFusion wraps the package's errors into its own
-        print(f"error: {describe(e)}", file=sys.stderr)
+        print(f"error: {typed_text(describe(e))}", file=sys.stderr)
         return 2
 
 

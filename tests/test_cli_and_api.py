@@ -80,6 +80,54 @@ def test_cli_on_an_ascii_only_stream_escapes_what_it_cannot_show(tmp_path: Path)
     assert b"donn\\xe9es-\\xe9" in done.stdout
 
 
+def test_cli_takes_non_ascii_text_typed_under_a_c_locale(tmp_path: Path) -> None:
+    """Under LC_ALL=C with PYTHONUTF8=0 Python keeps each non-ASCII byte of the command line as a
+    lone surrogate: SQL text, --where predicates and names holding one failed with "error:
+    UnicodeEncodeError: 'utf-8' codec can't encode ...: surrogates not allowed" (exit 2). They
+    are read as the UTF-8 they were typed as; the output is escaped for the ASCII stdout."""
+    trips = cli.example_table()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LC_") and k not in ("LANG", "PYTHONIOENCODING")
+    }
+    env.update(
+        {"PYTHONPATH": str(Path(cli.__file__).parents[1]), "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0"}
+    )
+    runs = {
+        "sql": [
+            "sql",
+            "SELECT 'é' AS \"ñ\", count(*) AS n FROM trips WHERE city <> 'Lisbõa'",
+            "--table",
+            f"trips={trips}",
+        ],
+        "files": ["files", str(trips), "--where", "city = 'Pórto'"],
+        "changes": ["changes", str(trips), "3", "--where", "city <> 'Pórto'"],
+    }
+    utf8 = {**env, "PYTHONUTF8": "1", "PYTHONIOENCODING": "ascii"}  # the same text read right
+    out = {}
+    for name, argv in runs.items():
+        done, expected = (
+            subprocess.run(
+                [sys.executable, "-m", "delta_datafusion.cli", *argv], capture_output=True, env=e, timeout=120
+            )
+            for e in (env, utf8)
+        )
+        assert done.returncode == 0, (name, done.stderr.decode(errors="replace"))
+        assert done.stdout == expected.stdout, name
+        out[name] = done.stdout
+    assert b"\\xf1 " in out["sql"] and b"\\xe9 | 130" in out["sql"]
+    assert b"0 of 4 live files kept by --where" in out["files"]
+    # an error naming such text shows it as typed (escaped), not as surrogates
+    done = subprocess.run(
+        [sys.executable, "-m", "delta_datafusion.cli", "sql", 'SELECT * FROM "é"'],
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 2 and b"'datafusion.public.\\xe9' not found" in done.stderr, done.stderr
+
+
 def test_cli_sql_and_info(capsys):
     path = str(cli.example_table())
     assert (
