@@ -379,7 +379,8 @@ def _storage_options(
     ``command`` and ``tables`` (the ``--table`` names) word the refusal of a version or time."""
     if not specs:
         return None
-    from .datafusion.session import misspelt_option, option_value
+    from .arguments import misspelt_option
+    from .datafusion.session import option_value
 
     options: dict[str, Any] = {}
     for spec in specs:

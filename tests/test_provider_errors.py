@@ -274,6 +274,32 @@ def test_version_or_timestamp_as_a_storage_option_is_refused(tmp_path: Path) -> 
     assert _run(ctx, "SELECT count(*) AS n FROM t").to_pydict() == {"n": [1]}
 
 
+def test_look_alike_of_version_or_timestamp_as_a_storage_option_is_refused(tmp_path: Path) -> None:
+    """storage_options={'versoin': 0} went to the filesystem, which ignores it (local) or passes
+    it on, so the latest version was read silently, where the CLI's --option and SQL OPTIONS
+    refuse such a key; refused the same way, with the word it looks like."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"a": [1]}))
+    write_deltalake(str(path), pa.table({"a": [2]}), mode="append")
+    ctx = _ctx()
+    for key, meant in (
+        ("versoin", "version"),
+        ("Verison", "version"),
+        ("timestmp", "timestamp"),
+        ("time_stamp", "timestamp"),
+    ):
+        why = f"storage option {key!r} is not a filesystem option \\(did you mean {meant!r}\\?\\)"
+        with pytest.raises(ArgumentError, match=why):
+            dd.register_table(ctx, "t", str(path), storage_options={key: 0})
+        with pytest.raises(ArgumentError, match=why):
+            dd.DeltaTable(str(path), storage_options={key: 0})
+        with pytest.raises(ArgumentError, match=why):
+            dd.register_catalog(ctx, "lake", str(tmp_path), storage_options={key: 0})
+    # options that only start alike still go to the filesystem
+    for key in ("versioned", "version_id", "person", "timestamps_as_utc"):
+        assert dd.DeltaTable(str(path), storage_options={key: 0}).snapshot().version == 1
+
+
 # -- missing data files ------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from urllib.parse import quote, unquote
 from datafusion import SessionContext, Table
 from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFactory
 
+from ..arguments import misspelt_option
 from ..errors import ArgumentError, DeltaError, TableNotFoundError, from_datafusion
 from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
@@ -192,27 +193,6 @@ def open_dataset(
     return table_dataset(snapshot, label=label or uri)
 
 
-def misspelt_option(key: str) -> str | None:
-    """'version' or 'timestamp' when ``key`` looks like a misspelling of it: the same first
-    letter, about the same length, at most two edits ('versoin', 'timestmp', 'time_stamp'; not
-    'versioned', 'version_id' or 'person')."""
-    k = key.lower()
-    for word in ("version", "timestamp"):
-        if k == word or (k[:1] == word[0] and abs(len(k) - len(word)) <= 1 and _edits(k, word) <= 2):
-            return word  # 'Version' too: only the lower-case key is the Delta option
-    return None
-
-
-def _edits(a: str, b: str) -> int:
-    """Levenshtein distance (short option names only)."""
-    row = list(range(len(b) + 1))
-    for i, ca in enumerate(a, 1):
-        prev, row[0] = row[0], i
-        for j, cb in enumerate(b, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
-    return row[-1]
-
-
 def _require_context(ctx: Any, what: str) -> None:
     if not isinstance(ctx, SessionContext):
         raise ArgumentError(f"{what}: expected a datafusion SessionContext, got {type(ctx).__name__}")
@@ -310,7 +290,9 @@ class DeltaTableFactory(TableProviderFactory):
             raise ArgumentError(f"CREATE EXTERNAL TABLE {cmd.name()}: LOCATION is required for a Delta table")
         declared = cmd.schema().field_names()
         version, timestamp, storage = _split_options(dict(cmd.options()))
-        table = DeltaTable(locations[0], storage or None)
+        # look-alikes of 'version' / 'timestamp' are refused below with the OPTIONS named (the
+        # storage refuses them too, in the Python API's words)
+        table = DeltaTable(locations[0], {k: v for k, v in storage.items() if not misspelt_option(k)} or None)
         if storage and table.storage.is_local:
             # a misspelt 'version' would otherwise silently read the latest version
             raise ArgumentError(

@@ -11,6 +11,7 @@ from urllib.parse import quote, urlsplit
 
 import pyarrow.fs as pafs
 
+from ..arguments import misspelt_option
 from ..cached import cached_property
 from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
 from .arrow import _LogSizedHandler
@@ -37,12 +38,14 @@ class Storage:
             )
         self.storage_options = dict(storage_options or {})
         for key in self.storage_options:
-            if isinstance(key, str) and key.lower() in ("version", "timestamp"):
-                # SQL OPTIONS' pins (README likens the two): no filesystem takes them, and passed on
-                # they would read the latest version silently
+            pin = misspelt_option(key) if isinstance(key, str) else None
+            if pin is not None:
+                # SQL OPTIONS' pins (README likens the two), or look-alikes ('versoin'): no filesystem
+                # takes them, and passed on they would read the latest version silently
+                meant = "" if key == pin else f" (did you mean {pin!r}?)"
                 raise ArgumentError(
-                    f"storage option {key!r} is not a filesystem option: pin a table's version or time "
-                    "with version=/timestamp= (snapshot(), register_table()) or SQL OPTIONS ('version' ...)"
+                    f"storage option {key!r} is not a filesystem option{meant}: pin a table's version or "
+                    "time with version=/timestamp= (snapshot(), register_table()) or SQL OPTIONS ('version' ...)"
                 )
         self.uri = uri
         self._url_options: dict[str, Any] = {}  # what the URL itself says (host, port, account)
