@@ -1003,6 +1003,38 @@ def test_a_log_path_on_another_store_is_refused_not_read_from_this_one(tmp_path:
     assert _xs(dd.DeltaTable(str(t)).snapshot().scan().to_table()) == [1, 2]
 
 
+def test_file_uris_fail_with_the_types_and_names_plain_paths_get(tmp_path: Path):
+    """A malformed file URI was a plain DeltaError (a host, a relative path, a fragment), a
+    '%00' in one a bare ValueError ('embedded null byte') from the filesystem calls; they are
+    ArgumentErrors naming the URI, as a NUL in a plain path is. A well-formed URI that is no
+    table gets the TableNotFoundError a plain path gets, naming the URI as given."""
+    _table(tmp_path / "t", [1])
+    (tmp_path / "plain.txt").write_text("x")
+    for uri, words in (
+        ("file://otherhost/x/t", "with a host ('otherhost')"),
+        ("file:rel/t", "needs an absolute path"),
+        (f"file://{tmp_path}/t#v2", "'#' fragment"),
+        (f"file://{tmp_path}/t%00", "NUL character"),
+        (f"file:{tmp_path}/t%00x", "NUL character"),
+    ):
+        with pytest.raises(ArgumentError, match=re.escape(words)) as info:
+            dd.DeltaTable(uri).snapshot()
+        assert repr(uri) in str(info.value)
+    with pytest.raises(ArgumentError, match="NUL character"):
+        dd.DeltaTable(f"{tmp_path}/t\x00")
+    for uri, plain, words in (
+        (f"file://{tmp_path}/no%20such", f"{tmp_path}/no such", "is not a Delta table"),
+        (f"file://{tmp_path}/plain.txt", f"{tmp_path}/plain.txt", "is a file, not a Delta table folder"),
+        (f"file://{tmp_path}/t/%5Fdelta_log", f"{tmp_path}/t/_delta_log", "is a table's log folder"),
+    ):
+        with pytest.raises(TableNotFoundError, match=re.escape(f"{plain} {words}")):
+            dd.DeltaTable(plain).snapshot()
+        with pytest.raises(TableNotFoundError, match=re.escape(f"{uri} {words}")):
+            dd.DeltaTable(uri).snapshot()
+        with pytest.raises(TableNotFoundError, match=re.escape(f"{uri} {words}")):
+            dd.register_table(_session(), "t", uri)
+
+
 def test_file_uri_with_a_tab_or_line_break_is_refused(tmp_path: Path):
     """URL parsing deletes tabs and line breaks: file:///x/a<LF>b read the folder /x/ab."""
     _table(tmp_path / "ab", [1])
@@ -1420,6 +1452,6 @@ def test_table_changes_of_a_location_it_cannot_open_says_why(location: str, reas
     with pytest.raises(Exception) as info:
         _session().sql(f"SELECT count(*) FROM table_changes('{location}', 0)").collect()
     err = from_datafusion(info.value)
-    # a protocol no filesystem has is a mistaken argument, as for register_table and DeltaTable
-    expected = ArgumentError if location.startswith("bogus:") else TableNotFoundError
-    assert isinstance(err, expected) and reason in str(err), str(err)
+    # a protocol no filesystem has, or a malformed file URI, is a mistaken argument, as for
+    # register_table and DeltaTable
+    assert isinstance(err, ArgumentError) and reason in str(err), str(err)

@@ -213,16 +213,23 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
     if not names:
         if storage.isdir(log_dir):
             raise TableNotFoundError(f"{log_dir} is empty: not a Delta table (no commits or checkpoints)")
+        # a store's path alone ('bucket/t') does not say which store was asked (a URL's password
+        # is masked by DeltaError, as in every message); a file URI is named as given (its path
+        # percent-decoded may read otherwise: file:///x/a%20b is /x/a b)
+        where = (
+            storage.root_uri
+            if not storage.is_local
+            else storage.uri
+            if _is_uri(storage.uri)
+            else storage.root
+        )
         if storage.exists(storage.root) and not storage.isdir(storage.root):
-            raise TableNotFoundError(f"{storage.root} is a file, not a Delta table folder")
+            raise TableNotFoundError(f"{where} is a file, not a Delta table folder")
         unlisted = (
             ""
             if storage.is_local
             else " (or the store does not list it: stores without folder listings cannot be read)"
         )
-        # a store's path alone ('bucket/t') does not say which store was asked (a URL's password
-        # is masked by DeltaError, as in every message)
-        where = storage.root if storage.is_local else storage.root_uri
         if storage.root.rstrip("/").rsplit("/", 1)[-1] == "_delta_log" and storage.isdir(storage.root):
             raise TableNotFoundError(
                 f"{where} is a table's log folder: give the table's folder (the one holding _delta_log)"
@@ -350,3 +357,8 @@ def missing_versions(listing: LogListing, lo: int, hi: int) -> str | None:
             gaps.append(str(prev + 1) if v - 1 == prev + 1 else f"{prev + 1}..{v - 1}")
         prev = v
     return ", ".join(gaps)
+
+
+def _is_uri(location: str) -> bool:
+    """Is a local table's location a file URI (``file:``, ``local:``) rather than a plain path?"""
+    return location.split(":", 1)[0].lower() in ("file", "local") and ":" in location

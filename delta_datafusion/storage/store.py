@@ -30,7 +30,7 @@ class Storage:
         if not isinstance(uri, str) or not uri:
             raise ArgumentError(f"table URI must be a non-empty string or path, got {uri!r}")
         if "\x00" in uri:
-            raise DeltaError(f"table URI {uri!r} contains a NUL character")
+            raise ArgumentError(f"table URI {uri!r} contains a NUL character")
         if storage_options is not None and not isinstance(storage_options, Mapping):
             raise ArgumentError(
                 f"storage_options for {uri!r} must be a dict of filesystem options, got "

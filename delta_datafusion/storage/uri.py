@@ -22,30 +22,30 @@ def _split_uri(uri: str) -> tuple[str, str]:
     if uri.split(":", 1)[0].lower() in ("file", "local") and ("#" in uri or "?" in uri):
         # RFC 8089 would drop a fragment or query silently, and read another folder than the
         # name says ("file:///x/t#v2" is /x/t); a '#' or '?' in a folder name is written %23, %3F
-        raise DeltaError(
+        raise ArgumentError(
             f"{uri!r}: a file URI cannot have a '#' fragment or '?' query; write '#' as %23 and '?' "
             "as %3F, or give a plain path"
         )
     if uri.split(":", 1)[0].lower() in ("file", "local") and any(c in uri for c in "\t\r\n"):
         # URL parsing deletes tabs and line breaks: "file:///x/a\nb" would read /x/ab
-        raise DeltaError(f"{uri!r}: a file URI cannot hold a tab or line break; give a plain path")
+        raise ArgumentError(f"{uri!r}: a file URI cannot hold a tab or line break; give a plain path")
     if "://" not in uri:
         if uri[:5].lower() == "file:":
             path = unquote(uri[5:]) or "/"
             if not path.startswith("/"):
-                raise DeltaError(f"{uri!r}: a file URI needs an absolute path (file:///abs/path)")
-            return "file", path
+                raise ArgumentError(f"{uri!r}: a file URI needs an absolute path (file:///abs/path)")
+            return "file", _no_nul(uri, path)
         return "file", os.path.abspath(os.path.expanduser(uri))
     scheme, rest = uri.split("://", 1)
     protocol = scheme.lower()
     if protocol in ("file", "local"):
         parts = urlsplit(uri)
         if parts.netloc not in ("", "localhost"):
-            raise DeltaError(
+            raise ArgumentError(
                 f"{uri!r}: file URIs with a host ({parts.netloc!r}) are not supported; "
                 f"write file:///absolute/path or a plain path"
             )
-        return "file", unquote(parts.path) or "/"
+        return "file", _no_nul(uri, unquote(parts.path) or "/")
     return protocol, rest.rstrip("/")
 
 
@@ -58,6 +58,14 @@ def normalized_path(path: str) -> str:
     scheme, rest = path.split("://", 1)
     host, _, tail = rest.partition("/")
     return f"{scheme}://{host}" + posixpath.normpath("/" + tail.lstrip("/"))
+
+
+def _no_nul(uri: str, path: str) -> str:
+    """A file URI's decoded ``path``; a NUL (``%00``) is refused as in a plain path (the
+    filesystem calls would fail with a bare ValueError)."""
+    if "\x00" in path:
+        raise ArgumentError(f"table URI {uri!r} contains a NUL character (%00)")
+    return path
 
 
 _PROTOCOL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*$")
