@@ -865,6 +865,11 @@ class _BucketMemoryFS(MemoryFileSystem):
             path = path[len("ddbucket://") :]
         return path.strip("/")
 
+    def split_path(self, path):
+        """Bucket and key, as s3fs, gcsfs and adlfs split a path."""
+        bucket, _, key = self._strip_protocol(path).partition("/")
+        return bucket, key
+
 
 def _paths(batches) -> list[str]:
     return sorted(p for m in batches for p in m.files.column("path").to_pylist())

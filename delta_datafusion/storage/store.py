@@ -206,13 +206,19 @@ class Storage:
                 )
             return self._store_path(path)
         if path.startswith("/"):
-            if not self.is_local and not self.chained and getattr(self.fs, "root_marker", "/") == "":
-                # a bucket store (S3, GCS, Azure: paths 'bucket/key'): an absolute path is one in
-                # the table's own bucket, as a URL reference '/t/x' resolves against s3://bkt/t/
-                # (RFC 3986, as delta-kernel-rs joins it); read as 'bucket/key' it named bucket 't'
+            if not self.is_local and not self.chained and self._bucket_store:
+                # an absolute path is one in the table's own bucket, as a URL reference '/t/x'
+                # resolves against s3://bkt/t/ (RFC 3986, as delta-kernel-rs joins it); read as
+                # 'bucket/key' it named a bucket 't'
                 return self.root.split("/", 1)[0] + posixpath.normpath(path)
             return path
         return posixpath.join(self.root, path)
+
+    @cached_property
+    def _bucket_store(self) -> bool:
+        """Whether the store names files 'bucket/key' (s3fs, gcsfs, adlfs: no root marker, and a
+        ``split_path`` into bucket and key); an archive's or a plain path store's are not."""
+        return getattr(self.fs, "root_marker", "/") == "" and callable(getattr(self.fs, "split_path", None))
 
     @property
     def url_quoted(self) -> bool:
