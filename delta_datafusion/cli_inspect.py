@@ -38,8 +38,8 @@ def history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         values = [next((str(i[k]) for k in keys if i.get(k) is not None), None) for i in infos]
         if any(v is not None for v in values):
             columns[name] = pa.array(values, pa.string())
-    columns["parameters"] = pa.array([_pairs(i.get("operationParameters")) for i in infos], pa.string())
-    columns["metrics"] = pa.array([_pairs(i.get("operationMetrics")) for i in infos], pa.string())
+    for name, key in (("parameters", "operationParameters"), ("metrics", "operationMetrics")):
+        columns[name] = _fields_column([i.get(key) for i in infos], args.format)
     shown = pa.table(columns)
     if args.format != "table":
         write_rows(shown.to_batches(), shown.schema, args.format, out)
@@ -50,6 +50,25 @@ def history(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 def _info(text: str | None) -> dict[str, Any]:
     return json.loads(text) if text is not None else {}
+
+
+def _fields_column(maps: list[Any], fmt: str) -> pa.Array:
+    """A commitInfo map per commit as the format shows it: ``key=value, ...`` in the table, an
+    object in JSON lines and that object as JSON text in CSV (which holds no nested values). Its
+    values are text, as Spark's DESCRIBE HISTORY types these maps (map<string,string>): text as
+    it is, other values (deltalake writes metrics as numbers) as their JSON."""
+    texts = [
+        {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in m.items()}
+        if isinstance(m, dict)
+        else None
+        for m in maps
+    ]
+    if fmt == "json":
+        entries = [list(m.items()) if m is not None else None for m in texts]
+        return pa.array(entries, pa.map_(pa.string(), pa.string()))
+    if fmt == "csv":
+        return pa.array([json.dumps(m) if m is not None else None for m in texts], pa.string())
+    return pa.array([_pairs(m) for m in maps], pa.string())
 
 
 def _pairs(fields: Any) -> str | None:

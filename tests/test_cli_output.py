@@ -94,6 +94,21 @@ def test_history_files_and_changes_as_json_and_csv(capsys):
     history = [json.loads(line) for line in _run(capsys, "history", TRIPS, "--format", "json").splitlines()]
     assert [h["version"] for h in history] == list(range(table.snapshot().version, -1, -1))
     assert history[-1]["operation"] == table.history().column("operation")[0].as_py()
+    # commitInfo's maps as objects (JSON lines) or as JSON text (CSV), not the table's k=v text,
+    # with text values as Spark's DESCRIBE HISTORY types them (deltalake writes numbers)
+    infos = [json.loads(t) for t in table.history().column("commit_info").to_pylist()][::-1]
+
+    def texts(m: dict | None) -> dict | None:
+        return None if m is None else {k: v if isinstance(v, str) else json.dumps(v) for k, v in m.items()}
+
+    for h, info in zip(history, infos, strict=True):
+        assert h.get("parameters") == texts(info.get("operationParameters"))
+        assert h.get("metrics") == texts(info.get("operationMetrics"))
+    assert any(h.get("parameters") for h in history) and any(h.get("metrics") for h in history)
+    rows = list(csv.DictReader(io.StringIO(_run(capsys, "history", TRIPS, "--format", "csv"))))
+    assert [json.loads(r["metrics"]) if r["metrics"] else None for r in rows] == [
+        texts(i.get("operationMetrics")) for i in infos
+    ]
     files = list(csv.DictReader(io.StringIO(_run(capsys, "files", TRIPS, "--format", "csv"))))
     live = table.snapshot().files()
     assert sorted(f["path"] for f in files) == sorted(live.column("path").to_pylist())
