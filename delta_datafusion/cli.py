@@ -32,19 +32,26 @@ def example_table() -> Path:
 def _show(ctx, sql: str, out) -> None:
     print(f"\n> {sql}", file=out)
     table = ctx.sql(sql).to_arrow_table()
-    print(_format(table), file=out)
+    print_table(table, out, max_rows=20)
 
 
-def _format(table, max_rows: int = 20, total_rows: int | None = None) -> str:
+def print_table(table, out: TextIO, max_rows: int, total_rows: int | None = None) -> None:
+    """:func:`_format` of ``table`` printed to ``out``, escaped as ``out``'s encoding shows it."""
+    print(_format(table, max_rows, total_rows, getattr(out, "encoding", None)), file=out)
+
+
+def _format(table, max_rows: int = 20, total_rows: int | None = None, encoding: str | None = None) -> str:
     """``table`` as text, its first ``max_rows`` rows shown; ``total_rows``: the rows of the
-    result when ``table`` holds only the first ones (a streamed result)."""
+    result when ``table`` holds only the first ones (a streamed result). ``encoding``: the output
+    stream's, whose escapes of what it cannot show (``\\xe9``, see :func:`main`) the column widths
+    count."""
     cols = table.column_names
     if not cols:  # DDL; slicing a table without columns reports rows it does not have
         return f"({_rows(table.num_rows)})"
     shown = table.slice(0, max_rows)
     columns = [_values(shown.column(i)) for i in range(shown.num_columns)]
-    cells = [[_cell(v) for v in row] for row in zip(*columns, strict=True)]
-    names = [_printable(c) for c in cols]
+    cells = [[_shown(_cell(v), encoding) for v in row] for row in zip(*columns, strict=True)]
+    names = [_shown(_printable(c), encoding) for c in cols]
     widths = [max([_width(c)] + [_width(row[i]) for row in cells]) for i, c in enumerate(names)]
     line = " | ".join(_pad(c, w) for c, w in zip(names, widths, strict=True))
     sep = "-+-".join("-" * w for w in widths)
@@ -81,6 +88,17 @@ def _cell(v: Any) -> str:
             return "{" + ", ".join(f"{_inner(k)}: {_inner(x)}" for k, x in v) + "}"
         return "[" + ", ".join(_inner(x) for x in v) + "]"
     return _printable(str(v))
+
+
+def _shown(text: str, encoding: str | None) -> str:
+    """``text`` as a stream of ``encoding`` that escapes what it cannot encode writes it."""
+    if encoding is None or text.isascii():
+        return text
+    try:
+        text.encode(encoding)
+        return text
+    except (UnicodeError, LookupError):
+        return text.encode(encoding, "backslashreplace").decode(encoding, "replace")
 
 
 def _interval(v: pa.MonthDayNano) -> str:
@@ -283,7 +301,7 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     head, total = first_rows(batches, max_rows)
     # the batches' own schema: DataFusion's planned one may say a field is nullable where they do not
     shown = pa.Table.from_batches(head) if head else df.schema().empty_table()
-    print(_format(shown, max_rows=max_rows, total_rows=total), file=out)
+    print_table(shown, out, max_rows=max_rows, total_rows=total)
     return 0
 
 

@@ -1,7 +1,7 @@
 """The CLI's inspection commands: ``history``, ``files`` and ``changes`` print a table's commits,
 live files and change feed without SQL, through the Python API (:meth:`DeltaTable.history`,
 :meth:`Snapshot.files` / :meth:`Snapshot.scan`, :meth:`DeltaTable.changes`), in the table format
-of ``sql`` (:func:`.cli._format`)."""
+of ``sql`` (:func:`.cli.print_table`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .arguments import is_version_text
-from .cli import _format, _storage_options, first_rows, shown_rows
+from .cli import _storage_options, first_rows, print_table, shown_rows
 from .cli_output import CHUNK_ROWS, write_rows
 from .errors import ArgumentError
 
@@ -44,7 +44,7 @@ def history(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.format != "table":
         write_rows(shown.to_batches(), shown.schema, args.format, out)
         return 0
-    print(_format(shown, max_rows=hist.num_rows), file=out)
+    print_table(shown, out, max_rows=hist.num_rows)
     return 0
 
 
@@ -111,7 +111,7 @@ def files(args: argparse.Namespace, out: TextIO | None = None) -> int:
             f"version {snap.version}: {kept.num_rows} of {live.num_rows} live files kept by --where", file=out
         )
     shown = _file_rows(kept.take(order[:max_rows]), snap.partition_columns)
-    print(_format(shown, max_rows=max_rows, total_rows=kept.num_rows), file=out)
+    print_table(shown, out, max_rows=max_rows, total_rows=kept.num_rows)
     return 0
 
 
@@ -160,7 +160,7 @@ def changes(args: argparse.Namespace, out: TextIO | None = None) -> int:
     max_rows = shown_rows(args)
     head, total = first_rows(scan.to_batches(), max_rows)  # streamed
     shown = pa.Table.from_batches(head, schema=scan.schema)
-    print(_format(shown, max_rows=max_rows, total_rows=total), file=out)
+    print_table(shown, out, max_rows=max_rows, total_rows=total)
     return 0
 
 

@@ -80,6 +80,22 @@ def test_cli_on_an_ascii_only_stream_escapes_what_it_cannot_show(tmp_path: Path)
     assert b"donn\\xe9es-\\xe9" in done.stdout
 
 
+def test_cli_table_columns_stay_aligned_on_an_ascii_only_stream() -> None:
+    """On an ASCII stream 'é' prints as the four characters \\xe9, but the column was as wide as
+    one character: the header and separator ended three columns before the row under them."""
+    done = subprocess.run(
+        [sys.executable, "-m", "delta_datafusion.cli", "sql", "SELECT 'é' AS e, 'x' AS \"ñ\", 1 AS n"],
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": str(Path(cli.__file__).parents[1]), "PYTHONIOENCODING": "ascii"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    header, sep, row, _ = done.stdout.decode("ascii").splitlines()
+    assert row == "\\xe9 | x    | 1"
+    assert header == "e    | \\xf1 | n"
+    assert sep == "-----+------+--"
+
+
 def test_cli_takes_non_ascii_text_typed_under_a_c_locale(tmp_path: Path) -> None:
     """Under LC_ALL=C with PYTHONUTF8=0 Python keeps each non-ASCII byte of the command line as a
     lone surrogate: SQL text, --where predicates and names holding one failed with "error:
