@@ -288,10 +288,17 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         version, timestamp = as_of.get(name, (None, None))
         register_table(ctx, name, uri, version, timestamp, storage_options=options)
     fmt = getattr(args, "format", "table")
-    if fmt == "table" and is_explain(args.query):  # plans are lines: a table cell would escape them
-        print(explain_statement(ctx, args.query), file=out)
-        return 0
-    df = ctx.sql(args.query)
+    names = [n for n, _ in tables]
+    try:
+        if fmt == "table" and is_explain(args.query):  # plans are lines: a table cell would escape them
+            print(explain_statement(ctx, args.query), file=out)
+            return 0
+        df = ctx.sql(args.query)
+    except Exception as e:
+        hint = unknown_table_hint(e, names)
+        if hint is None:
+            raise
+        raise hint from e
     batches = (b.to_pyarrow() for b in df.execute_stream())
     if fmt != "table":
         write_rows(batches, df.schema(), fmt, out, args.max_rows)
@@ -303,6 +310,20 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
     shown = pa.Table.from_batches(head) if head else df.schema().empty_table()
     print_table(shown, out, max_rows=max_rows, total_rows=total)
     return 0
+
+
+def unknown_table_hint(e: Exception, names: list[str]) -> ArgumentError | None:
+    """DataFusion's "table '...' not found" as the mistake it is on this command line (a table
+    not given with --table, or named otherwise: `FROM 'path/to/t'`, `FROM trips` for `--table
+    t=...`), saying which tables were given; None for any other error."""
+    import re
+
+    from .errors import from_datafusion
+
+    if re.search(r"\btable '.*' not found", str(e)) is None or from_datafusion(e) is not None:
+        return None
+    given = f"tables given: {', '.join(names)}" if names else "no table given"
+    return ArgumentError(f"{str(e).strip()} ({given}; name each Delta table with --table NAME=URI)")
 
 
 #: Rows a table prints unless --max-rows says otherwise.
@@ -601,7 +622,10 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + 13
     except Exception as e:  # noqa: BLE001 - DataFusion wraps the package's errors into its own
-        print(f"error: {typed_text(describe(e))}", file=sys.stderr)
+        # one line, as scripts read it: DataFusion's messages may span several ("Schema error: No
+        # field named x.\nValid fields are ...", "DELETE operation ...\ncaused by\n...")
+        text = " ".join(line.strip() for line in typed_text(describe(e)).splitlines() if line.strip())
+        print(f"error: {text}", file=sys.stderr)
         return 2
 
 

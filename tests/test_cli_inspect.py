@@ -320,6 +320,12 @@ def test_changes_of_a_table_with_in_commit_timestamps():
         (["history", EXAMPLE, "--option", "version=1"], "`history` lists the commits (--limit N: the newest N)"),
         (["files", EXAMPLE, "--option", "version=1"], "`files` takes --version 1"),
         (["changes", EXAMPLE, "0", "--option", "timestamp=x"], "`changes` takes the range as START [END]"),
+        # a table not given with --table, or named otherwise: DataFusion's words, and which were given
+        (["sql", f"SELECT * FROM '{EXAMPLE}'"], "not found (no table given; name each Delta table with --table NAME=URI)"),
+        (["sql", "SELECT * FROM trips", "--table", f"t={EXAMPLE}"], "error: ArgumentError: Error during planning: table 'datafusion.public.trips' not found (tables given: t;"),
+        # DataFusion's own messages of several lines, on one
+        (["sql", "SELECT nope FROM t", "--table", f"t={EXAMPLE}"], "No field named nope. Valid fields are t.trip_id"),
+        (["sql", "DELETE FROM t", "--table", f"t={EXAMPLE}"], "DELETE operation on table 't' caused by This feature is not implemented"),
     ],
 )  # fmt: skip
 def test_bad_arguments_are_named(capsys, args, said):
