@@ -485,6 +485,11 @@ def _typed_text(args: argparse.Namespace) -> None:
         args.table = [typed_text(n) + eq + uri for n, eq, uri in (t.partition("=") for t in args.table)]
 
 
+def _command(sub: Any, name: str, summary: str) -> argparse.ArgumentParser:
+    """A subcommand whose own --help starts with what it does, as the command list says it."""
+    return sub.add_parser(name, help=summary, description=summary[0].upper() + summary[1:] + ".")
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
     from .cli_inspect import change_bound
@@ -494,8 +499,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--version", action="version", version=f"delta-datafusion {__version__}")
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("demo", help="run SQL over the bundled example Delta table (the default)")
-    p_sql = sub.add_parser("sql", help="run one SQL query over Delta tables")
+    sub.add_parser(
+        "demo",
+        help="run SQL over the bundled example Delta table (the default)",
+        description="Print the bundled example table's path (try the other commands on it), then run "
+        "SQL over it: a GROUP BY, a pruned filter and its EXPLAIN, time travel and table_changes().",
+    )
+    p_sql = _command(sub, "sql", "run one SQL query over Delta tables")
     p_sql.add_argument("query", help="one SQL statement (table_changes() is available)")
     p_sql.add_argument(
         "--table",
@@ -511,14 +521,14 @@ def main(argv: list[str] | None = None) -> int:
         "(ISO-8601 with dashes: 2024-05-01 or 2024-05-01T12:00:00Z; 20240501 is a version) instead of "
         "its latest (repeatable)",
     )
-    p_info = sub.add_parser("info", help="describe a Delta table")
+    p_info = _command(sub, "info", "describe a Delta table: version, protocol, partitioning, schema")
     p_info.add_argument("uri", help="the table's path or URL")
-    p_hist = sub.add_parser("history", help="list a Delta table's commits, newest first")
+    p_hist = _command(sub, "history", "list a Delta table's commits, newest first")
     p_hist.add_argument("uri", help="the table's path or URL")
     p_hist.add_argument(
         "--limit", type=_non_negative, default=None, help="only the newest N commits (default: all)"
     )
-    p_files = sub.add_parser("files", help="list a Delta table's live data files")
+    p_files = _command(sub, "files", "list a Delta table's live data files")
     p_files.add_argument("uri", help="the table's path or URL")
     p_files.add_argument(
         "--where",
@@ -527,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         help="only the files a scan with this SQL predicate reads (pruned by partition values and "
         "file statistics), e.g. --where \"city = 'Porto' AND fare > 10\"",
     )
-    p_changes = sub.add_parser("changes", help="print a Delta table's change data feed (as table_changes())")
+    p_changes = _command(sub, "changes", "print a Delta table's change data feed (as table_changes())")
     p_changes.add_argument("uri", help="the table's path or URL")
     p_changes.add_argument(
         "start", type=change_bound, help="the first version (digits) or time (ISO-8601) of the range"

@@ -80,6 +80,17 @@ def test_cli_on_an_ascii_only_stream_escapes_what_it_cannot_show(tmp_path: Path)
     assert b"donn\\xe9es-\\xe9" in done.stdout
 
 
+@pytest.mark.parametrize("command", ["demo", "sql", "info", "history", "files", "changes"])
+def test_each_command_help_says_what_it_does(capsys, command: str) -> None:
+    """`delta-datafusion demo --help` printed only its usage and -h; the others' began with their
+    arguments: the one line saying what the command does was in the top-level list only."""
+    with pytest.raises(SystemExit) as done:
+        cli.main([command, "--help"])
+    assert done.value.code == 0
+    description = capsys.readouterr().out.split("\n\n")[1]
+    assert not description.startswith(("positional arguments", "options")), description
+
+
 def test_cli_table_columns_stay_aligned_on_an_ascii_only_stream() -> None:
     """On an ASCII stream 'é' prints as the four characters \\xe9, but the column was as wide as
     one character: the header and separator ended three columns before the row under them."""
