@@ -537,7 +537,11 @@ def register_catalog(
     schema: str = "default",
     storage_options: dict[str, Any] | None = None,
 ) -> DeltaSchemaProvider:
-    """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``."""
+    """Serve every Delta table under ``root`` as ``catalog.schema.<folder name>``.
+
+    Each query reads a table's latest version (one version per statement). Registering a folder
+    catalog's name again replaces it; the name of another catalog holding tables is refused (over
+    an empty ``datafusion``, the default catalog, pass ``schema="public"``)."""
     _require_context(ctx, "register_catalog")
     for what, name in (("catalog", catalog), ("schema", schema)):
         if not isinstance(name, str) or not name.strip():
