@@ -362,3 +362,32 @@ def test_the_seeds_cover_the_cases(tmp_path: Path):
             if note.startswith("cleanup"):
                 seen.add("cleanup inclusive" if note.endswith("inclusive") else "cleanup")
     assert seen >= set(ICT_MODES) | set(MTIME_MODES) | {"cleanup", "cleanup inclusive"}
+
+
+def test_a_file_time_just_below_a_millisecond_reads_alike_on_every_route(tmp_path: Path):
+    """A commit file written 1 ns before a millisecond boundary: plain paths take the millisecond
+    from the file's nanoseconds; a chained URL over the same local folder got the listing's float
+    seconds, which round up to the boundary, and read every commit 1 ms later (history, time travel
+    and the change feed's ``_commit_timestamp`` disagreed with the plain path's)."""
+    import deltalake
+
+    root = tmp_path / "t"
+    for i in range(3):
+        deltalake.write_deltalake(
+            str(root),
+            pa.table({"id": pa.array([i], pa.int64())}),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    ms = [BASE + 1000 * v + 124 for v in range(3)]  # each file's time: 1 ns before ms[v]
+    for v in range(3):
+        ns = ms[v] * 1_000_000 - 1
+        os.utime(root / "_delta_log" / f"{v:020d}.json", ns=(ns, ns))
+    want = {v: ms[v] - 1 for v in range(3)}
+    for uri in (str(root), f"file://{root}", f"simplecache::file://{root}"):
+        clear_timelines()
+        table = DeltaTable(uri)
+        assert {r["version"]: r["timestamp"] for r in table.history().to_pylist()} == want, uri
+        assert table.snapshot(timestamp=np.datetime64(want[1], "ms")).version == 1, uri
+        rows = _rows(table.changes(np.datetime64(want[1], "ms")).to_table())
+        assert rows == [(1, "insert", 1, want[1]), (2, "insert", 2, want[2])], uri

@@ -724,6 +724,30 @@ def test_ftp_listing_times_are_commit_times() -> None:
     assert _mtime_ms({"modify": "2024-05-01"}) is None  # not the fact's form: no time
 
 
+def test_listing_times_keep_their_millisecond() -> None:
+    """Store listings give times as datetimes (s3fs, adlfs), ISO text (gcsfs) or seconds
+    (SFTP, in-memory stores). Through ``int(seconds * 1000)`` a whole millisecond could read as
+    the one before (2004-05-11T10:12:09.281Z gave ...280: the float product rounds below the
+    integer near 2004 and 2038); each form now reads its own millisecond."""
+    import datetime as dt
+
+    from delta_datafusion.storage import _mtime_ms
+
+    epoch = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+    for at in (
+        dt.datetime(2004, 5, 11, 10, 12, 9, 281000, tzinfo=dt.timezone.utc),
+        dt.datetime(2038, 6, 1, 8, 0, 0, 7000, tzinfo=dt.timezone.utc),
+        dt.datetime(2023, 11, 14, 22, 13, 20, 123999, tzinfo=dt.timezone.utc),
+    ):
+        ms = (at - epoch) // dt.timedelta(milliseconds=1)
+        assert _mtime_ms({"LastModified": at}) == ms, at
+        assert _mtime_ms({"last_modified": at.replace(tzinfo=None)}) == ms, at  # naive: UTC
+        assert _mtime_ms({"updated": at.isoformat().replace("+00:00", "Z")}) == ms, at
+        assert _mtime_ms({"created": (at - epoch).total_seconds()}) == ms, at
+    assert _mtime_ms({"mtime": 1_700_000_000}) == 1_700_000_000_000
+    assert _mtime_ms({"mtime": "abc", "created": 1.5}) == 1500  # a field that is no time is skipped
+
+
 def test_a_store_that_cannot_be_reached_raises_storage_error():
     """README: a request the store fails (a network error) raises StorageError. fsspec's FTP
     filesystem connects when it is opened, so the refusal comes before any listing."""

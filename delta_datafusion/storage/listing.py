@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 import os
 import re
+from collections.abc import Callable
+from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
 from ..errors import DeltaError, MissingLogFileError, StorageError
@@ -121,9 +123,49 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
             f"{path}: {kind} gives no modification time ({why}); commit timestamps (time travel "
             "by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps"
         ) from e
-    if getattr(modified, "tzinfo", None) is None:
-        modified = modified.replace(tzinfo=datetime.timezone.utc)
-    return int(modified.timestamp() * 1000)
+    return _datetime_ms(modified)
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS = datetime.timedelta(milliseconds=1)
+
+
+def _datetime_ms(t: datetime.datetime) -> int:
+    """Milliseconds since the epoch, floored in integers (a naive time is UTC): through a float,
+    ``int(t.timestamp() * 1000)`` reads some whole milliseconds 1 ms early (times near 2004 and
+    2038, where the product rounds below the integer)."""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=datetime.timezone.utc)
+    return (t - _EPOCH) // _MS
+
+
+def _seconds_ms(v: Any) -> int:
+    """Seconds as a number (or its text) -> milliseconds, floored in decimal: a float is taken as
+    the shortest decimal that reads back as it (1700000000.124, not the binary value just below),
+    so a time given to the millisecond or microsecond keeps its millisecond."""
+    d = Decimal(v) if isinstance(v, (str, int)) else Decimal(repr(float(v)))
+    return int((d * 1000).to_integral_value(rounding=ROUND_FLOOR))
+
+
+def _stat_ms(path: str) -> int:
+    """A local file's modification time in milliseconds, from its nanoseconds (the plain-path
+    listing's rule): a float of seconds cannot tell a time 0.1 us below a millisecond from it."""
+    return os.stat(path).st_mtime_ns // 1_000_000
+
+
+def _local_files(fs: Any) -> Callable[[str], str] | None:
+    """For a chain whose files are local files under caching layers (``simplecache::file://``),
+    the local path of one of its paths (the layers name files as the local filesystem does);
+    None for any other filesystem."""
+    from fsspec.implementations.cached import CachingFileSystem
+    from fsspec.implementations.local import LocalFileSystem
+
+    inner, seen = fs, 0
+    while isinstance(inner, CachingFileSystem) and seen < 8:
+        inner, seen = inner.fs, seen + 1
+    if seen and isinstance(inner, LocalFileSystem):
+        return inner._strip_protocol
+    return None
 
 
 _MLSD_TIME = re.compile(r"^[0-9]{14}(\.[0-9]+)?$")
@@ -144,7 +186,7 @@ def _mtime_ms(entry: dict[str, Any]) -> int | None:
     if isinstance(modify, str) and _MLSD_TIME.match(modify):
         whole, _, fraction = modify.partition(".")
         t = datetime.datetime.strptime(whole, "%Y%m%d%H%M%S").replace(tzinfo=datetime.timezone.utc)
-        return int(t.timestamp()) * 1000 + int((fraction + "000")[:3])
+        return _datetime_ms(t) + int((fraction + "000")[:3])
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         v = entry.get(key)
         if v is None:
@@ -155,12 +197,10 @@ def _mtime_ms(entry: dict[str, Any]) -> int | None:
             except ValueError:
                 pass
         if isinstance(v, datetime.datetime):
-            if v.tzinfo is None:
-                v = v.replace(tzinfo=datetime.timezone.utc)
-            return int(v.timestamp() * 1000)
+            return _datetime_ms(v)
         try:
-            return int(float(v) * 1000)
-        except (TypeError, ValueError):
+            return _seconds_ms(v)
+        except (TypeError, ValueError, ArithmeticError):  # decimal's InvalidOperation for 'abc'
             continue
     return None
 

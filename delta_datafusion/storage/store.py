@@ -16,7 +16,7 @@ from ..cached import cached_property
 from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
 from .arrow import _LogSizedHandler
 from .handles import _StoreFile, store_errors
-from .listing import FileInfo, _etag, _local_names, _mtime_ms, forget_listing
+from .listing import FileInfo, _etag, _local_files, _local_names, _mtime_ms, _stat_ms, forget_listing
 from .serial import _serialized_if_needed
 from .uri import _chain_child, _check_url_options, _is_chained, _open_error, _split_uri
 
@@ -285,14 +285,28 @@ class Storage:
         for e in entries:
             if e.get("type") == "directory":
                 continue
-            full = e["name"]
-            out.append(
-                FileInfo(
-                    full, posixpath.basename(full), int(e.get("size") or 0), _mtime_ms(e), self.fs, _etag(e)
-                )
-            )
+            out.append(self._file_info(e["name"], e))
         out.sort(key=lambda f: f.name)
         return out
+
+    def _file_info(self, path: str, e: dict[str, Any]) -> FileInfo:
+        """A FileInfo from a listing or info entry of the store. Local files under a chain's caching
+        layers take their time from the file's nanoseconds, as plain paths do (the entry's float
+        seconds read a time just below a millisecond as the next one)."""
+        local = self._local_files
+        if local is not None:
+            try:
+                mtime = _stat_ms(local(path))
+            except OSError:  # gone since the listing: the entry's time, as before
+                mtime = _mtime_ms(e)
+        else:
+            mtime = _mtime_ms(e)
+        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), mtime, self.fs, _etag(e))
+
+    @cached_property
+    def _local_files(self) -> Any:
+        """See :func:`~.listing._local_files` (None off chains: no fsspec import for local tables)."""
+        return _local_files(self.fs) if self.chained else None
 
     def exists(self, path: str) -> bool:
         """Whether ``path`` exists; a StorageError when the store cannot tell (no permission to
@@ -373,9 +387,7 @@ class Storage:
                 st = os.stat(path)
                 return FileInfo(path, posixpath.basename(path), st.st_size, st.st_mtime_ns // 1_000_000)
             e = self.fs.info(path)
-        return FileInfo(
-            path, posixpath.basename(path), int(e.get("size") or 0), _mtime_ms(e), self.fs, _etag(e)
-        )
+        return self._file_info(path, e)
 
     # -- pyarrow ------------------------------------------------------------------------
     @cached_property
