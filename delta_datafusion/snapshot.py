@@ -456,9 +456,7 @@ class Snapshot(TableVersionView):
         """Commit timestamp (ms) of ``version`` (this snapshot's by default), as ``history()`` and
         time travel have it: the in-commit timestamp when the latest metadata has them enabled
         from that version on, else the file modification time made strictly increasing (which
-        needs the whole log listed). The change feed's ``_commit_timestamp`` follows each commit's
-        own configuration instead (as delta-kernel-rs does), so the two differ for commits made
-        while in-commit timestamps were on, once they are switched off."""
+        needs the whole log listed). The change feed's ``_commit_timestamp`` is the same time."""
         from .table import DeltaTable, relisting
 
         version = self.version if version is None else integer(version, "version")

@@ -421,31 +421,109 @@ def _ict_table(p: Path, protocol: dict, commits: list[tuple[dict, int | None]]) 
     set_commit_times(p, {v: 1_700_000_000_000 + v * 1000 for v in range(len(commits))})
 
 
-def _timestamps_ms(p: Path, start: int, end: int) -> dict[int, int]:
+def _timestamps_ms(p: Path, start: int, end: int | None = None) -> dict[int, int]:
     got = ours(p, start, end).select(["_commit_version", "_commit_timestamp"]).to_pylist()
     return {r["_commit_version"]: int(r["_commit_timestamp"].timestamp() * 1000) for r in got}
 
 
-def test_in_commit_timestamps_switched_off_mid_range(tmp_path):
-    """A commit's _commit_timestamp is its in-commit timestamp when the table had them enabled at
-    that commit, whatever the range's end (it came from file times once a later commit turned
-    them off)."""
-    on = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "true"}
-    off = {"delta.enableChangeDataFeed": "true", "delta.enableInCommitTimestamps": "false"}
-    protocol = {
-        "minReaderVersion": 1,
-        "minWriterVersion": 7,
-        "writerFeatures": ["inCommitTimestamp", "changeDataFeed"],
-    }
-    ict = 1_600_000_000_000  # 2020; the commit files' modification times are in 2023
-    _ict_table(tmp_path, protocol, [(on, ict), (None, ict + 1000), (off, None), (None, None)])
-    assert _timestamps_ms(tmp_path, 0, 1) == {0: ict, 1: ict + 1000}
-    assert _timestamps_ms(tmp_path, 0, 3) == {
-        0: ict,
-        1: ict + 1000,
-        2: 1_700_000_002_000,
-        3: 1_700_000_003_000,
-    }
+def _edit_commit(
+    p: Path, v: int, ict: int | None = None, conf: dict | None = None, protocol: bool = False
+) -> None:
+    """Give a deltalake-written commit an in-commit timestamp (its commitInfo is the first action),
+    the inCommitTimestamp writer feature and/or new table properties."""
+    lines = [json.loads(line) for line in commit_path(p, v).read_text().splitlines() if line.strip()]
+    md = next(
+        a["metaData"] for a in map(json.loads, commit_path(p, 0).read_text().splitlines()) if "metaData" in a
+    )
+    assert "commitInfo" in lines[0]
+    if ict is not None:
+        lines[0]["commitInfo"]["inCommitTimestamp"] = ict
+    extra = []
+    if protocol:
+        features = ["changeDataFeed", "inCommitTimestamp"]
+        extra.append({"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": features}})
+    if conf is not None:
+        extra.append({"metaData": md | {"configuration": conf}})
+    lines[1:1] = extra
+    commit_path(p, v).write_text("".join(json.dumps(a) + "\n" for a in lines))
+
+
+_BASE = 1_700_000_000_000
+_CDF = {"delta.enableChangeDataFeed": "true"}
+_ICT_ON = _CDF | {
+    "delta.enableInCommitTimestamps": "true",
+    "delta.inCommitTimestampEnablementVersion": "1",
+    "delta.inCommitTimestampEnablementTimestamp": str(_BASE + 15_000),
+}
+
+
+def _switched_off_table(p: Path, n: int) -> dict[int, int]:
+    """``n`` deltalake appends; in-commit timestamps on at version 1 (``_BASE`` + 15 s) and 2
+    (+25 s: later than the file times, as a slow store gives), off at 3; file times ``_BASE`` +
+    10 s a version (returned)."""
+    for i in range(n):
+        write_deltalake(
+            str(p), pa.table({"id": pa.array([i], pa.int64())}), mode="append", configuration=_CDF
+        )
+    _edit_commit(p, 1, _BASE + 15_000, _ICT_ON, protocol=True)
+    _edit_commit(p, 2, _BASE + 25_000)
+    _edit_commit(p, 3, None, _CDF | {"delta.enableInCommitTimestamps": "false"})
+    files = {v: _BASE + 10_000 * v for v in range(n)}
+    set_commit_times(p, files)
+    return files
+
+
+@pytest.mark.parametrize("later", ["off", "off and on again"])
+def test_in_commit_timestamps_switched_off_later(tmp_path, later):
+    """In-commit timestamps enabled at version 1, switched off at 3 (and on again at 4): PROTOCOL.md
+    takes commit timestamps from the latest table properties, so versions 1 and 2 have their file
+    times now, in history() and time travel. The change feed's _commit_timestamp gave them their
+    in-commit timestamps (as delta-kernel-rs does) while a start time selected commits by file times:
+    a start between version 1's file time and its in-commit timestamp left version 1 out though its
+    rows said they were committed after the start. Every route now gives each version one time."""
+    p = tmp_path / "t"
+    files = _switched_off_table(p, 5)
+    want = dict(files)
+    if later == "off and on again":
+        again = _ICT_ON | {
+            "delta.inCommitTimestampEnablementVersion": "4",
+            "delta.inCommitTimestampEnablementTimestamp": str(_BASE + 45_000),
+        }
+        _edit_commit(p, 4, _BASE + 45_000, again)
+        set_commit_times(p, {4: files[4]})
+        want[4] = _BASE + 45_000
+    t = DeltaTable(str(p))
+    assert {r["version"]: r["timestamp"] for r in t.history().to_pylist()} == want
+    assert {v: t.snapshot(v).commit_timestamp() for v in range(5)} == want
+    assert _timestamps_ms(p, 0) == want
+    assert _timestamps_ms(p, 1, 2) == {1: want[1], 2: want[2]}  # a range ending before the switch
+    for v, ms in want.items():
+        at = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+        assert t.snapshot(timestamp=at).version == v
+        scan = t.changes(at)
+        assert scan.start_version == v
+        assert min(_timestamps_ms(p, scan.start_version).values()) >= ms
+    # a start between version 1's file time and the in-commit timestamp it had
+    start = dt.datetime.fromtimestamp((files[1] + 1) / 1000, tz=dt.timezone.utc)
+    rows = sql(
+        new_ctx(),
+        f"SELECT _commit_version, _commit_timestamp FROM table_changes('{p}', TIMESTAMP '{start.isoformat()}')",
+    )
+    assert min(rows.column("_commit_version").to_pylist()) == 2
+    assert all(ts >= start for ts in rows.column("_commit_timestamp").to_pylist())
+
+
+def test_a_cached_feed_follows_in_commit_timestamps_switched_off_after_it(tmp_path):
+    """A range's feed is cached while its commits are unchanged; its commits' timestamps also
+    depend on the latest table properties, so a later commit switching in-commit timestamps off
+    gives them their file times (the cached feed kept the in-commit timestamps)."""
+    p = tmp_path / "t"
+    files = _switched_off_table(p, 4)
+    aside = tmp_path / "v3.json"
+    shutil.move(commit_path(p, 3), aside)
+    assert _timestamps_ms(p, 0, 2) == {0: files[0], 1: _BASE + 15_000, 2: _BASE + 25_000}
+    shutil.move(aside, commit_path(p, 3))
+    assert _timestamps_ms(p, 0, 2) == {v: files[v] for v in range(3)}
 
 
 def test_in_commit_timestamp_property_without_the_feature_is_ignored(tmp_path):

@@ -12,9 +12,12 @@ delta-kernel-rs ``table_changes``:
 * a commit that removes a file and re-adds the same path (a new deletion vector) contributes only
   the rows whose deletion state changed: rows in the new vector but not the old one as ``delete``,
   rows in the old vector but not the new one as ``insert`` (un-deleted);
-* ``_commit_timestamp`` is the in-commit timestamp where in-commit timestamps are enabled, else the
-  commit file's modification time (made strictly increasing, as time travel does), as
-  ``timestamp[us, UTC]``;
+* ``_commit_timestamp`` is the commit's time as ``history()`` and time travel have it (PROTOCOL.md's
+  rule from the latest table properties): the in-commit timestamp from the latest enablement
+  version on, else the commit file's modification time made strictly increasing, as
+  ``timestamp[us, UTC]``. delta-kernel-rs takes the in-commit timestamp of any commit made while
+  they were enabled; after they were switched off later, such a time could lie outside the
+  timestamp range that selected the commit;
 * timestamps resolve to versions like time travel: a start timestamp selects the first commit at
   or after it, an end timestamp the last commit at or before it; ``end`` is inclusive;
 * the change data feed must be enabled (``delta.enableChangeDataFeed``) at the start version and in

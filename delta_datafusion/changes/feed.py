@@ -37,7 +37,7 @@ from ..replay import decode_paths, flatten_file_actions, resolve_paths
 from ..scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
 from ..schema import logical_to_physical_names
 from ..stats import typed_stats, widened_columns
-from ..timestamps import CommitTimeline, read_in_commit_timestamp
+from ..timestamps import CommitTimeline
 from .change_types import change_type_candidates, change_type_literals, without_column
 from .footers import FooterStats, footer_stats, footer_type_ok, typed_values
 from .schema_compat import appends_columns, incompatible_columns, layout_changes, retyped_columns
@@ -128,8 +128,11 @@ class ChangeFeed:
         self.storage = storage = table.storage
         self.start = start
         self.end = end
-        #: the timeline the commit timestamps taken from file times came from (see same_file_times)
+        #: the timeline the commit timestamps came from, and what they depend on (see same_file_times)
         self._file_timeline: CommitTimeline | None = None
+        self._latest = -1
+        self._latest_ict: tuple[int, int] | None = None
+        self._uses_ict = False
         listing = listing if listing is not None else table.listing()
         where = storage.root_uri
         require_commits(listing, start, end, where)
@@ -255,29 +258,46 @@ class ChangeFeed:
         return out
 
     def _timestamps(self, listing: LogListing, commits: list[CommitData]) -> np.ndarray:
-        """Commit timestamps (us) of start..end: a commit's in-commit timestamp where the table
-        had them enabled at that commit (as delta-kernel-rs and Spark do), else its file's
-        modification time."""
+        """Commit timestamps (us) of start..end as ``history()`` and time travel have them, which is
+        how a range's timestamp bounds select commits: PROTOCOL.md's rule from the latest table
+        properties (a commit's in-commit timestamp from the latest enablement version on, else its
+        file time made strictly increasing). delta-kernel-rs gives every commit made while in-commit
+        timestamps were enabled its in-commit timestamp, also once a later commit switched them off
+        (or on again, from a later version): a row's ``_commit_timestamp`` could then lie outside
+        the range that selected it (Spark's CDCReader names the file times as the ideal there)."""
+        uses_ict = any(
+            self._ict[c.version] is not None and c.version >= self._ict[c.version][0] for c in commits
+        )
+        self._latest = listing.latest_version()
+        if uses_ict and self.end < self._latest:
+            # whether those in-commit timestamps still count is the latest properties' call
+            from .version_range import _timeline
+
+            timeline = _timeline(self.table, listing)
+        else:
+            # the end's properties are the latest; or no commit of the range had in-commit
+            # timestamps, and the latest properties enable them (if at all) after the range
+            timeline = CommitTimeline(self.storage, listing, self.metadata)
+        self._file_timeline = timeline
+        self._latest_ict = timeline.ict if uses_ict else None
+        self._uses_ict = uses_ict
         out = np.zeros(self.end - self.start + 1, dtype=np.int64)
-
-        def uses_ict(v: int) -> bool:
-            ict = self._ict[v]
-            return ict is not None and v >= ict[0]
-
-        need_mtime = [c for c in commits if not uses_ict(c.version)]
-        if need_mtime:
-            timeline = self._file_timeline = CommitTimeline(self.storage, listing, self.metadata)
-            for c in need_mtime:
-                out[c.version - self.start] = timeline.timestamp(c.version) * 1000
         for c in commits:
-            if uses_ict(c.version):
-                out[c.version - self.start] = read_in_commit_timestamp(c.data, c.info.path) * 1000
+            out[c.version - self.start] = timeline.timestamp(c.version, c.data) * 1000
         return out
 
     def same_file_times(self, listing: LogListing) -> bool:
-        """Whether the commit file times this feed's timestamps came from are still those of
-        ``listing`` (True when none came from file times)."""
-        return self._file_timeline is None or self._file_timeline.same_file_times(listing, upto=self.end)
+        """Whether the commit timestamps of this feed are still those ``listing`` gives: the file
+        times they came from are unchanged, and when some came from in-commit timestamps, the
+        latest properties still enable them from the same version (a later commit may switch them
+        off)."""
+        if not self._file_timeline.same_file_times(listing, upto=self.end):
+            return False
+        if not self._uses_ict or self.end == self._latest == listing.latest_version():
+            return True  # no in-commit timestamp used, or the end's properties still the latest
+        from .version_range import _timeline
+
+        return _timeline(self.table, listing).ict == self._latest_ict
 
     def _build_sources(self, commits: list[CommitData]) -> pa.Table:
         """The change sources of the range (SOURCE_COLUMNS), in commit order: a commit's cdc
