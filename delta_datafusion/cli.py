@@ -599,7 +599,8 @@ def main(argv: list[str] | None = None) -> int:
         when.add_argument(
             "--timestamp",
             default=None,
-            help="the table at this time (ISO-8601; the latest commit at or before it)",
+            help="the table at this time (ISO-8601, e.g. 2024-05-01T12:00:00Z; the latest commit at or "
+            "before it; digits alone are refused: --version takes a version)",
         )
     args = parser.parse_args(argv)
     _typed_text(args)

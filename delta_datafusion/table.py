@@ -17,7 +17,7 @@ from .log.segment import LogListing, build_segment, list_log
 from .protocol import Metadata
 from .snapshot import Snapshot, latest_protocol_metadata
 from .storage import Storage
-from .timestamps import CommitTimeline
+from .timestamps import CommitTimeline, to_millis
 
 if TYPE_CHECKING:
     from .changes import ChangeScan
@@ -87,6 +87,8 @@ class DeltaTable:
             raise ArgumentError("pass either version or timestamp, not both")
         if version is not None:
             version = integer(version, "version")  # numpy integers too, as table_changes takes them
+        if timestamp is not None:
+            timestamp = to_millis(timestamp)  # a timestamp it cannot read fails before any read
         if listing is not None and not isinstance(listing, LogListing):
             raise ArgumentError(
                 f"listing must be a LogListing from DeltaTable.listing(), got {type(listing).__name__}"

@@ -15,6 +15,7 @@ from bisect import bisect_left, bisect_right
 
 import numpy as np
 
+from .arguments import is_version_text
 from .errors import ArgumentError, DeltaError, LogCorruptError, MissingLogFileError, VersionNotFoundError
 from .log.actions import parse_action
 from .log.segment import LogListing
@@ -41,7 +42,9 @@ def read_in_commit_timestamp(data: bytes, where: str) -> int:
 
 def to_millis(value: object) -> int:
     """Accept datetime/date, ISO strings, numpy datetime64, or integers (ms since epoch, numpy
-    integers too); naive values are UTC."""
+    integers too); naive values are UTC. Text of digits alone is refused: it is a version where a
+    version or a time is taken (``table_changes``), and as a time it could be a basic-form date or
+    epoch seconds or milliseconds."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     return to_micros(value) // 1000
@@ -58,6 +61,13 @@ def to_micros(value: object, argument: str = "timestamp") -> int:
             raise ArgumentError(f"{argument} must be a timestamp, got {value!r}")
         return _datetime64_micros(value, argument)
     if isinstance(value, str):
+        if is_version_text(value.strip()):
+            raise ArgumentError(
+                f"{argument} {value!r}: digits alone are not read as a time (they could be a basic-form "
+                "date, epoch seconds or epoch milliseconds; where a version or a time is taken, as by "
+                "table_changes, they are a version): write an ISO-8601 date or time ('2024-01-01', "
+                "'2024-01-01T12:00:00Z', '20240101T120000Z') or give epoch milliseconds as an integer"
+            )
         parsed = parse_iso(value)
         if parsed is None:
             raise ArgumentError(f"{argument} {value!r} is not an ISO-8601 timestamp")

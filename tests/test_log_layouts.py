@@ -747,6 +747,62 @@ def test_time_travel_by_timestamp_file_mtimes(tmp_path: Path):
         dt_.snapshot(timestamp="not a time")
 
 
+def test_digits_alone_are_a_version_or_refused_never_a_time(tmp_path: Path, capsys):
+    """Text of digits alone: where a version or a time is taken (table_changes(), changes(), the
+    CLI's changes START/END and sql --as-of) it is a version; where only a time is taken
+    (snapshot(timestamp=), register_table(timestamp=), OPTIONS 'timestamp', the CLI's
+    --timestamp) '20231114' read as a basic-form date and '1700000000000' was refused as no
+    ISO-8601 time while the integer is epoch milliseconds. The same text meant a version in one
+    place and a date in another: there it is now an ArgumentError naming the forms taken."""
+    import datafusion
+
+    import delta_datafusion as dd
+    from delta_datafusion import cli
+    from delta_datafusion.errors import ArgumentError
+
+    t = tmp_path / "t"
+    for i in range(3):
+        deltalake.write_deltalake(
+            str(t),
+            pa.table({"id": pa.array([i], pa.int64())}),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    ms = _stamp_commits(t, 2)
+    table = DeltaTable(str(t))
+    iso = dt.datetime.fromtimestamp(ms[1] / 1000, tz=dt.timezone.utc).isoformat()
+    basic = dt.datetime.fromtimestamp(ms[1] / 1000, tz=dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    for when in (iso, basic, ms[1]):  # each entry point takes an ISO-8601 time (Python: ms too)
+        assert table.snapshot(timestamp=when).version == 1
+    words = "digits alone are not read as a time"
+    for text in ("20231114", "1700000000100", " 1 "):
+        with pytest.raises(ArgumentError, match=words):
+            table.snapshot(timestamp=text)
+        ctx = datafusion.SessionContext()
+        with pytest.raises(ArgumentError, match=words):
+            dd.register_table(ctx, "t", str(t), timestamp=text)
+        dd.register(ctx)
+        with pytest.raises(Exception, match=f"OPTIONS 'timestamp' '{text}': {words}"):
+            ctx.sql(
+                f"CREATE EXTERNAL TABLE x STORED AS DELTA LOCATION '{t}' OPTIONS ('timestamp' '{text}')"
+            ).collect()
+        for command in ("info", "files"):
+            assert cli.main([command, str(t), "--timestamp", text]) == 2
+            assert words in capsys.readouterr().err
+    ctx = datafusion.SessionContext()
+    dd.register(ctx)
+    ctx.sql(
+        f"CREATE EXTERNAL TABLE x STORED AS DELTA LOCATION '{t}' OPTIONS ('timestamp' '{basic}')"
+    ).collect()
+    assert ctx.sql("SELECT count(*) AS n FROM x").to_pydict() == {"n": [2]}
+    # where a version or a time is taken, digits are a version
+    assert table.changes("1").start_version == 1
+    got = ctx.sql(f"SELECT DISTINCT _commit_version AS v FROM table_changes('{t}', '1') ORDER BY v")
+    assert got.to_pydict() == {"v": [1, 2]}
+    assert cli.main(["sql", "SELECT count(*) AS n FROM t", "--table", f"t={t}", "--as-of", "t=1"]) == 0
+    assert "2" in capsys.readouterr().out.split()
+
+
 def test_time_travel_by_timestamp_non_monotonic_mtimes(tmp_path: Path):
     """A commit file older than its predecessor counts as predecessor + 1 ms (Delta's rule)."""
     t = tmp_path / "t"

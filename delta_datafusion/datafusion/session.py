@@ -25,6 +25,7 @@ from ..arguments import misspelt_option
 from ..errors import ArgumentError, DeltaError, TableNotFoundError, from_datafusion
 from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
+from ..timestamps import to_micros
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error, recording_plans
 from .names import names_column, same_as_flattened, same_table
 from .provider import table_dataset
@@ -258,6 +259,7 @@ def _split_options(options: dict[str, str]) -> tuple[int | None, Any, dict[str, 
                 raise ArgumentError(f"OPTIONS 'version' must be an integer, got {value!r}")
             version = int(value)
         elif k == "timestamp":
+            to_micros(value, "OPTIONS 'timestamp'")  # refused before the table is opened, named so
             timestamp = value
         else:
             storage[k[len("storage.") :] if k.startswith("storage.") else k] = option_value(value)
