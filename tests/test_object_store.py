@@ -442,14 +442,17 @@ def test_filesystems_whose_invalidate_cache_differs_still_read(store) -> None:
 
 class _FlakyMemoryFS(MemoryFileSystem):
     """The in-memory store with requests that fail as a network does: ``broken`` maps a path
-    suffix to "error" (the open fails), "short" (the read returns half the bytes), "list" or
-    "isdir" (those calls time out)."""
+    suffix to "error" (the open fails), "once" (the next open fails, later ones do not), "short"
+    (the read returns half the bytes), "list" or "isdir" (those calls time out)."""
 
     protocol = "ddflaky"
     broken: dict[str, str] = {}
 
     def _open(self, path, mode="rb", **kwargs):
-        for suffix, how in self.broken.items():
+        for suffix, how in list(self.broken.items()):
+            if path.endswith(suffix) and how == "once":
+                del self.broken[suffix]
+                raise ConnectionError("connection reset by peer")
             if path.endswith(suffix) and how == "error":
                 raise ConnectionError("connection reset by peer")
             if path.endswith(suffix) and how == "short":
@@ -571,6 +574,81 @@ def test_failed_requests_are_storage_errors_naming_the_file(flaky) -> None:
         except ConnectionError:
             dd.DeltaTable(uri).snapshot().scan().to_table()
     assert type(info.value) is dd.DeltaError, info.value
+
+
+def test_a_footer_read_failing_once_changes_no_rows(flaky, tmp_path) -> None:
+    """A file's footer is read ahead of its rows to choose the path that reads it: in column
+    mapping id mode, whether it names its columns otherwise than the physical names (read by
+    field id); under a string filter, whether it stores the column as a string_view (cast before
+    the filter). When that read failed and the file's own read then did not, the file took the
+    dataset path, which finds columns by name: an id-mode file named the Iceberg way read as
+    NULLs (its rows silently left out by the filter), and a string_view file failed the scan
+    (no kernel for string = string_view)."""
+    import json
+
+    import pyarrow.parquet as pq
+
+    fs, root = flaky
+
+    def table(name: str, schema: dict, config: dict, files: dict[str, pa.Table]) -> str:
+        features = ["columnMapping"] if config else []
+        protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features}
+        protocol["writerFeatures"] = features
+        md = {"id": name, "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+        md |= {"schemaString": json.dumps(schema), "configuration": config}
+        actions = [{"protocol": protocol}, {"metaData": md}]
+        for file, rows in files.items():
+            pq.write_table(rows, tmp_path / file)
+            data = (tmp_path / file).read_bytes()
+            fs.pipe(f"{root}/{name}/{file}", data)
+            add = {"path": file, "partitionValues": {}, "size": len(data), "modificationTime": 0}
+            actions.append({"add": add | {"dataChange": True}})
+        log = "".join(json.dumps(a) + "\n" for a in actions)
+        fs.pipe(f"{root}/{name}/_delta_log/{0:020d}.json", log.encode())
+        return f"ddflaky://{root}/{name}"
+
+    def field(name: str, typ: str, fid: int) -> dict:
+        md = {"delta.columnMapping.id": fid, "delta.columnMapping.physicalName": f"col-{fid}"}
+        return {"name": name, "type": typ, "nullable": True, "metadata": md}
+
+    def rows(names: tuple[str, str], ids: list[int], text: pa.DataType = pa.string()) -> pa.Table:
+        fields = [
+            pa.field(n, t, metadata={"PARQUET:field_id": str(i + 1)})
+            for i, (n, t) in enumerate(zip(names, (pa.int64(), text), strict=True))
+        ]
+        return pa.table(
+            [pa.array(ids, pa.int64()), pa.array([f"v{i}" for i in ids], text)], schema=pa.schema(fields)
+        )
+
+    by_id = table(
+        "ids",
+        {"type": "struct", "fields": [field("id", "long", 1), field("s", "string", 2)]},
+        {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "2"},
+        {"spark.parquet": rows(("col-1", "col-2"), [1, 2]), "iceberg.parquet": rows(("id", "s"), [3, 4])},
+    )
+    plain_schema = {
+        "type": "struct",
+        "fields": [
+            {"name": n, "type": t, "nullable": True, "metadata": {}}
+            for n, t in (("id", "long"), ("s", "string"))
+        ],
+    }
+    views = table(
+        "views",
+        plain_schema,
+        {},
+        {"a.parquet": rows(("id", "s"), [1, 2]), "b.parquet": rows(("id", "s"), [3, 4], pa.string_view())},
+    )
+    want = [{"id": i, "s": f"v{i}"} for i in (2, 3, 4)]
+    for uri, victim in ((by_id, "iceberg.parquet"), (views, "b.parquet")):
+        _FlakyMemoryFS.broken = {victim: "once"}
+        got = dd.DeltaTable(uri).snapshot().scan(predicate="s >= 'v2'").to_table()
+        assert "once" not in _FlakyMemoryFS.broken.values()  # the premise: a read of it failed
+        assert sorted(got.to_pylist(), key=lambda r: r["id"]) == want, uri
+        _FlakyMemoryFS.broken = {victim: "once"}
+        ctx = SessionContext()
+        dd.register_table(ctx, "t", uri)
+        assert ctx.sql("SELECT * FROM t WHERE s >= 'v2' ORDER BY id").to_pylist() == want, uri
 
 
 def test_a_failing_table_leaves_only_itself_out_of_a_catalog(flaky) -> None:

@@ -32,6 +32,8 @@ from .read_errors import ReadErrors
 _FOOTER_LOCK = threading.Lock()
 _VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
 _ID_CACHE: dict[tuple[str, int], dict[str, tuple[str, pa.DataType]] | None] = {}
+#: A footer fact not known: the footer could not be read (not cached; the read reports why).
+_UNREAD = object()
 # one object per distinct fact: a table's files repeat a few schemas, and a field-id mapping is
 # as large as the table is wide (65,536 files x 5,000 columns would otherwise hold 3e8 entries)
 _SHARED_FACTS: dict[Any, Any] = {}
@@ -117,14 +119,17 @@ class FileChecks:
                     out.add(phys[name])
         return frozenset(out)
 
-    def view_columns(self, unit: ScanUnit) -> frozenset[str]:
-        """Top-level columns the file stores as string_view/binary_view (footer read once, cached)."""
-        return self._footer_fact(
+    def stores_views(self, unit: ScanUnit, columns: frozenset[str]) -> bool:
+        """Does the file store one of ``columns`` as string_view/binary_view (footer read once,
+        cached)? Also when its footer cannot be read now: the row-selection path, which casts
+        views, reads the footer itself and reports a failed read."""
+        views = self._footer_fact(
             _VIEW_CACHE,
             unit,
             lambda schema: frozenset(f.name for f in schema if is_view(f.type)),
-            frozenset(),
+            None,
         )
+        return views is None or not views.isdisjoint(columns)
 
     def refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
         """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
@@ -164,19 +169,24 @@ class FileChecks:
                     "reassembled by this reader"
                 )
 
-    def id_columns(self, unit: ScanUnit) -> dict[str, tuple[str, pa.DataType]] | None:
-        """:func:`id_mode_columns` of a file (footer read once, cached)."""
+    def read_by_id(self, unit: ScanUnit) -> bool:
+        """In id mode: must the file be read by field id, its columns named otherwise than the
+        physical names (:func:`id_mode_columns`; footer read once, cached)? Also when its footer
+        cannot be read now: the dataset path finds columns by name and reads those a file names
+        otherwise as NULL (a footer read failing for a moment, then the file read: NULL rows),
+        where the row-selection path reads the footer itself, by id, and reports a failed read."""
         try:
-            return self._footer_fact(
+            renamed = self._footer_fact(
                 _ID_CACHE,
                 unit,
                 lambda schema: id_mode_columns(schema, self.rs.physical),
-                None,
+                _UNREAD,
                 # the mapping depends on the schema read with (a file is read at several versions)
                 self.rs.physical_key,
             )
         except ConversionError as e:  # a file without field ids
             raise self.errors.file_error([unit], e) from e
+        return renamed is not None
 
     def _footer_fact(
         self,

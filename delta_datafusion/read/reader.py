@@ -231,7 +231,7 @@ class UnitReader:
         selected = [u for u in units if u.needs_row_selection]
         if plain and self.rs.id_mode:
             # files naming columns differently from the physical names are read by field id
-            by_id = [self.checks.id_columns(u) is not None for u in plain]
+            by_id = [self.checks.read_by_id(u) for u in plain]
             selected = selected + [u for u, renamed in zip(plain, by_id, strict=True) if renamed]
             plain = [u for u, renamed in zip(plain, by_id, strict=True) if not renamed]
         if plain and predicate is not None:
@@ -240,10 +240,10 @@ class UnitReader:
                 # pyarrow cannot compare a string literal with a string_view column stored by some
                 # writers (delta-rs UPDATE/MERGE); files storing a filtered column as a view are
                 # read, cast, then filtered.
-                views = [u for u in plain if self.checks.view_columns(u) & text_cols]
-                if views:
-                    plain = [u for u in plain if not (self.checks.view_columns(u) & text_cols)]
-                    selected = selected + views
+                viewed = [self.checks.stores_views(u, text_cols) for u in plain]
+                if any(viewed):
+                    selected = selected + [u for u, v in zip(plain, viewed, strict=True) if v]
+                    plain = [u for u, v in zip(plain, viewed, strict=True) if not v]
         if plain and predicate is not None:
             # A predicate on a unit's own constants (partition values, change-feed columns) that
             # planning proved TRUE for the unit needs no row filter (a partition-pruned TPC-H
