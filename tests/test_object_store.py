@@ -1173,22 +1173,41 @@ def test_a_blob_deleted_after_listing_is_missing_not_a_store_failure(azure_like,
 def web_server(tmp_path) -> Iterator[tuple[Path, str]]:
     """(folder, its URL): the folder served by Python's HTTP server on 127.0.0.1 (no Range
     support, no modification times: enough for a table's snapshot and a scan of small files)."""
+    for folder, url, _refused in _web_serving(tmp_path / "served"):
+        yield folder, url
+
+
+@pytest.fixture
+def refusing_web_server(tmp_path) -> Iterator[tuple[Path, str, dict[str, int]]]:
+    """:func:`web_server`, with a dict: a request for a path ending in one of its keys is
+    answered with that key's HTTP status (403, 500), as a server refusing one file does."""
+    yield from _web_serving(tmp_path / "served")
+
+
+def _web_serving(folder: Path) -> Iterator[tuple[Path, str, dict[str, int]]]:
     import functools
     import threading
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 
     pytest.importorskip("aiohttp")
+    refused: dict[str, int] = {}
 
     class _Quiet(SimpleHTTPRequestHandler):
         def log_message(self, *args):
             pass
 
-    folder = tmp_path / "served"
+        def send_head(self):
+            status = next((v for k, v in refused.items() if self.path.endswith(k)), None)
+            if status is not None:
+                self.send_error(status)
+                return None
+            return super().send_head()
+
     folder.mkdir()
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield folder, f"http://127.0.0.1:{server.server_address[1]}"
+    yield folder, f"http://127.0.0.1:{server.server_address[1]}", refused
     server.shutdown()
     server.server_close()
 
@@ -1226,3 +1245,39 @@ def test_a_scan_reading_a_strings_footer_first_names_a_file_a_web_server_lacks(w
         with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
             ctx.sql("SELECT * FROM t WHERE col1 >= 1").collect()
         assert isinstance(dd.from_datafusion(info.value), dd.DataFileNotFoundError), info.value
+
+
+@pytest.mark.parametrize("status", [403, 500])
+def test_a_data_file_a_web_server_refuses_is_a_storage_error_naming_it(refusing_web_server, status) -> None:
+    """A footer read ahead of a file's rows (the string decoding's probe of a filtered scan, here
+    also of the change feed's) let a store's own error through as it was: aiohttp's
+    ``ClientResponseError: 403`` (or 500) escaped the scan, where the read itself reports a store
+    refusing a file as a StorageError naming it. Nothing is missing: no DataFileNotFoundError."""
+    import shutil
+
+    folder, url, refused = refusing_web_server
+    shutil.copytree(corpus_table("snapshot-vacuumed"), folder / "t")
+    shutil.copytree(corpus_table("cdc_ict_table"), folder / "c")  # in-commit timestamps: a feed on HTTP
+    victim = sorted(p.name for p in (folder / "t").glob("*.parquet"))[0]  # the footer probed first
+    added = "part-00000-5" + next(p.name for p in (folder / "c").rglob("part-00000-5*.parquet"))[12:]
+    cdc = sorted(p.name for p in (folder / "c" / "_change_data").rglob("*.parquet"))[0]
+    reads = [
+        (victim, lambda: dd.DeltaTable(f"{url}/t").snapshot().scan(predicate="col1 >= 1").to_table()),
+        (added, lambda: dd.DeltaTable(f"{url}/c").changes(0, predicate="age >= 0").to_table()),
+        (cdc, lambda: dd.DeltaTable(f"{url}/c").changes(0).to_table()),
+    ]
+    for name, read in reads:
+        refused.clear()
+        refused[name] = status
+        with pytest.raises(
+            dd.StorageError, match=rf"cannot read (one of \d+ )?data files? .*{re.escape(name)}"
+        ):
+            read()
+    refused.clear()
+    refused[victim] = status
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"{url}/t")
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion flattens the type away
+        ctx.sql("SELECT * FROM t WHERE col1 >= 1").collect()
+    assert isinstance(dd.from_datafusion(info.value), dd.StorageError), info.value
+    assert victim in str(info.value)

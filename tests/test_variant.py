@@ -329,7 +329,8 @@ def test_shredded_check_never_passes_on_an_unreadable_footer(tmp_path: Path, mon
         raise OSError("connection reset")
 
     with monkeypatch.context() as m:
-        m.setattr(pq, "read_schema", unreadable)
+        m.setattr(pq, "ParquetFile", unreadable)  # the footer probe (read/footer_probe.py)
+        m.setattr(pq, "read_schema", unreadable)  # the check's own read
         with pytest.raises(dd.DeltaError, match="connection reset"):
             scan.to_table()
     with pytest.raises(UnsupportedFeatureError, match="shredded"):

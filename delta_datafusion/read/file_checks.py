@@ -26,6 +26,7 @@ from ..read_schema import (
 )
 from ..scan_unit import ScanUnit
 from ..storage import Storage
+from .footer_probe import probed_footer
 from .read_errors import ReadErrors
 
 # Facts read once from a data file's footer, per (location, size)
@@ -204,10 +205,10 @@ class FileChecks:
         with _FOOTER_LOCK:
             if key in cache:
                 return cache[key]
-        try:
-            found = derive(pq.read_schema(unit.location, filesystem=self.storage.arrow_fs))
-        except (OSError, pa.ArrowInvalid):
+        footer = probed_footer(unit.location, self.storage.arrow_fs)
+        if footer is None:
             return unreadable  # not cached: the failure may pass
+        found = derive(footer.schema.to_arrow_schema())
         with _FOOTER_LOCK:
             if len(cache) >= 65536:
                 cache.clear()

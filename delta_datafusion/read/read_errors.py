@@ -13,6 +13,7 @@ from ..errors import DataFileNotFoundError, DeltaError, StorageError
 from ..read_schema import ConversionError, ReadSchema, cast_may_fail, readable_as
 from ..scan_unit import COMMIT_VERSION, ScanUnit
 from ..storage import Storage, store_not_found
+from .footer_probe import probed_footer
 
 #: Files of a failed read checked for existence on an object store, beyond those the error names.
 MAX_EXISTENCE_CHECKS = 64
@@ -156,11 +157,10 @@ class ReadErrors:
         expected = {f.name: f.type for f in self.rs.physical}
         wider = None  # else the first column stored wider than the table's type: a value may not fit
         for u in units[:1000]:
-            try:
-                schema = pq.read_schema(u.location, filesystem=self.storage.arrow_fs)
-            except (OSError, pa.ArrowInvalid):
+            footer = probed_footer(u.location, self.storage.arrow_fs)
+            if footer is None:
                 return None  # unreadable: the original error says more
-            for f in schema:
+            for f in footer.schema.to_arrow_schema():
                 want = expected.get(f.name)
                 if want is not None and not readable_as(f.type, want):
                     return u.location, f.name, f.type, want

@@ -21,6 +21,7 @@ from ..storage import Storage
 from .batches import MAX_BATCH_SIZE, MIN_BATCH_SIZE
 from .constants import ConstantColumns
 from .file_checks import FileChecks
+from .footer_probe import probed_footer
 from .known_rows import constant_batches, constant_columns, known_file_rows, known_row_count, value_batches
 from .nan_filters import split_nan_sensitive
 from .page_windows import RowWindow, judged_type, row_window
@@ -181,11 +182,11 @@ class UnitReader:
         no change type column (a batch does not say which file it came from, and the change feed
         reads many commits' files in one scan)."""
         for location in locations[:1000]:
-            try:
-                if CHANGE_TYPE not in pq.read_schema(location, filesystem=self.storage.arrow_fs).names:
-                    return location
-            except (OSError, pa.ArrowInvalid):
+            footer = probed_footer(location, self.storage.arrow_fs)
+            if footer is None:
                 return None  # unreadable: the reader's own error would have said so
+            if CHANGE_TYPE not in footer.schema.to_arrow_schema().names:
+                return location
         return None
 
     def _read(
@@ -360,26 +361,17 @@ class UnitReader:
     def _choose_format(self, sample: ScanUnit, footer: pq.FileMetaData | None = None) -> ds.ParquetFileFormat:
         dict_cols: list[str] = []
         strings = self._strings
-        if strings:
-            try:
-                if footer is None:
-                    footer = pq.ParquetFile(sample.location, filesystem=self.storage.arrow_fs).metadata
-                md = footer
-                if md.num_row_groups:
-                    rg = md.row_group(0)
-                    for i in range(rg.num_columns):
-                        col = rg.column(i)
-                        name = col.path_in_schema
-                        if (
-                            name in strings
-                            and col.has_dictionary_page
-                            and col.dictionary_page_offset is not None
-                        ):
-                            dict_bytes = col.data_page_offset - col.dictionary_page_offset
-                            if 0 < dict_bytes * 10 < col.total_compressed_size:
-                                dict_cols.append(name)
-            except (OSError, pa.ArrowInvalid):
-                dict_cols = []
+        if strings and footer is None:
+            footer = probed_footer(sample.location, self.storage.arrow_fs)  # None: the read reports it
+        if strings and footer is not None and footer.num_row_groups:
+            rg = footer.row_group(0)
+            for i in range(rg.num_columns):
+                col = rg.column(i)
+                name = col.path_in_schema
+                if name in strings and col.has_dictionary_page and col.dictionary_page_offset is not None:
+                    dict_bytes = col.data_page_offset - col.dictionary_page_offset
+                    if 0 < dict_bytes * 10 < col.total_compressed_size:
+                        dict_cols.append(name)
         return self._make_format(dict_cols)
 
     def _make_format(self, dict_cols: list[str]) -> ds.ParquetFileFormat:
