@@ -204,15 +204,25 @@ class Storage:
                 raise self._elsewhere(
                     path, f"{scheme}, {where or 'no host'} instead of {self._url_options or 'no host'}"
                 )
+            if "//" in path.split("://", 1)[1] and self.names_keys:
+                raise self._empty_segment(path)
             return self._store_path(path)
+        if "//" in path and self.names_keys:
+            raise self._empty_segment(path)
         if path.startswith("/"):
-            if not self.is_local and not self.chained and self._bucket_store:
+            if self.names_keys:
                 # an absolute path is one in the table's own bucket, as a URL reference '/t/x'
                 # resolves against s3://bkt/t/ (RFC 3986, as delta-kernel-rs joins it); read as
                 # 'bucket/key' it named a bucket 't'
                 return self.root.split("/", 1)[0] + posixpath.normpath(path)
             return path
         return posixpath.join(self.root, path)
+
+    @property
+    def names_keys(self) -> bool:
+        """Whether files are objects of a bucket store (S3, GCS, Azure), named 'bucket/key': a
+        key is a name, in which 'a//b' and 'a/b' are two objects (see :meth:`_empty_segment`)."""
+        return not self.is_local and not self.chained and self._bucket_store
 
     @cached_property
     def _bucket_store(self) -> bool:
@@ -249,6 +259,19 @@ class Storage:
             f"{self.root_uri}: the log names the file {path!r} on another filesystem ({scheme}) than "
             f"the table's ({self.protocol}); files on other stores are not read (a reader of the "
             "table's store would read whatever that path holds there)"
+        )
+
+    def _empty_segment(self, path: str) -> DeltaError:
+        """A log path whose key has an empty segment ('//') names no one object: a bucket holds
+        'a//b' and 'a/b' as two, delta-rs reads the path with its empty segments dropped,
+        delta-kernel-rs refuses it (object_store keys have none), and a leading '//' is, as a URL
+        reference, another bucket (RFC 3986). Refused rather than read as one of them."""
+        from ..errors import UnsupportedFeatureError
+
+        return UnsupportedFeatureError(
+            f"{self.root_uri}: the log names the file {path!r}, a key with an empty segment ('//'): "
+            f"on the {self.protocol} store 'a//b' and 'a/b' are different objects and Delta readers "
+            "disagree on which one it names (a leading '//' even names another bucket), so it is not read"
         )
 
     # -- reads --------------------------------------------------------------------------
