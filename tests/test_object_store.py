@@ -10,6 +10,7 @@ local copy's rows and pruning figures, and no read may write to the store.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -1108,33 +1109,8 @@ def test_a_log_path_with_an_empty_segment_on_a_bucket_store_is_refused(
     form's '//': the same file written both ways was two files, so a remove in the other
     spelling did not cancel the add and files() kept a removed file. Refused, naming the path;
     a local folder's 'x//y' is one folder as before."""
-    import io
-    import json
-
-    import pyarrow.parquet as pq
-
-    fsspec.register_implementation("ddbucket", _BucketMemoryFS, clobber=True)
-    fs = fsspec.filesystem("ddbucket")
-    bucket = f"dd-bucket-{uuid.uuid4().hex}"
-    path = path.format(bucket=bucket)
-    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-    body = io.BytesIO()
-    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), body)
-    add = {"path": path, "partitionValues": {}, "size": len(body.getvalue()), "modificationTime": 1}
-    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    md |= {"schemaString": json.dumps(schema), "configuration": {}}
-    start = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": md}]
-    remove = {"path": removed_as.format(bucket=bucket), "deletionTimestamp": 2, "dataChange": True}
-    commits = [start, [{"add": add | {"dataChange": True}}], [{"remove": remove}]]
-    try:
-        for key in ("t//part-1.parquet", "t/part-1.parquet", "t/x//part-1.parquet", "t/x/part-1.parquet"):
-            fs.pipe(f"{bucket}/{key}", body.getvalue())
-        for v, actions in enumerate(commits):
-            fs.pipe(
-                f"{bucket}/t/_delta_log/{v:020d}.json",
-                "".join(json.dumps(a) + "\n" for a in actions).encode(),
-            )
-        uri = f"ddbucket://{bucket}/t"
+    keys = ("t//part-1.parquet", "t/part-1.parquet", "t/x//part-1.parquet", "t/x/part-1.parquet")
+    with _added_then_removed(path, removed_as, keys) as (uri, path, commits, body):
         refused = re.escape(repr(path)) + r", a key with an empty segment \('//'\)"
         for version in (1, 2):
             with pytest.raises(dd.UnsupportedFeatureError, match=refused):
@@ -1146,17 +1122,80 @@ def test_a_log_path_with_an_empty_segment_on_a_bucket_store_is_refused(
             dd.register_table(ctx, "t", uri)
             ctx.sql("SELECT * FROM t").collect()
         assert isinstance(dd.from_datafusion(info.value), dd.UnsupportedFeatureError), info.value
-    finally:
-        fs.rm(bucket, recursive=True)
     if path.startswith("x//"):  # a local folder: the same log reads
+        import json
+
         local = tmp_path / "t"
         (local / "x").mkdir(parents=True)
-        (local / "x" / "part-1.parquet").write_bytes(body.getvalue())
+        (local / "x" / "part-1.parquet").write_bytes(body)
         (local / "_delta_log").mkdir()
         for v, actions in enumerate(commits[:2]):
             text = "".join(json.dumps(a) + "\n" for a in actions)
             (local / "_delta_log" / f"{v:020d}.json").write_text(text)
         assert dd.DeltaTable(str(local)).snapshot().scan().to_table().column("id").to_pylist() == [1]
+
+
+@contextlib.contextmanager
+def _added_then_removed(path: str, removed_as: str, keys: tuple[str, ...]) -> Iterator[tuple]:
+    """A one-column table in a fresh bucket of the bucket-style store: version 1 adds the file
+    at log path ``path``, version 2 removes it as ``removed_as`` (both may name the bucket as
+    '{bucket}'); a one-row parquet file is stored at each of ``keys`` (under the bucket). Yields
+    (the table's URI, ``path`` formatted, the commits' actions, the file's bytes); the bucket
+    is removed afterwards."""
+    import io
+    import json
+
+    import pyarrow.parquet as pq
+
+    fsspec.register_implementation("ddbucket", _BucketMemoryFS, clobber=True)
+    fs = fsspec.filesystem("ddbucket")
+    bucket = f"dd-bucket-{uuid.uuid4().hex}"
+    path = path.format(bucket=bucket)
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    out = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), out)
+    body = out.getvalue()
+    add = {"path": path, "partitionValues": {}, "size": len(body), "modificationTime": 1}
+    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
+    md |= {"schemaString": json.dumps(schema), "configuration": {}}
+    start = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": md}]
+    remove = {"path": removed_as.format(bucket=bucket), "deletionTimestamp": 2, "dataChange": True}
+    commits = [start, [{"add": add | {"dataChange": True}}], [{"remove": remove}]]
+    try:
+        for key in keys:
+            fs.pipe(f"{bucket}/{key}", body)
+        for v, actions in enumerate(commits):
+            text = "".join(json.dumps(a) + "\n" for a in actions)
+            fs.pipe(f"{bucket}/t/_delta_log/{v:020d}.json", text.encode())
+        yield f"ddbucket://{bucket}/t", path, commits, body
+    finally:
+        fs.rm(bucket, recursive=True)
+
+
+@pytest.mark.parametrize(
+    ("path", "removed_as"),
+    [
+        ("../u/part-1.parquet", "ddbucket://{bucket}/u/part-1.parquet"),
+        ("ddbucket://{bucket}/t/../u/part-1.parquet", "../u/part-1.parquet"),
+        ("/t/../u/part-1.parquet", "ddbucket://{bucket}/t/x/../../u/part-1.parquet"),
+        ("./x/./part-1.parquet", "x/part-1.parquet"),
+    ],
+)
+def test_a_log_paths_dot_segments_on_a_bucket_store_are_resolved(path: str, removed_as: str) -> None:
+    """Dot segments of a key are resolved as in a URL ('t/../u/x' is 'u/x'), as delta-kernel-rs
+    (a URL join, checked in its scan) and Spark (Hadoop paths are normalized URIs) read them.
+    Ours resolved them only in '/t/../u/x' (posixpath.normpath) and asked the bucket for the key
+    't/../u/x' as written for a relative path and the URI form (a moto S3 server keeps such a
+    key as one object): the same file written two ways was two files, and files() kept a
+    removed one."""
+    keys = ("u/part-1.parquet", "t/x/part-1.parquet")
+    with _added_then_removed(path, removed_as, keys) as (uri, _path, _commits, _body):
+        bucket = uri.removeprefix("ddbucket://").split("/", 1)[0]
+        key = "t/x" if "x/" in _path else "u"
+        table = dd.DeltaTable(uri)
+        assert table.snapshot(1).files().column("location").to_pylist() == [f"{bucket}/{key}/part-1.parquet"]
+        assert table.snapshot(1).scan().to_table().column("id").to_pylist() == [1]
+        assert table.snapshot(2).files().num_rows == 0
 
 
 class _BlobNotFound(Exception):

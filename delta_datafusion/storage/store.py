@@ -204,19 +204,31 @@ class Storage:
                 raise self._elsewhere(
                     path, f"{scheme}, {where or 'no host'} instead of {self._url_options or 'no host'}"
                 )
-            if "//" in path.split("://", 1)[1] and self.names_keys:
-                raise self._empty_segment(path)
-            return self._store_path(path)
-        if "//" in path and self.names_keys:
-            raise self._empty_segment(path)
+            stored = self._store_path(path)
+            return self._object(stored, path) if self.names_keys else stored
+        if self.names_keys:
+            # an absolute path is one in the table's own bucket, as a URL reference '/t/x'
+            # resolves against s3://bkt/t/ (RFC 3986, as delta-kernel-rs joins it); read as
+            # 'bucket/key' it named a bucket 't'
+            bucket = self.root.split("/", 1)[0]
+            return self._object(bucket + path if path.startswith("/") else f"{self.root}/{path}", path)
         if path.startswith("/"):
-            if self.names_keys:
-                # an absolute path is one in the table's own bucket, as a URL reference '/t/x'
-                # resolves against s3://bkt/t/ (RFC 3986, as delta-kernel-rs joins it); read as
-                # 'bucket/key' it named a bucket 't'
-                return self.root.split("/", 1)[0] + posixpath.normpath(path)
             return path
         return posixpath.join(self.root, path)
+
+    def _object(self, full: str, path: str) -> str:
+        """The 'bucket/key' a log ``path`` names on a bucket store (``full``: joined to the
+        root), its key's dot segments resolved as in a URL: '/t/../u/x', 'x/../../u/x' and
+        's3://bkt/t/../u/x' are all 'bkt/u/x', as delta-kernel-rs (a URL join) and Spark (Hadoop
+        paths are normalized URIs) read them (a bucket could also hold the key as written; the
+        reference readers do not read that one). A key with an empty segment is refused (see
+        :meth:`_empty_segment`)."""
+        bucket, _, key = full.partition("/")
+        if key.startswith("/") or "//" in key:
+            raise self._empty_segment(path)
+        if "." in key and any(part in (".", "..") for part in key.split("/")):
+            return bucket + posixpath.normpath("/" + key)
+        return full
 
     @property
     def names_keys(self) -> bool:
