@@ -1337,6 +1337,32 @@ def test_a_data_file_a_web_server_answers_404_is_missing(web_server) -> None:
             dd.DeltaTable(uri).snapshot().scan().to_table()
 
 
+def test_a_web_server_gives_no_commit_times_and_says_what_to_do(web_server) -> None:
+    """fsspec's HTTP listing has no times, and a server's Last-Modified (a request per commit
+    file) has whole seconds and is when its copy was written: cdf-table's four commits, copied
+    within 3 ms, would all read as one second, every time unlike the local read's. The refusal
+    said only that HTTPFileSystem gives no modification time; it says why and what to do. Reads
+    by version, and timestamps of a table with in-commit timestamps, work."""
+    import shutil
+
+    folder, url = web_server
+    for name in ("cdf-table", "cdc_ict_table"):
+        shutil.copytree(corpus_table(name), folder / name)
+    table = dd.DeltaTable(f"{url}/cdf-table")
+    said = r"HTTPFileSystem gives no modification time .*whole seconds.*delta\.enableInCommitTimestamps"
+    for refused in (
+        table.history,
+        lambda: table.snapshot(timestamp="2030-01-01"),
+        lambda: table.changes(0).to_table(),
+    ):
+        with pytest.raises(dd.UnsupportedFeatureError, match=said):
+            refused()
+    local = dd.DeltaTable(str(folder / "cdf-table"))
+    assert _rows(table.snapshot(2).scan().to_table()) == _rows(local.snapshot(2).scan().to_table())
+    ict, local_ict = dd.DeltaTable(f"{url}/cdc_ict_table"), dd.DeltaTable(str(folder / "cdc_ict_table"))
+    assert _rows(ict.changes(0).to_table()) == _rows(local_ict.changes(0).to_table())
+
+
 def test_a_scan_reading_a_strings_footer_first_names_a_file_a_web_server_lacks(web_server) -> None:
     """A scan of string columns reads one file's footer first to choose their decoding, a probe
     whose failure the scan itself reports; the probe let aiohttp's own 404 error through (not an

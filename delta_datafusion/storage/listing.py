@@ -10,7 +10,7 @@ from collections.abc import Callable
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
 
-from ..errors import DeltaError, MissingLogFileError, StorageError
+from ..errors import DeltaError, MissingLogFileError, StorageError, UnsupportedFeatureError
 
 
 class FileInfo:
@@ -119,9 +119,9 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
     except Exception as e:  # noqa: BLE001 - NotImplementedError and any filesystem's own error
         kind = type(getattr(fs, "wrapped", fs)).__name__
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__  # zip's has no text
-        raise DeltaError(
+        raise UnsupportedFeatureError(
             f"{path}: {kind} gives no modification time ({why}); commit timestamps (time travel "
-            "by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps"
+            f"by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps{_web_times(fs)}"
         ) from e
     return _datetime_ms(modified)
 
@@ -166,6 +166,23 @@ def _local_files(fs: Any) -> Callable[[str], str] | None:
     if seen and isinstance(inner, LocalFileSystem):
         return inner._strip_protocol
     return None
+
+
+def _web_times(fs: Any) -> str:
+    """Why a web server's times are not taken for commit times, and what to do instead (for the
+    message of an HTTP store). Its listing (links of an HTML page) has none; its Last-Modified
+    header, one request per commit file, has whole seconds (RFC 9110 dates) where local times
+    have milliseconds, and is the time the server's copy of the file was written, not the
+    commit's: a table published by copying its folder read every commit in one second."""
+    protocols = getattr(getattr(fs, "wrapped", fs), "protocol", ())
+    if not {"http", "https"} & set(protocols if isinstance(protocols, (tuple, list)) else (protocols,)):
+        return ""
+    return (
+        ". A web server's Last-Modified has whole seconds and tells when its copy of the file was "
+        "written, not when it was committed, so it is not taken for commit times: read the table "
+        "from its own store (a local folder, S3, GCS, Azure), or have the writer enable in-commit "
+        "timestamps (delta.enableInCommitTimestamps); reads by version need no times"
+    )
 
 
 _MLSD_TIME = re.compile(r"^[0-9]{14}(\.[0-9]+)?$")
