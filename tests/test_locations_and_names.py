@@ -1250,6 +1250,33 @@ def test_adlfs_reads_a_connection_strings_account_so_another_in_the_url_is_refus
     assert Storage("az://c/t", {"account_name": "DevStoreAccount1"}).root == "c/t"
 
 
+def test_adlfs_without_any_credential_says_how_a_public_container_is_read(monkeypatch):
+    """adlfs without a key, token or ``anon`` asks azure-identity's DefaultAzureCredential, which
+    fails each request with a ClientAuthenticationError listing the sources it tried (after about
+    90 s of the blob client's retries) and no word of ``anon``: the StorageError says how a public
+    container is read. The failure is raised by the listing itself here (no Azure server)."""
+    adlfs = pytest.importorskip("adlfs")
+    from azure.core.exceptions import ClientAuthenticationError
+
+    for name in [n for n in os.environ if n.startswith("AZURE_")]:
+        monkeypatch.delenv(name)
+    said = (
+        "DefaultAzureCredential failed to retrieve a token from the included credentials.\n"
+        "Attempted credentials:\n\tEnvironmentCredential: EnvironmentCredential authentication unavailable."
+    )
+
+    async def no_credential(self, *args, **kwargs):
+        raise ClientAuthenticationError(message=said)
+
+    monkeypatch.setattr(adlfs.AzureBlobFileSystem, "_ls", no_credential)
+    options = {"account_name": "devstoreaccount1", "skip_instance_cache": True}
+    with pytest.raises(dd.errors.StorageError) as caught:
+        dd.DeltaTable("abfs://c/t", storage_options=options).snapshot()
+    message = str(caught.value)
+    assert "c/t/_delta_log" in message and "DefaultAzureCredential failed" in message
+    assert "storage_options={'anon': True}" in message and "--option anon=true" in message
+
+
 def test_an_http_table_requests_its_files_by_percent_encoded_urls(tmp_path: Path, monkeypatch):
     """A log path decoded once names the folder `x=A%2FA`; over HTTP that is the URL `x=A%252FA`
     (the decoded name was requested: a raw 404 from the HTTP client, or a 'removed by VACUUM'

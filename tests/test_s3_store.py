@@ -256,3 +256,28 @@ def test_s3_a_misspelt_storage_option_is_an_argument_error_naming_it(endpoint, b
     local = dd.DeltaTable(str(corpus_table("cdf-table"))).snapshot().version
     options = _options(endpoint, config_kwargs={"connect_timeout": 2})
     assert dd.DeltaTable(uri, options).snapshot().version == local
+
+
+def test_s3_without_credentials_says_how_a_public_bucket_is_read(endpoint, bucket, capsys) -> None:
+    """No credentials anywhere (the endpoint fixture clears the environment and AWS files) is
+    botocore's NoCredentialsError at the first request, whose words do not say that a public
+    bucket is read with the option anon=True: the error says so, for Python, SQL and the CLI."""
+    from delta_datafusion import cli
+
+    fs, name = bucket
+    uri = _upload(fs, corpus_table("cdf-table"), f"{name}/t")
+    options = {"endpoint_url": endpoint, "skip_instance_cache": True}
+    with pytest.raises(dd.errors.StorageError) as caught:
+        dd.DeltaTable(uri, storage_options=options).snapshot()
+    message = str(caught.value)
+    assert f"{name}/t/_delta_log" in message and "NoCredentialsError" in message
+    assert "storage_options={'anon': True}" in message and "--option anon=true" in message
+    assert "OPTIONS ('anon' 'true')" in message
+
+    argv = ["info", uri, "--option", f"endpoint_url={endpoint}", "--option", "skip_instance_cache=true"]
+    assert cli.main(argv) == 2
+    assert "--option anon=true" in capsys.readouterr().err
+    fs.chmod(f"{name}/t", "public-read", recursive=True)  # a public bucket's objects
+    assert cli.main([*argv, "--option", "anon=true"]) == 0  # read as the hint says
+    local = dd.DeltaTable(str(corpus_table("cdf-table"))).snapshot().version
+    assert f"version: {local}" in capsys.readouterr().out

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ArgumentError, DeltaError, StorageError
+from .credentials import no_credentials_hint
 
 
 def with_known_size(handle: Any, size: int) -> Any:
@@ -87,7 +88,8 @@ def store_errors(
     """A failed request to the store as a StorageError naming the path (a store's own message,
     a ConnectionError or a timeout, often names none); not found passes through as it is, a
     store's own not-found error as a FileNotFoundError; a storage option of ``options`` that
-    ``store`` refused an ArgumentError naming it (no retry helps)."""
+    ``store`` refused an ArgumentError naming it (no retry helps); no credentials found at all
+    a StorageError saying how a public bucket is read."""
     try:
         yield
     except (FileNotFoundError, NotADirectoryError, DeltaError):
@@ -107,6 +109,9 @@ def store_errors(
                 f"cannot {what} {path}: {store} does not take the storage option {refused} "
                 f"({type(e).__name__}: {e})"
             ) from e
+        hint = no_credentials_hint(e)
+        if hint is not None:  # the store's words say nothing of an option that fixes it
+            raise StorageError(f"cannot {what} {path}: {hint} ({type(e).__name__}: {e})") from e
         raise StorageError(f"cannot {what} {path}: {type(e).__name__}: {e}") from e
 
 
