@@ -20,7 +20,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 
 from .arguments import is_version_text
-from .cli_output import FORMATS, write_rows
+from .cli_output import FORMATS, write_object, write_rows
 from .errors import ArgumentError, describe
 
 
@@ -371,33 +371,34 @@ def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | N
 
 def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    import pyarrow.compute as pc
-
     from .table import DeltaTable
 
     table = DeltaTable(args.uri, storage_options=_storage_options(args.option, "info"))
     snap = table.snapshot(version=args.version, timestamp=args.timestamp)
-    files = snap.files()
-    print(f"table: {snap.table_root}", file=out)
-    print(f"version: {snap.version}", file=out)
+    facts = table_facts(snap)
+    if getattr(args, "format", "table") == "json":
+        write_object(facts, out)
+        return 0
+    protocol = snap.protocol
+    print(f"table: {facts['table']}", file=out)
+    print(f"version: {facts['version']}", file=out)
     print(
-        f"protocol: reader {snap.protocol.min_reader_version}, writer {snap.protocol.min_writer_version}, "
-        f"features {sorted(snap.protocol.reader_features | snap.protocol.writer_features)}",
+        f"protocol: reader {protocol.min_reader_version}, writer {protocol.min_writer_version}, "
+        f"features {sorted(protocol.reader_features | protocol.writer_features)}",
         file=out,
     )
-    print(f"partition columns: {snap.partition_columns}", file=out)
-    props = snap.properties
+    print(f"partition columns: {facts['partition_columns']}", file=out)
+    props = facts["properties"]
     print(
         "properties:" + "".join(f"\n  {k} = {props[k]}" for k in sorted(props))
         if props
         else "properties: none",
         file=out,
     )
-    sizes = files.column("size")
-    total = pc.sum(sizes).as_py() or 0
-    unknown = f" ({sizes.null_count} of unknown size)" if sizes.null_count else ""
-    print(f"live files: {files.num_rows}, bytes: {total}{unknown}", file=out)
-    declared = {f.get("name"): f for f in snap.metadata.schema_json.get("fields", [])}
+    unknown = facts["files_of_unknown_size"]
+    unknown_text = f" ({unknown} of unknown size)" if unknown else ""
+    print(f"live files: {facts['live_files']}, bytes: {facts['bytes']}{unknown_text}", file=out)
+    declared = {f.get("name"): f for f in facts["schema"].get("fields", [])}
     print("columns:", file=out)
     for f in snap.schema:
         delta = declared.get(f.name, {})
@@ -407,6 +408,35 @@ def info(args: argparse.Namespace, out: TextIO | None = None) -> int:
         kind += " not null" if delta.get("nullable") is False else ""
         print(f"  {f.name}: {kind}", file=out)
     return 0
+
+
+def table_facts(snap: Any) -> dict[str, Any]:
+    """What ``info`` tells of a snapshot, as ``--format json`` writes it: the protocol and the
+    schema as the log's protocol action and schema string have them (Delta's own JSON), the
+    sum of the live files' sizes and how many files the log gives no size."""
+    import pyarrow.compute as pc
+
+    p = snap.protocol
+    protocol: dict[str, Any] = {
+        "minReaderVersion": p.min_reader_version,
+        "minWriterVersion": p.min_writer_version,
+    }
+    if p.min_reader_version >= 3:
+        protocol["readerFeatures"] = sorted(p.reader_features)
+    if p.min_writer_version >= 7:
+        protocol["writerFeatures"] = sorted(p.writer_features)
+    sizes = snap.files().column("size")
+    return {
+        "table": snap.table_root,
+        "version": snap.version,
+        "protocol": protocol,
+        "partition_columns": list(snap.partition_columns),
+        "properties": dict(snap.properties),
+        "live_files": len(sizes),
+        "bytes": pc.sum(sizes).as_py() or 0,
+        "files_of_unknown_size": sizes.null_count,
+        "schema": snap.metadata.schema_json,
+    }
 
 
 def _storage_options(
@@ -523,6 +553,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p_info = _command(sub, "info", "describe a Delta table: version, protocol, partitioning, schema")
     p_info.add_argument("uri", help="the table's path or URL")
+    p_info.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default="table",
+        help="table: lines of text (default); json: one JSON object (version, protocol and schema as "
+        "the Delta log writes them, partition columns, properties, live files and bytes)",
+    )
     p_hist = _command(sub, "history", "list a Delta table's commits, newest first")
     p_hist.add_argument("uri", help="the table's path or URL")
     p_hist.add_argument(

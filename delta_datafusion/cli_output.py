@@ -59,6 +59,15 @@ def write_rows(
     return written
 
 
+def write_object(value: Any, out: Any) -> None:
+    """``value`` as one line of JSON, UTF-8 as the rows are (``info --format json``)."""
+    import json
+
+    sink = _binary(out)
+    sink.write((json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8"))
+    sink.flush()
+
+
 def _binary(out: Any) -> Any:
     """The byte stream under a text stream (UTF-8 whatever the terminal's encoding: CSV and
     JSON are data, not text to show); a stream of text only gets the bytes decoded."""

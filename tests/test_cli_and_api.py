@@ -301,6 +301,56 @@ def test_timeline_resolves_the_times_snapshot_takes():
         timeline.version_at_or_before("soon")
 
 
+def _last_actions(table: Path, upto: int) -> dict[str, dict]:
+    """The last protocol and metaData actions of commits 0..upto (tables without checkpoints)."""
+    found: dict[str, dict] = {}
+    for v in range(upto + 1):
+        for line in (table / "_delta_log" / f"{v:020d}.json").read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            found.update({k: action[k] for k in ("protocol", "metaData") if k in action})
+    return found
+
+
+def test_cli_info_as_json_gives_the_logs_protocol_and_schema(tmp_path, capsys):
+    """``info`` had no --format while sql, history, files and changes have one: a script had to
+    parse its lines. ``--format json`` writes one object, the protocol and schema as the log
+    writes them; csv (no rows to write) is refused by the argument parser."""
+    from deltalake import write_deltalake
+
+    features = tmp_path / "dv"
+    write_deltalake(
+        str(features), pa.table({"id": [1, 2]}), configuration={"delta.enableDeletionVectors": "true"}
+    )
+    for table, version in ((cli.example_table(), 5), (cli.example_table(), 2), (features, 0)):
+        assert cli.main(["info", str(table), "--version", str(version), "--format", "json"]) == 0
+        out = capsys.readouterr().out
+        assert out.count("\n") == 1
+        got = json.loads(out)
+        log = _last_actions(Path(table), version)
+        for key in ("readerFeatures", "writerFeatures"):  # sets: written sorted
+            if key in log["protocol"]:
+                log["protocol"][key] = sorted(log["protocol"][key])
+        snap = DeltaTable(str(table)).snapshot(version=version)
+        assert got == {
+            "table": snap.table_root,
+            "version": version,
+            "protocol": log["protocol"],
+            "partition_columns": log["metaData"]["partitionColumns"],
+            "properties": log["metaData"]["configuration"],
+            "live_files": snap.files().num_rows,
+            "bytes": sum(snap.files().column("size").to_pylist()),
+            "files_of_unknown_size": 0,
+            "schema": json.loads(log["metaData"]["schemaString"]),
+        }
+        assert cli.main(["info", str(table), "--version", str(version)]) == 0
+        text = capsys.readouterr().out
+        assert f"live files: {got['live_files']}, bytes: {got['bytes']}\n" in text
+    assert "deletionVectors" in got["protocol"]["readerFeatures"]  # the premise: a table with features
+    with pytest.raises(SystemExit):
+        cli.main(["info", str(features), "--format", "csv"])
+    assert "invalid choice: 'csv'" in capsys.readouterr().err
+
+
 def test_cli_info_says_which_columns_are_not_null(tmp_path, capsys):
     """``info`` listed every column as Arrow types, which the package serves all nullable (a file
     may hold NULLs anyway): a column the Delta schema declares NOT NULL looked like any other.
