@@ -565,6 +565,12 @@ def main(argv: list[str] | None = None) -> int:
     p_hist.add_argument(
         "--limit", type=_non_negative, default=None, help="only the newest N commits (default: all)"
     )
+    p_hist.add_argument(
+        "--max-rows",
+        type=_non_negative,
+        default=None,
+        help="as --limit (the name the other commands give the rows to print)",
+    )
     p_files = _command(sub, "files", "list a Delta table's live data files")
     p_files.add_argument("uri", help="the table's path or URL")
     p_files.add_argument(

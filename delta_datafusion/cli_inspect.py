@@ -25,7 +25,7 @@ def history(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     table = DeltaTable(args.uri, storage_options=_storage_options(args.option, "history"))
-    hist = table.history(limit=args.limit)
+    hist = table.history(limit=_history_limit(args))
     hist = hist.take(pa.array(range(hist.num_rows - 1, -1, -1), pa.int64()))
     infos = [_info(text) for text in hist.column("commit_info").to_pylist()]
     columns: dict[str, pa.Array] = {
@@ -46,6 +46,17 @@ def history(args: argparse.Namespace, out: TextIO | None = None) -> int:
         return 0
     print_table(shown, out, max_rows=hist.num_rows)
     return 0
+
+
+def _history_limit(args: argparse.Namespace) -> int | None:
+    """The newest commits to list: --limit, or --max-rows as the other commands name a row cap;
+    the two given with different numbers are refused (which one was meant?)."""
+    limit, max_rows = args.limit, getattr(args, "max_rows", None)
+    if limit is not None and max_rows is not None and limit != max_rows:
+        raise ArgumentError(
+            f"--limit {limit} and --max-rows {max_rows} both give the number of commits to list: give one"
+        )
+    return max_rows if limit is None else limit
 
 
 def _info(text: str | None) -> dict[str, Any]:

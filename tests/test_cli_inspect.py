@@ -74,6 +74,20 @@ def test_history_lists_the_commits_newest_first_with_their_commit_info(capsys):
     assert count == 0 and rows == [] and names[:3] == ["version", "timestamp", "operation"]
 
 
+def test_history_takes_max_rows_as_the_other_commands_do(capsys):
+    """The other commands cap their rows with --max-rows; history only took --limit, and
+    refused --max-rows as an unrecognized argument. Both are taken (the newest N commits, in
+    every format); given with different numbers they are refused, naming both."""
+    for args in (["--max-rows", "2"], ["--limit", "2", "--max-rows", "2"]):
+        _, rows, count = _printed(_run(capsys, "history", EXAMPLE, *args))
+        assert count == 2 and [r["version"] for r in rows] == ["5", "4"]
+    out = _run(capsys, "history", EXAMPLE, "--max-rows", "3", "--format", "json")
+    assert [json.loads(line)["version"] for line in out.splitlines()] == [5, 4, 3]
+    assert cli.main(["history", EXAMPLE, "--limit", "2", "--max-rows", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "error: ArgumentError: --limit 2 and --max-rows 3 both give the number of commits" in err
+
+
 def test_history_of_a_checkpointed_table_lists_every_commit():
     """dv-with-columnmapping: checkpoint at 10, commits 0..15 (a WRITE, then DELETEs)."""
     path = corpus_table("dv-with-columnmapping")
