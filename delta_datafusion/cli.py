@@ -21,6 +21,8 @@ import pyarrow as pa
 
 from .arguments import is_version_text
 from .cli_output import FORMATS, write_object, write_rows
+from .cli_times import UNIT_NANOS, time_values
+from .cli_times import shown as shown_time
 from .errors import ArgumentError, describe
 
 
@@ -81,6 +83,8 @@ def _cell(v: Any) -> str:
     if isinstance(v, dt.timedelta):  # inside a list or struct (a column's are written by _values)
         nanos = getattr(v, "value", None)  # pandas' Timedelta, which pyarrow gives for nanoseconds
         return _duration(nanos if isinstance(nanos, int) else v // dt.timedelta(microseconds=1) * 1000)
+    if isinstance(v, (dt.datetime, dt.time)):  # inside a list or struct (as for durations)
+        return shown_time(v)
     if isinstance(v, dict):
         return "{" + ", ".join(f"{_printable(str(k))}: {_inner(x)}" for k, x in v.items()) + "}"
     if isinstance(v, list):
@@ -133,9 +137,6 @@ def _duration(nanos: int) -> str:
     return f"{'-' if nanos < 0 else ''}PT{seconds}{digits}S"
 
 
-_NANOS = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
-
-
 def _inner(v: Any) -> str:
     """A value inside a nested one: text quoted, as Python shows it."""
     return repr(v) if isinstance(v, str) else _cell(v)
@@ -167,8 +168,11 @@ def _values(column: Any) -> list[Any]:
     for them (nanosecond times such as ``now()``'s, dates beyond the year 9999 that a table may
     hold: ``to_pylist`` fails on those)."""
     t = column.type
+    times = time_values(column)  # as DataFusion shows them, in any unit and year
+    if times is not None:
+        return times
     if pa.types.is_duration(t):  # exact, also in nanoseconds, which Python's timedelta lacks
-        scale = _NANOS[t.unit]
+        scale = UNIT_NANOS[t.unit]
         return [None if v is None else _duration(v * scale) for v in column.cast(pa.int64()).to_pylist()]
     if _leaves(t, pa.types.is_float32) != t:
         # a float32 widened to a Python float shows digits it does not hold (0.1 as

@@ -48,7 +48,9 @@ def _commit_info(table: Path | str, version: int) -> dict:
 
 
 def _utc(ms: int) -> str:
-    return str(dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc))
+    """A commit time as the table shows it, as DataFusion does: ``2024-01-01T11:20:00.123Z``."""
+    at = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
+    return at.isoformat(timespec="milliseconds" if ms % 1000 else "seconds").replace("+00:00", "Z")
 
 
 # -- history ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 
+import pyarrow as pa
 import pytest
 
 from delta_datafusion import DeltaTable, cli, cli_output
@@ -141,3 +142,77 @@ def test_format_is_checked(capsys, command):
         cli.main([*command, "--format", "xml"])
     assert e.value.code == 2
     assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+def _shown_by_datafusion(values: pa.Array) -> list[str | None]:
+    """DataFusion's text of each value (its cast to text, which is what its ``show()`` prints)."""
+    from datafusion import SessionContext, col
+    from datafusion import functions as f
+
+    df = SessionContext().from_arrow(pa.table({"x": values}))
+    return df.select(f.arrow_cast(col("x"), "Utf8").alias("x")).to_arrow_table().column("x").to_pylist()
+
+
+def _shown_by_the_table(values: pa.Array) -> list[str]:
+    lines = cli._format(pa.table({"x": values}), max_rows=len(values)).splitlines()
+    return [line.rstrip() for line in lines[2:-1]]
+
+
+def test_the_table_shows_times_as_datafusion_and_the_other_formats_do(capsys):
+    """The table format wrote timestamps as Python does (``2024-01-01 11:20:00+00:00``, every
+    digit of the unit) while --format csv/json and DataFusion's own show() write RFC 3339
+    (``2024-01-01T11:20:00Z``, the fraction in 3, 6 or 9 digits as needed): the table now writes
+    what DataFusion writes, for every unit, zone (named zones' summer time as DataFusion's rules
+    have it, which end in 2099) and year, times of day too, and inside structs and lists."""
+    import random
+
+    query = "SELECT trip_id, started_at FROM t ORDER BY trip_id"
+    table = _run(capsys, "sql", query, "--table", f"t={TRIPS}", "--max-rows", "5").splitlines()
+    rows = _run(capsys, "sql", query, "--table", f"t={TRIPS}", "--max-rows", "5", "--format", "json")
+    assert [line.split(" | ")[1].rstrip() for line in table[2:-2]] == [
+        json.loads(line)["started_at"] for line in rows.splitlines()
+    ]
+    assert table[2].endswith("Z")  # the premise: a UTC time
+
+    rng = random.Random(29)
+    scales = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+    zones = [
+        None,
+        "UTC",
+        "+00:00",
+        "+05:30",
+        "-03:00",
+        "Europe/London",
+        "America/New_York",
+        "Australia/Lord_Howe",
+    ]
+    for unit, scale in scales.items():
+        span = min(250_000_000_000 * scale, 2**63 - 1)  # about 7,900 years either side of 1970
+        values = [rng.randint(-span, span) for _ in range(60)]
+        values += [rng.randint(-3_000_000_000, 3_000_000_000) * scale // 1000 * 1000 for _ in range(40)]
+        values += [0, -1, 1, None]
+        for tz in zones:
+            array = pa.array(values, pa.timestamp(unit, tz))
+            want = [v if v is not None else "NULL" for v in _shown_by_datafusion(array)]
+            assert _shown_by_the_table(array) == want, (unit, tz)
+    for kind, day in (
+        (pa.time32("s"), 86_400),
+        (pa.time32("ms"), 86_400_000),
+        (pa.time64("ns"), 86_400 * 10**9),
+    ):
+        array = pa.array([rng.randrange(day) for _ in range(50)] + [0, day - 1, day // 2], kind)
+        assert _shown_by_the_table(array) == _shown_by_datafusion(array), kind
+
+    nested = pa.table(
+        {
+            "st": pa.array(
+                [{"t": 1704108000500000, "n": -62135596800000000}],
+                pa.struct([("t", pa.timestamp("us", "UTC")), ("n", pa.timestamp("us"))]),
+            ),
+            "l": pa.array([[4_000_000_400]], pa.list_(pa.time64("us"))),
+        }
+    )
+    assert cli._format(nested).splitlines()[2].split(" | ") == [
+        "{t: 2024-01-01T11:20:00.500Z, n: 0001-01-01T00:00:00}",  # as DataFusion's show() prints them
+        "[01:06:40.000400]",
+    ]
