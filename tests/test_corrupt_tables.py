@@ -607,3 +607,75 @@ def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) ->
         LogCorruptError, match=r"data file p=\w/part-\S+ has no partitionValues \(a required field\)"
     ):
         DeltaTable(str(t)).snapshot().files()
+
+
+def _arrow_schema_with_128_bit_integers(path: Path) -> None:
+    """Rewrite the Arrow schema a parquet footer carries so that a 64-bit integer says 128 bits
+    (as one flipped byte of a footer can): pyarrow refuses the footer with ArrowNotImplementedError,
+    not the ArrowInvalid/OSError of other damaged footers."""
+    import base64
+
+    import pyarrow.parquet as pq
+
+    data = path.read_bytes()
+    stored = pq.read_metadata(path).metadata[b"ARROW:schema"]
+    flat = base64.b64decode(stored)
+    at = flat.find(b"\x40\x00\x00\x00")
+    while at >= 0:  # the first 64 that is an integer's width
+        damaged = flat[:at] + b"\x80" + flat[at + 1 :]
+        path.write_bytes(data.replace(stored, base64.b64encode(damaged)))
+        try:
+            pq.read_schema(path)
+        except NotImplementedError:
+            return
+        except OSError:
+            pass
+        at = flat.find(b"\x40\x00\x00\x00", at + 1)
+    raise AssertionError("no integer width found")
+
+
+def _column_name_not_utf8(path: Path, name: bytes) -> None:
+    """The column ``name`` in the footer with its last byte not UTF-8: pyarrow raises
+    UnicodeDecodeError opening it."""
+    path.write_bytes(path.read_bytes().replace(name, name[:-1] + b"\xff"))
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_arrow_schema_with_128_bit_integers, lambda p: _column_name_not_utf8(p, b"distance_km")],
+    ids=["integer-width", "name-not-utf8"],
+)
+def test_a_data_file_footer_pyarrow_refuses_otherwise_is_named(trips: Path, damage) -> None:
+    """A footer with a column name that is not UTF-8 was a StorageError ('the store failed', which
+    a retry does not mend), naming one of 4 files; one pyarrow refuses with
+    ArrowNotImplementedError escaped as that raw error until footer reads were probed."""
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.errors import StorageError, describe
+
+    broken = next((trips / "city=Faro").glob("*.parquet"))
+    damage(broken)
+    with pytest.raises((NotImplementedError, UnicodeDecodeError)):
+        pq.read_schema(broken)
+    with pytest.raises(DeltaError) as info:
+        DeltaTable(str(trips)).snapshot().scan().to_table()
+    assert not isinstance(info.value, StorageError), info.value
+    assert re.search(rf"version 5: cannot read data file \S*{re.escape(broken.name)}: ", str(info.value))
+    with pytest.raises(Exception) as info:
+        _sql(trips, "SELECT * FROM t")
+    assert re.search(
+        rf"^DeltaError: .*cannot read data file \S*{re.escape(broken.name)}", describe(info.value)
+    )
+
+
+def test_a_checkpoint_footer_pyarrow_refuses_otherwise_is_corrupt(tmp_path: Path) -> None:
+    """ArrowNotImplementedError from a checkpoint's footer escaped as that raw error."""
+    import pyarrow.parquet as pq
+    from conftest import corpus_table
+
+    t = copy_table(corpus_table("simple_table_with_checkpoint"), tmp_path / "t")
+    checkpoint = log_dir(t) / f"{10:020d}.checkpoint.parquet"
+    pq.write_table(pq.read_table(checkpoint), checkpoint)  # with an Arrow schema in its footer
+    _arrow_schema_with_128_bit_integers(checkpoint)
+    with pytest.raises(LogCorruptError, match=r"10\.checkpoint\.parquet: cannot read checkpoint parquet"):
+        DeltaTable(str(t)).snapshot().files()

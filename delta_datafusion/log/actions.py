@@ -488,7 +488,7 @@ def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator
         raise MissingLogFileError(f"{what} {path} is missing") from e
     except (ConnectionError, TimeoutError, PermissionError) as e:  # the store failed: not corrupt
         raise StorageError(f"cannot read {path}: {type(e).__name__}: {e}") from e
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError) as e:  # ArrowNotImplementedError too: a damaged footer
         if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file
             raise MissingLogFileError(f"{what} {path} is missing") from e
         raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e

@@ -23,9 +23,10 @@ MAX_EXISTENCE_CHECKS = 64
 #: is among the first few the scan had not handed on whole.
 MAX_DECODED_AGAIN = 6
 
-#: What reading a data file raises of its own (the OS, pyarrow, the type checks); anything else
+#: What reading a data file raises of its own (a damaged footer or page: the OS's and pyarrow's
+#: errors, UnicodeDecodeError for a column name that is not UTF-8; the type checks); anything else
 #: came from an fsspec store itself (an HTTP client's error). Both name the file (file_error).
-_READ_ERRORS = (OSError, pa.ArrowException, ConversionError)
+_READ_ERRORS = (OSError, pa.ArrowException, UnicodeDecodeError, ConversionError)
 
 
 class ReadErrors:
