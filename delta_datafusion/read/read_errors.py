@@ -20,8 +20,12 @@ MAX_EXISTENCE_CHECKS = 64
 
 #: Files of a failed scan decoded again to find the one an error naming no file came from (a
 #: corrupt page): pyarrow's scanner reads up to 4 files ahead of the one it hands on, so that file
-#: is among the first few the scan had not handed on whole.
+#: is among the first few the scan had not handed on whole. Small files are read further ahead
+#: (the 9th of 12 files of 2 KB was seen failing first), so more are decoded while those decoded
+#: hold under DECODED_AGAIN_BYTES (as the log gives their sizes), up to MAX_SMALL_DECODED_AGAIN.
 MAX_DECODED_AGAIN = 6
+DECODED_AGAIN_BYTES = 16 << 20
+MAX_SMALL_DECODED_AGAIN = 64
 
 #: What reading a data file raises of its own (a damaged footer or page: the OS's and pyarrow's
 #: errors, UnicodeDecodeError for a column name that is not UTF-8; the type checks); anything else
@@ -81,15 +85,20 @@ class ReadErrors:
                 f"{where}: data file {location} is {real} bytes, but the log says {logged} (the file "
                 f"was replaced outside Delta, or the log is wrong): {reason}"
             )
-        culprit = None if store_failed else self._mismatched_file(units)
+        # a file that does not decode at its own types (a damaged page or footer) is named before
+        # looking for a file storing another type: a type that may not cast (Spark's INT96
+        # timestamps are nanoseconds) named a healthy file for another file's damaged page
+        undecodable = []
+        if not store_failed and not isinstance(e, ConversionError):
+            undecodable = self._undecodable_file(named or units, columns)
+        culprit = None if store_failed or undecodable else self._mismatched_file(units)
         if culprit is not None:
             location, column, stored, expected = culprit
             return DeltaError(
                 f"{where}: data file {location} stores column {self.rs.column_text(column)} as {stored}, "
                 f"but the table schema says {expected} ({reason})"
             )
-        if len(units) > 1 and not named and not store_failed and columns is not None:
-            named = self._undecodable_file(units, columns)
+        named = undecodable or named
         kind = StorageError if store_failed else DeltaError
         if len(units) == 1 or named:
             location = (named or units)[0].location
@@ -136,15 +145,20 @@ class ReadErrors:
         return None
 
     def _undecodable_file(
-        self, units: Sequence[ScanUnit], columns: Mapping[str, Sequence[str]]
+        self, units: Sequence[ScanUnit], columns: Mapping[str, Sequence[str]] | None
     ) -> list[ScanUnit]:
-        """After a failed scan whose error names no file: the first file (of at most
-        MAX_DECODED_AGAIN) whose ``columns`` cannot be decoded, if one is found."""
-        for u in units[:MAX_DECODED_AGAIN]:
+        """After a failed read: the first file (of at most MAX_DECODED_AGAIN, more if they are
+        small) whose ``columns`` (None: all) cannot be decoded, if one is found."""
+        decoded = 0
+        for i, u in enumerate(units[:MAX_SMALL_DECODED_AGAIN]):
+            if i >= MAX_DECODED_AGAIN and decoded >= DECODED_AGAIN_BYTES:
+                break
+            decoded += u.size or DECODED_AGAIN_BYTES  # a size not logged: taken as large
             try:
                 pf = pq.ParquetFile(u.location, filesystem=self.storage.arrow_fs)
                 stored = set(pf.schema_arrow.names)
-                for _ in pf.iter_batches(columns=[c for c in columns.get(u.location, ()) if c in stored]):
+                wanted = None if columns is None else [c for c in columns.get(u.location, ()) if c in stored]
+                for _ in pf.iter_batches(columns=wanted):
                     pass
             except _READ_ERRORS:
                 return [u]
