@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from .arguments import integer
-from .errors import ArgumentError, MissingLogFileError
+from .errors import ArgumentError, LogCorruptError, MissingLogFileError
 from .log.actions import CommitData, read_commits, read_newest_first
 from .log.checksum import checksum_for
 from .log.segment import LogListing, build_segment, list_log
@@ -172,11 +172,12 @@ class DeltaTable:
             more = [(v, listing.commits[v]) for v in batch if v not in read]
             read.update((c.version, c) for c in read_commits(self.storage, more))
             for v in batch:
-                data = read.pop(v).data
+                commit = read.pop(v)
+                data = commit.data
                 info, text = {}, None
                 for line in io.BytesIO(data):
                     if b'"commitInfo"' in line:
-                        info, text = _commit_info(line) or ({}, None)
+                        info, text = _commit_info(line, commit.info.path) or ({}, None)
                         break
                 op = info.get("operation")
                 rows.append(
@@ -209,15 +210,19 @@ class DeltaTable:
         return f"DeltaTable({self.uri!r})"
 
 
-def _commit_info(line: bytes) -> tuple[dict, str | None] | None:
+def _commit_info(line: bytes, path: str) -> tuple[dict, str | None] | None:
     """The ``commitInfo`` object of a commit line and its JSON text; None when the line is not
-    what the protocol describes (commitInfo is informational: history still lists the version)."""
+    what the protocol describes (commitInfo is informational: history still lists the version).
+    A line that is not JSON at all is a damaged commit ``path`` (cut short, overwritten), which
+    every other read refuses: LogCorruptError."""
     import json
 
     try:
         action = json.loads(line)
-    except (ValueError, RecursionError):
+    except RecursionError:  # JSON nested deeper than Python parses: valid, but not a commitInfo
         return None
+    except ValueError as e:
+        raise LogCorruptError(f"{path}: cannot parse the commitInfo line: {e}") from e
     info = action.get("commitInfo") if isinstance(action, dict) else None
     if not isinstance(info, dict):
         return None
