@@ -380,7 +380,9 @@ def _search_protocol_metadata(
                 return found
     ckpt = segment.checkpoint
     if ckpt is not None:
-        found.take(*checkpoint_protocol_metadata(storage, ckpt), ckpt.parts[0].path)
+        (protocol, p_where), (metadata, m_where) = checkpoint_protocol_metadata(storage, ckpt)
+        found.take(protocol, None, p_where)
+        found.take(None, metadata, m_where)
     if found.protocol is None or found.metadata is None:
         # found by a byte search: a commit that is not JSON at all must be called corrupt
         for c in reversed(seen):
@@ -410,7 +412,7 @@ def _checked_protocol_metadata(
         if ict is not None and ict[0] > checksum.version:
             raise LogCorruptError(f"{m_where}: in-commit timestamps enabled after its version")
     ckpt = segment.checkpoint
-    return proto, md, ckpt is not None and m_where == ckpt.parts[0].path
+    return proto, md, ckpt is not None and any(m_where == part.path for part in ckpt.parts)
 
 
 class Snapshot(TableVersionView):

@@ -747,3 +747,33 @@ def test_history_refuses_a_commit_info_line_that_is_not_json(trips: Path, cut: i
     ):
         DeltaTable(str(trips)).history()
     assert DeltaTable(str(trips)).history(limit=1).column("version").to_pylist() == [5]
+
+
+def test_a_multi_part_checkpoint_names_the_part_whose_metadata_is_bad(tmp_path: Path) -> None:
+    """Protocol and metaData may sit in any part of a multi-part checkpoint: a schemaString broken
+    in the second part was reported in the first part (a healthy file)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from conftest import corpus_table
+
+    from delta_datafusion.errors import SchemaError
+
+    t = copy_table(corpus_table("v1-multi-part-struct-stats-only"), tmp_path / "t")
+    first, second = (log_dir(t) / f"{5:020d}.checkpoint.{k:010d}.{3:010d}.parquet" for k in (1, 2))
+    held, other = first.read_bytes(), second.read_bytes()  # the parts' actions swapped: still valid
+    first.write_bytes(other)
+    second.write_bytes(held)
+    assert DeltaTable(str(t)).snapshot().version == 5
+    table = pq.read_table(second)
+    md = table.column("metaData").combine_chunks()
+    kids = [
+        pc.utf8_slice_codeunits(md.field(k), 0, 20) if f.name == "schemaString" else md.field(k)
+        for k, f in enumerate(md.type)
+    ]
+    broken = pa.StructArray.from_arrays(kids, fields=list(md.type), mask=md.is_null())
+    pq.write_table(table.set_column(table.column_names.index("metaData"), "metaData", broken), second)
+    with pytest.raises(
+        SchemaError, match=r"\.checkpoint\.0000000002\.0000000003\.parquet: schemaString is not"
+    ):
+        DeltaTable(str(t)).snapshot()

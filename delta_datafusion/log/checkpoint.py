@@ -62,9 +62,15 @@ class CheckpointManifest:
     leaves: list[LeafFile]
 
 
-def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[dict | None, dict | None]:
-    """Protocol and metaData stored in a checkpoint, read with column projection."""
+#: An action found in a checkpoint (None: not there) and the path of the part it is in.
+Found = tuple[dict | None, str]
+
+
+def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[Found, Found]:
+    """Protocol and metaData stored in a checkpoint, read with column projection, each with the
+    part that holds it (any part of a multi-part checkpoint may: errors name that one)."""
     protocol = metadata = None
+    p_where = m_where = ckpt.parts[0].path
     for part in ckpt.parts:
         if part.name.endswith(".json"):
             data = _read(storage, part)
@@ -79,11 +85,13 @@ def checkpoint_protocol_metadata(storage: Storage, ckpt: Checkpoint) -> tuple[di
                 raise LogCorruptError(f"{part.path}: no protocol or metaData column: not a checkpoint")
             with checkpoint_read_errors(part.path):  # its strings are decoded here (UTF-8 checked)
                 p, m = protocol_from_checkpoint_row(found)
-        protocol = protocol or p
-        metadata = metadata or m
+        if not protocol:
+            protocol, p_where = p, part.path
+        if not metadata:
+            metadata, m_where = m, part.path
         if protocol and metadata:
             break
-    return protocol, metadata
+    return (protocol, p_where), (metadata, m_where)
 
 
 def check_json_lines(data: bytes, where: str) -> None:
