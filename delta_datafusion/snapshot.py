@@ -390,6 +390,22 @@ def _search_protocol_metadata(
     return found
 
 
+def _odd_one(sources: list[pa.Table], names: list[str]) -> str | None:
+    """After the raw adds of ``sources`` failed to concatenate: the name of the one source without
+    which the others do (the damaged part of a checkpoint), None when no single one is odd (two
+    sources, or too many to try: up to 64 concatenations on this error path)."""
+    if len(sources) != len(names) or not 2 < len(sources) <= 64:
+        return None
+    odd = []
+    for i in range(len(sources)):
+        try:
+            pa.concat_tables(sources[:i] + sources[i + 1 :], promote_options="permissive")
+        except (pa.ArrowTypeError, pa.ArrowInvalid):
+            continue
+        odd.append(names[i])
+    return odd[0] if len(odd) == 1 else None
+
+
 def _checked_protocol_metadata(
     storage: Storage, segment: LogSegment, found: _FoundProtocolMetadata, checksum: VersionChecksum | None
 ) -> tuple[Protocol, Metadata, bool]:
@@ -553,10 +569,18 @@ class Snapshot(TableVersionView):
     @cached_property
     def raw_files(self) -> pa.Table:
         """Flat raw add actions of the live files (strings as in the log, stats unparsed)."""
+        sources = self._raw_sources()
         try:
-            return pa.concat_tables(self._raw_sources(), promote_options="permissive")
+            return pa.concat_tables(sources, promote_options="permissive")
         except (pa.ArrowTypeError, pa.ArrowInvalid) as e:  # e.g. checkpoint parts typing stats_parsed apart
             where = self.segment.checkpoint.parts[0].path if self.segment.checkpoint else self.table_root
+            manifest = self.checkpoint_manifest
+            if manifest is not None:  # the sources: the commits, the manifest's own adds, each leaf
+                names = [
+                    self.table_root,
+                    *([manifest.checkpoint.parts[0].path] if manifest.inline is not None else []),
+                ]
+                where = _odd_one(sources, [*names, *(leaf.path for leaf in manifest.leaves)]) or where
             raise LogCorruptError(
                 f"{where}: the checkpoint's parts or the commits disagree on add fields: {e}"
             ) from e

@@ -548,9 +548,11 @@ def test_checkpoint_text_that_is_not_utf8_is_refused(tmp_path: Path, where: str)
         DeltaTable(str(t)).snapshot().files()
 
 
-def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("odd", [1, 2, 3])
+def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path, odd: int) -> None:
     """One part of a multi-part checkpoint stores stats_parsed.maxValues.id as a string, the
-    others as a long: SQL failed with pyarrow's ArrowTypeError (deltalake refuses the table)."""
+    others as a long: SQL failed with pyarrow's ArrowTypeError (deltalake refuses the table).
+    The error names that part (it named the first part whichever was odd)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from conftest import corpus_table
@@ -565,13 +567,13 @@ def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path) 
         return pa.StructArray.from_arrays(kids, names=[f.name for f in arr.type], mask=arr.is_null())
 
     t = copy_table(corpus_table("v1-multi-part-struct-stats-only"), tmp_path / "t")
-    part = log_dir(t) / "00000000000000000005.checkpoint.0000000001.0000000003.parquet"
+    part = log_dir(t) / f"00000000000000000005.checkpoint.{odd:010d}.0000000003.parquet"
     table = pq.read_table(part)
     i = table.column_names.index("add")
     adds = retyped(table.column("add").combine_chunks(), ["stats_parsed", "maxValues", "id"])
     pq.write_table(table.set_column(i, "add", adds), part)
     why = (
-        r"checkpoint\.0000000001\.0000000003\.parquet: the checkpoint's parts or the commits disagree on add"
+        rf"checkpoint\.{odd:010d}\.0000000003\.parquet: the checkpoint's parts or the commits disagree on add"
     )
     with pytest.raises(Exception, match="LogCorruptError.*" + why):
         _sql(t, "SELECT count(*) FROM t WHERE id > 2")
