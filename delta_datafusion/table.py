@@ -12,6 +12,7 @@ import pyarrow as pa
 from .arguments import integer
 from .errors import ArgumentError, LogCorruptError, MissingLogFileError
 from .log.actions import CommitData, read_commits, read_newest_first
+from .log.checkpoint import check_json_lines
 from .log.checksum import checksum_for
 from .log.segment import LogListing, build_segment, list_log
 from .protocol import Metadata
@@ -179,6 +180,8 @@ class DeltaTable:
                     if b'"commitInfo"' in line:
                         info, text = _commit_info(line, commit.info.path) or ({}, None)
                         break
+                else:  # none (rare: writers write one): a commit cut before it is damaged too
+                    check_json_lines(data, commit.info.path)
                 op = info.get("operation")
                 rows.append(
                     {
