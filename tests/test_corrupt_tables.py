@@ -784,3 +784,23 @@ def test_a_multi_part_checkpoint_names_the_part_whose_metadata_is_bad(tmp_path: 
         SchemaError, match=r"\.checkpoint\.0000000002\.0000000003\.parquet: schemaString is not"
     ):
         DeltaTable(str(t)).snapshot()
+
+
+def test_a_page_that_ends_early_is_named(trips: Path) -> None:
+    """One flipped byte in a change data file's page header: pyarrow's scan fails ('Column 1
+    named rider expected length 10 but got length 0'), but decoding the file again batch by batch
+    gives no rows and no error, so the file was not found: 'cannot read one of 5 data files (the
+    first is <a healthy one>)'. Fewer rows decoded than the footer holds name the file now."""
+    import pyarrow.parquet as pq
+
+    cdc = next((trips / "_change_data" / "city=Lisbon").glob("*.parquet"))
+    data = bytearray(cdc.read_bytes())
+    data[157] ^= 0x0A
+    cdc.write_bytes(bytes(data))
+    with pytest.raises(Exception, match="expected length 10 but got length 0"):
+        pq.read_table(cdc)
+    with pytest.raises(DeltaError) as info:
+        DeltaTable(str(trips)).changes(0).to_table()
+    assert re.search(rf"version 5: cannot read data file \S*{re.escape(cdc.name)}: ", str(info.value)), str(
+        info.value
+    )

@@ -148,7 +148,9 @@ class ReadErrors:
         self, units: Sequence[ScanUnit], columns: Mapping[str, Sequence[str]] | None
     ) -> list[ScanUnit]:
         """After a failed read: the first file (of at most MAX_DECODED_AGAIN, more if they are
-        small) whose ``columns`` (None: all) cannot be decoded, if one is found."""
+        small) whose ``columns`` (None: all) cannot be decoded, if one is found. A damaged page
+        header can end a column early without an error batch by batch (the scan's own check of
+        the columns' lengths fails): fewer rows than the footer holds is undecodable too."""
         decoded = 0
         for i, u in enumerate(units[:MAX_SMALL_DECODED_AGAIN]):
             if i >= MAX_DECODED_AGAIN and decoded >= DECODED_AGAIN_BYTES:
@@ -158,8 +160,9 @@ class ReadErrors:
                 pf = pq.ParquetFile(u.location, filesystem=self.storage.arrow_fs)
                 stored = set(pf.schema_arrow.names)
                 wanted = None if columns is None else [c for c in columns.get(u.location, ()) if c in stored]
-                for _ in pf.iter_batches(columns=wanted):
-                    pass
+                rows = sum(batch.num_rows for batch in pf.iter_batches(columns=wanted))
+                if rows != pf.metadata.num_rows:
+                    return [u]
             except _READ_ERRORS:
                 return [u]
             except Exception:  # noqa: BLE001 - the store failing now says nothing of the file
