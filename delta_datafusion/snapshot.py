@@ -230,17 +230,20 @@ class TableVersionView:
         """Version of the checkpoint the table version is replayed from (None: commits only)."""
         raise NotImplementedError
 
-    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array | None) -> pa.Table:
+    def leaf_adds(self, table: pa.Table, commit_keys: pa.Array | None, source: str | None = None) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
-        commit after the checkpoint touched."""
-        flat = self.located_leaf_adds(table)
+        commit after the checkpoint touched. ``source``: the file read (see located_leaf_adds)."""
+        flat = self.located_leaf_adds(table, source)
         loc, dv = as_array(flat.column("location")), as_array(flat.column("deletionVector"))
         flat = flat.append_column("key", file_keys(loc, dv))
         return flat if commit_keys is None else surviving_checkpoint_adds(flat, commit_keys)
 
-    def located_leaf_adds(self, table: pa.Table) -> pa.Table:
+    def located_leaf_adds(self, table: pa.Table, source: str | None = None) -> pa.Table:
         """Every flat add of one checkpoint leaf (or manifest) table, with its ``location`` and
-        the checkpoint's version; no ``key`` (see :func:`~.replay.touched_files`)."""
+        the checkpoint's version; no ``key`` (see :func:`~.replay.touched_files`). ``source``:
+        the part or sidecar file the table was read from, named in an error (the checkpoint's
+        version alone does not say which of its files holds a wrongly typed field)."""
+        where = f"checkpoint {self.checkpoint_version} of {self.storage.root_uri}"
         phys = self.metadata.physical_partition_columns()
         if "add" in table.column_names:
             adds = table.column("add")
@@ -251,7 +254,7 @@ class TableVersionView:
             flatten_file_actions(
                 adds,
                 phys,
-                where=f"checkpoint {self.checkpoint_version} of {self.storage.root_uri}",
+                where=where if source is None else f"{where}, file {source}",
             ),
         )
         return flat.append_column(
@@ -533,23 +536,24 @@ class Snapshot(TableVersionView):
             prefetch = _on_thread(lambda: self._read_leaf(leaves[0]), "delta-checkpoint-read")
         _, keys = self._commit_replay
 
-        def reduce(table: pa.Table) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
-            adds = project_raw(self.leaf_adds(table, keys))
+        def reduce(table: pa.Table, source: str) -> tuple[pa.Table, pa.Array | None, pa.Array | None]:
+            adds = project_raw(self.leaf_adds(table, keys, source))
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
             return adds, txn, dom
 
-        parts = [reduce(manifest.inline)] if manifest.inline is not None else []
+        inline = manifest.inline
+        parts = [reduce(inline, manifest.checkpoint.parts[0].path)] if inline is not None else []
         threads = min(len(leaves), _leaf_threads(self.storage))
         if prefetch is not None:
-            parts.append(reduce(prefetch.result()))
+            parts.append(reduce(prefetch.result(), leaves[0].path))
         elif threads <= 1:
-            parts += [reduce(self._read_leaf(leaf)) for leaf in leaves]
+            parts += [reduce(self._read_leaf(leaf), leaf.path) for leaf in leaves]
         else:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(threads) as pool:
-                parts += list(pool.map(lambda leaf: reduce(self._read_leaf(leaf)), leaves))
+                parts += list(pool.map(lambda leaf: reduce(self._read_leaf(leaf), leaf.path), leaves))
         if manifest.checkpoint.kind == "multi" and len(parts) > 1:
             _refuse_repeated_adds([adds for adds, _, _ in parts], manifest.checkpoint.parts[0].path)
         for adds, txn, dom in parts:
@@ -635,7 +639,7 @@ class Snapshot(TableVersionView):
                     table = self._read_leaf(leaf, _LEAF_REST_COLUMNS)
             if apart is not None and not apart.lines_up(table):  # never seen: read it whole
                 apart, table = None, self._read_leaf(leaf)
-            flat = self.leaf_adds(table, None)
+            flat = self.leaf_adds(table, None, leaf.path)
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
             del table

@@ -38,6 +38,7 @@ from delta_datafusion.errors import (
     TableNotFoundError,
     UnsupportedFeatureError,
 )
+from delta_datafusion.parallel import ParallelScanMetadata
 from delta_datafusion.table import DeltaTable
 
 # ------------------------------------------------------------------------------------------------
@@ -684,6 +685,28 @@ def test_checkpoint_add_fields_of_the_wrong_type(tmp_path: Path, field, make, me
     _replace_checkpoint_add_field(log_dir(t) / f"{1:020d}.checkpoint.parquet", field, make)
     with pytest.raises(LogCorruptError, match=f"checkpoint 1 of .*: {message}"):
         DeltaTable(str(t)).snapshot().files()
+
+
+@pytest.mark.parametrize("name", ["v2-checkpoint-parquet", "v1-multi-part-struct-stats-only"])
+def test_checkpoint_leaf_typing_an_add_field_wrongly_is_named(copy_corpus_table, name: str):
+    """A sidecar or a checkpoint part typing add.size as a string was reported as "checkpoint N"
+    alone: which of its files holds the bad type was not said (both reads: the snapshot's and
+    the parallel scan's second phase)."""
+    t = copy_corpus_table(name)
+    leaves = DeltaTable(str(t)).snapshot().checkpoint_manifest.leaves
+    assert len(leaves) > 1
+    victim = Path(leaves[1].path)  # one with adds (the multi-part table's third part has none)
+    _replace_checkpoint_add_field(victim, "size", lambda add: pa.array(["big"] * len(add)))
+    with pytest.raises(LogCorruptError, match="a file action field has the wrong type") as info:
+        DeltaTable(str(t)).snapshot().files()
+    assert str(victim) in str(info.value), str(info.value)
+    phase = DeltaTable(str(t)).snapshot().scan().parallel_scan_metadata()
+    batches = list(phase)
+    assert batches
+    after = phase.finish()
+    with pytest.raises(LogCorruptError, match="a file action field has the wrong type") as info:
+        list(ParallelScanMetadata(after.state, after.files))
+    assert str(victim) in str(info.value), str(info.value)
 
 
 def test_nul_character_in_a_location(tmp_path: Path):

@@ -70,7 +70,7 @@ class SequentialPhase(Iterator[ScanMetadata]):
         files = snap.to_scan_files(project_raw(live)) if live.num_rows else empty_file_table(snap)
         yield self.scan.pruned_metadata(files, source="commits")
         if manifest is not None and manifest.inline is not None:
-            raw = project_raw(snap.leaf_adds(manifest.inline, keys))
+            raw = project_raw(snap.leaf_adds(manifest.inline, keys, manifest.checkpoint.parts[0].path))
             if raw.num_rows:
                 files = snap.to_scan_files(raw)
                 yield self.scan.pruned_metadata(files, source="checkpoint manifest")

@@ -293,7 +293,7 @@ class ParallelState:
         if "metaData" in table.column_names:
             self._check_same_table(table.column("metaData"), leaf)
             table = table.drop_columns(["metaData"])
-        files = self._surviving_typed(self._table.located_leaf_adds(table))
+        files = self._surviving_typed(self._table.located_leaf_adds(table, location))
         return self.scan.pruned_metadata(files, leaf=leaf.describe())
 
     def _surviving_typed(self, flat: pa.Table) -> pa.Table:
