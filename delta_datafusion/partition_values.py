@@ -6,6 +6,7 @@ Vectorized per partition column with Arrow casts. Empty strings and JSON nulls a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -13,6 +14,10 @@ import pyarrow.compute as pc
 
 from .arrays import as_array
 from .errors import LogCorruptError, UnsupportedFeatureError
+
+#: (version of a file action, its data file's location or None) -> the log file holding the
+#: action, None when unknown: what errors name
+LogFileOf = Callable[[int, str | None], str | None]
 
 
 def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray:
@@ -188,16 +193,23 @@ def typed_partition_values(
 
 
 def typed_partition_column(
-    raw: pa.Table, physical: list[str], logical_fields: list[pa.Field], where: str
+    raw: pa.Table,
+    physical: list[str],
+    logical_fields: list[pa.Field],
+    where: str,
+    log_file: LogFileOf | None = None,
 ) -> pa.StructArray:
     """Typed partition values of flat raw file actions (their ``partitionValues`` column); a
-    value that cannot be typed is reported with ``where`` (which table, which version)."""
+    value that cannot be typed is reported with ``where`` (which table, which version), the data
+    file and the version of its action, and the log file holding that action (``log_file``, asked
+    on the error path only)."""
     n = raw.num_rows
     if physical and n and raw.column("partitionValues").null_count:
         # required on add and cdc actions: read as NULLs, the file's rows would lose their values
         row = pc.index(raw.column("partitionValues").is_null(), True).as_py()
-        path = raw.column("path")[row].as_py() if "path" in raw.column_names else "?"
-        raise LogCorruptError(f"{where}: data file {path} has no partitionValues (a required field)")
+        raise LogCorruptError(
+            f"{where}: {_action_at(raw, row, log_file)} has no partitionValues (a required field)"
+        )
     try:
         return typed_partition_values(
             as_array(raw.column("partitionValues")) if n else None, physical, logical_fields, n
@@ -206,8 +218,16 @@ def typed_partition_column(
         row = getattr(e, "row", None)
         if row is None or row < 0 or "path" not in raw.column_names:
             raise type(e)(f"{where}: {e}") from e
-        action = (
-            raw.slice(row, 1).select([c for c in ("path", "version") if c in raw.column_names]).to_pylist()[0]
-        )
-        at = f" of version {action['version']}" if "version" in action else ""
-        raise type(e)(f"{where}: {e} (data file {action['path']}{at})") from e
+        raise type(e)(f"{where}: {e} ({_action_at(raw, row, log_file)})") from e
+
+
+def _action_at(raw: pa.Table, row: int, log_file: LogFileOf | None) -> str:
+    """'data file <path> of version <v> in <log file>': which action of ``raw`` is at ``row``."""
+    names = [c for c in ("path", "location", "version") if c in raw.column_names]
+    action = raw.slice(row, 1).select(names).to_pylist()[0]
+    out = f"data file {action.get('path', '?')}"
+    version = action.get("version")
+    if version is None:
+        return out
+    source = log_file(version, action.get("location")) if log_file is not None else None
+    return f"{out} of version {version}" + (f" in {source}" if source else "")

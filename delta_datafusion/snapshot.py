@@ -230,6 +230,11 @@ class TableVersionView:
         """Version of the checkpoint the table version is replayed from (None: commits only)."""
         raise NotImplementedError
 
+    def log_file_of(self, version: int, location: str | None = None) -> str | None:
+        """The log file holding a live file action replayed at ``version`` (of data file
+        ``location``), for an error to name; None when not known here."""
+        return None
+
     def leaf_adds(self, table: pa.Table, commit_keys: pa.Array | None, source: str | None = None) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
         commit after the checkpoint touched. ``source``: the file read (see located_leaf_adds)."""
@@ -304,6 +309,7 @@ class TableVersionView:
             md.physical_partition_columns(),
             [md.arrow_schema.field(c) for c in md.partition_columns],
             f"{self.storage.root_uri} at version {self.version}",
+            self.log_file_of,
         )
         # a checkpoint's partitionValues_parsed is not used: the strings are required (a file
         # without them is refused) and win where the two disagree, as Spark and delta-kernel-rs
@@ -460,6 +466,30 @@ class Snapshot(TableVersionView):
     def commit_data(self) -> list[CommitData]:
         """The commit files of the segment, as read."""
         return self._commit_data
+
+    def log_file_of(self, version: int, location: str | None = None) -> str | None:
+        """Error path only: the commit file of ``version``, or the checkpoint file whose adds hold
+        ``location`` when the checkpoint is one file or its replay kept each file's adds apart."""
+        for c in self._commit_data:
+            if c.version == version:
+                return c.info.path
+        manifest = self.checkpoint_manifest if version == self.checkpoint_version else None
+        if manifest is None:
+            return None
+        inline = [manifest.checkpoint.parts[0].path] if manifest.inline is not None else []
+        files = [*inline, *(leaf.path for leaf in manifest.leaves)]
+        if len(files) == 1:
+            return files[0]
+        done = self.__dict__.get("_checkpoint_pass")  # its adds: one table per file, in this order
+        if location is None or done is None or len(done.adds) != len(files):
+            return None
+        for name, adds in zip(files, done.adds, strict=True):
+            if (
+                "location" in adds.column_names
+                and pc.any(pc.equal(adds.column("location"), location)).as_py()
+            ):
+                return name
+        return None
 
     # -- commits ---------------------------------------------------------------------------
     @cached_property

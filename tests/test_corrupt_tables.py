@@ -486,12 +486,20 @@ def test_an_add_without_partition_values_is_refused(trips: Path) -> None:
 
     for version in range(6):
         _edit(commit_path(trips, version), drop)
-    with pytest.raises(
-        LogCorruptError, match=r"data file city=\w+/part-\S+ has no partitionValues \(a required"
-    ):
+    # the error names the action's version and its commit file (h29c's mutation hunt: the table's
+    # version alone was named, and the commit dropping the field had to be searched for)
+    with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(trips)).snapshot().files()
-    with pytest.raises(LogCorruptError, match=r"has no partitionValues"):
+    found = re.search(
+        r"data file city=\w+/part-\S+ of version (\d) in (\S+) has no partitionValues \(a required",
+        str(info.value),
+    )
+    assert found and found[2] == str(commit_path(trips, int(found[1]))), str(info.value)
+    with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(trips)).changes(1, 1).to_table()
+    assert f"of version 1 in {commit_path(trips, 1)} has no partitionValues" in str(info.value), str(
+        info.value
+    )
 
 
 def test_a_deletion_vector_without_storage_type_is_refused(trips: Path) -> None:
@@ -605,10 +613,52 @@ def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) ->
     pq.write_table(
         table.set_column(table.schema.get_field_index("add"), pa.field("add", adds.type), adds), checkpoint
     )
-    with pytest.raises(
-        LogCorruptError, match=r"data file p=\w/part-\S+ has no partitionValues \(a required field\)"
-    ):
+    with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(t)).snapshot().files()
+    # the version and file of the action: the checkpoint's
+    want = rf"data file p=\w/part-\S+ of version 0 in {re.escape(str(checkpoint))} has no partitionValues \(a required field\)"
+    assert re.search(want, str(info.value)), str(info.value)
+
+
+def test_a_checkpoint_part_without_partition_values_is_named(tmp_path: Path) -> None:
+    """Of a checkpoint in two parts, the second's add lacks partitionValues: the error named the
+    table's version alone, not which part holds the action."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable as DLTable
+    from deltalake import write_deltalake
+
+    t = tmp_path / "t"
+    write_deltalake(str(t), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    DLTable(str(t)).create_checkpoint()
+    classic = next(log_dir(t).glob("*.checkpoint.parquet"))
+    table = pq.read_table(classic)
+    classic.unlink()
+    (log_dir(t) / "_last_checkpoint").unlink()
+    adds = table.column("add").combine_chunks()
+    is_add = pc.not_equal(pc.fill_null(pc.struct_field(adds, "path"), ""), "")
+    moved = pc.index(is_add, True).as_py()  # the first add goes to the second part, the rest stay
+    in_second = pa.array([i == moved for i in range(table.num_rows)])
+    first_part, second_part = table.filter(pc.invert(in_second)), table.filter(in_second)
+    add2 = second_part.column("add").combine_chunks()
+    i = add2.type.get_field_index("partitionValues")
+    kids = [add2.field(j) for j in range(add2.type.num_fields)]
+    kids[i] = pa.nulls(len(add2), add2.type.field(i).type)
+    fields = list(add2.type)
+    fields[i] = fields[i].with_nullable(True)
+    add2 = pa.StructArray.from_arrays(kids, fields=fields)
+    second_part = second_part.set_column(
+        table.schema.get_field_index("add"), pa.field("add", add2.type), add2
+    )
+    parts = [log_dir(t) / f"{0:020d}.checkpoint.{k:010d}.{2:010d}.parquet" for k in (1, 2)]
+    pq.write_table(first_part, parts[0])
+    pq.write_table(second_part, parts[1])
+    assert DeltaTable(str(t)).snapshot().checkpoint_version == 0
+    with pytest.raises(LogCorruptError) as info:
+        DeltaTable(str(t)).snapshot().files()
+    want = rf"data file p=\w/part-\S+ of version 0 in {re.escape(str(parts[1]))} has no partitionValues"
+    assert re.search(want, str(info.value)), str(info.value)
 
 
 def _arrow_schema_with_128_bit_integers(path: Path) -> None:

@@ -30,7 +30,7 @@ from ..log.actions import (
 )
 from ..log.segment import LogListing, build_segment, missing_versions
 from ..lru import LruCache
-from ..partition_values import typed_partition_column
+from ..partition_values import LogFileOf, typed_partition_column
 from ..protocol import Metadata, Protocol
 from ..read_schema import field_id
 from ..replay import decode_paths, flatten_file_actions, resolve_paths
@@ -333,7 +333,9 @@ class ChangeFeed:
         else:
             raw = pa.concat_tables(pieces, promote_options="permissive")
             raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
-        return self._typed_sources(raw)
+        return self._typed_sources(
+            raw, lambda v, _: next((c.info.path for c in commits if c.version == v), None)
+        )
 
     def _refuse_removes_without_partition_values(self, removes: pa.Table) -> None:
         """A remove written without extended file metadata may leave out its partition values
@@ -409,7 +411,8 @@ class ChangeFeed:
                             names.append(q)
         return out
 
-    def _typed_sources(self, raw: pa.Table) -> pa.Table:
+    def _typed_sources(self, raw: pa.Table, log_file: LogFileOf) -> pa.Table:
+        """``log_file``: the commit file of a version, for an error to name."""
         md = self.metadata
         n = raw.num_rows
         pv = typed_partition_column(
@@ -417,6 +420,7 @@ class ChangeFeed:
             self.physical_partitions,
             [md.arrow_schema.field(c) for c in md.partition_columns],
             f"table_changes on {self.storage.root_uri} {self.start}..{self.end}",
+            log_file,
         )
         retyped = retyped_columns(self.layouts)
         # a widening recorded only earlier in the range (writers may drop delta.typeChanges once
