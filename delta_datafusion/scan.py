@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import ArgumentError, PredicateError
-from .scan_unit import FileUnits
+from .errors import ArgumentError, DeletionVectorError, PredicateError
+from .scan_unit import FileUnits, logged_in
 
 if TYPE_CHECKING:
     from .parallel import SequentialPhase
@@ -75,7 +75,14 @@ class ScanMetadata:
             if predicate is not None and predicate != TRUE and self.files.num_rows
             else None
         )
-        return FileUnits(self.files, parts, matching)
+        try:
+            return FileUnits(self.files, parts, matching)
+        except DeletionVectorError as e:  # a descriptor without storageType: which table, which commit
+            location = getattr(e, "location", None)
+            logged = logged_in(snapshot.log_file_of_location(location) if location else None)
+            raise DeletionVectorError(
+                f"table {snapshot.table_root} version {snapshot.version}, {e}{logged}"
+            ) from e
 
 
 def as_predicate(predicate: Any, schema: pa.Schema) -> Predicate | None:
@@ -265,7 +272,13 @@ class Scan:
 
         snap = self.snapshot
         rs = make_read_schema(snap.schema, snap.physical_schema, snap.partition_columns, constants or [])
-        return UnitReader(snap.storage, rs, snap.table_root, snap.version)
+        return UnitReader(
+            snap.storage,
+            rs,
+            snap.table_root,
+            snap.version,
+            log_file=lambda u: snap.log_file_of_location(u.location),
+        )
 
     def to_batches(self, batch_size: int | None = None) -> Iterator[pa.RecordBatch]:
         """The selected rows (deletion vectors applied, predicate applied exactly), in batches of

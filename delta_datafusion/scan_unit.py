@@ -13,7 +13,7 @@ rows) and vice versa (undeleted rows).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
 
@@ -48,6 +48,16 @@ class ScanUnit:
         return self.drop_rows is not None or self.only_rows is not None
 
 
+#: a unit -> the log file holding its file action (its deletion vector descriptor), None when
+#: unknown: asked on the error path only, for a descriptor error to name the file to repair
+LogFileOfUnit = Callable[["ScanUnit"], "str | None"]
+
+
+def logged_in(source: str | None) -> str:
+    """' (logged in <source>)', or nothing when the log file is not known."""
+    return f" (logged in {source})" if source else ""
+
+
 def dv_or_none(descriptor: dict | None, location: str) -> dict | None:
     """A deletion vector descriptor from the log, or None when the action has none (a null
     struct reads as a dict of nulls). One with fields but no storageType is refused: read as
@@ -55,10 +65,12 @@ def dv_or_none(descriptor: dict | None, location: str) -> dict | None:
     if descriptor and descriptor.get("storageType"):
         return descriptor
     if descriptor and any(v is not None for v in descriptor.values()):
-        raise DeletionVectorError(
+        e = DeletionVectorError(
             f"data file {location}: its deletion vector descriptor has no storageType (a required field): "
             f"{descriptor}"
         )
+        e.location = location  # for callers to name the table, version and log file
+        raise e
     return None
 
 

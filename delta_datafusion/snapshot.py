@@ -235,6 +235,10 @@ class TableVersionView:
         ``location``), for an error to name; None when not known here."""
         return None
 
+    def log_file_of_location(self, location: str) -> str | None:
+        """The log file holding the live add of data file ``location`` (see :meth:`log_file_of`)."""
+        return None
+
     def leaf_adds(self, table: pa.Table, commit_keys: pa.Array | None, source: str | None = None) -> pa.Table:
         """Surviving flat adds of one checkpoint leaf (or manifest) table: those whose key no
         commit after the checkpoint touched. ``source``: the file read (see located_leaf_adds)."""
@@ -466,6 +470,16 @@ class Snapshot(TableVersionView):
     def commit_data(self) -> list[CommitData]:
         """The commit files of the segment, as read."""
         return self._commit_data
+
+    def log_file_of_location(self, location: str) -> str | None:
+        """Error path only: the log file holding the live add of data file ``location`` (found
+        among the raw adds, which are replayed for it if the scan typed its files without them)."""
+        try:
+            raw = self.raw_files
+            at = pc.index(raw.column("location"), location).as_py()
+            return None if at < 0 else self.log_file_of(raw.column("version")[at].as_py(), location)
+        except (DeltaError, pa.ArrowException):  # the error being reported is the one to raise
+            return None
 
     def log_file_of(self, version: int, location: str | None = None) -> str | None:
         """Error path only: the commit file of ``version``, or the checkpoint file whose adds hold

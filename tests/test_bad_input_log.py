@@ -30,6 +30,7 @@ from conftest import (
 )
 
 from delta_datafusion.errors import (
+    DeletionVectorError,
     DeltaError,
     InvalidProtocolError,
     LogCorruptError,
@@ -710,6 +711,52 @@ def test_checkpoint_leaf_typing_an_add_field_wrongly_is_named(copy_corpus_table,
     with pytest.raises(LogCorruptError, match="a file action field has the wrong type") as info:
         list(ParallelScanMetadata(after.state, after.files))
     assert str(victim) in str(info.value), str(info.value)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("storageType", "x", "unknown deletion vector storageType 'x'"),
+        ("cardinality", -1, "cardinality must be a non-negative integer"),
+        ("pathOrInlineDv", "", "pathOrInlineDv must be a non-empty string"),
+    ],
+)
+def test_bad_deletion_vector_descriptor_names_its_commit(copy_corpus_table, field: str, value, message: str):
+    """A descriptor field damaged in a commit: the error named the table's version and the data
+    file, not the commit holding the descriptor (h29c's mutation hunt); a scan and the change
+    feed (a deletion vector update of that commit) name it now."""
+    t = copy_corpus_table("cdf-table-with-dv")  # commit 5 updates the one file's inline DV
+
+    def edit(actions):
+        for a in actions:
+            if "add" in a:
+                a["add"]["deletionVector"][field] = value
+        return actions
+
+    _rewrite_commit(commit_path(t, 5), edit)
+    logged = f"(logged in {commit_path(t, 5)})"
+    with pytest.raises(DeletionVectorError, match=message) as info:
+        DeltaTable(str(t)).snapshot(5).scan().to_table()
+    assert logged in str(info.value) and "version 5" in str(info.value), str(info.value)
+    with pytest.raises(DeletionVectorError, match=message) as info:
+        DeltaTable(str(t)).changes(5, 5).to_table()
+    assert logged in str(info.value), str(info.value)
+
+
+def test_bad_deletion_vector_descriptor_names_its_checkpoint(copy_corpus_table):
+    t = copy_corpus_table("dv-with-columnmapping")  # checkpoint 10 holds adds with DVs
+    checkpoint = log_dir(t) / f"{10:020d}.checkpoint.parquet"
+
+    def negative_cardinality(add):
+        dv = add.field(add.type.get_field_index("deletionVector"))
+        kids = {f.name: dv.field(i) for i, f in enumerate(dv.type)}
+        kids["cardinality"] = pc.if_else(dv.is_valid(), pa.scalar(-1, pa.int64()), kids["cardinality"])
+        return pa.StructArray.from_arrays(list(kids.values()), fields=list(dv.type), mask=dv.is_null())
+
+    _replace_checkpoint_add_field(checkpoint, "deletionVector", negative_cardinality)
+    with pytest.raises(DeletionVectorError, match="cardinality must be a non-negative integer") as info:
+        DeltaTable(str(t)).snapshot(10).scan().to_table()
+    assert f"(logged in {checkpoint})" in str(info.value), str(info.value)
 
 
 def test_nul_character_in_a_location(tmp_path: Path):

@@ -520,8 +520,14 @@ def test_a_deletion_vector_without_storage_type_is_refused(trips: Path) -> None:
     with pytest.raises(
         DeletionVectorError,
         match=r"data file \S+city=Porto\S+: its deletion vector descriptor has no storageType",
-    ):
+    ) as info:
         _scan_rows(trips)
+    # which table version and which commit holds the descriptor (the data file alone was named)
+    assert str(info.value).startswith(f"table {DeltaTable(str(trips)).snapshot().table_root} version 5, ")
+    assert str(info.value).endswith(f"(logged in {commit_path(trips, 1)})"), str(info.value)
+    with pytest.raises(DeletionVectorError, match="has no storageType") as info:
+        DeltaTable(str(trips)).changes(1, 1).to_table()
+    assert str(info.value).endswith(f"(logged in {commit_path(trips, 1)})"), str(info.value)
 
 
 def _scan_rows(path: Path) -> int:

@@ -17,6 +17,7 @@ from ..arrays import struct_of
 from ..errors import (
     CdfNotEnabledError,
     ChangeDataFeedError,
+    DeletionVectorError,
     DeltaError,
     LogCorruptError,
     VersionNotFoundError,
@@ -34,7 +35,7 @@ from ..partition_values import LogFileOf, typed_partition_column
 from ..protocol import Metadata, Protocol
 from ..read_schema import field_id
 from ..replay import decode_paths, flatten_file_actions, resolve_paths
-from ..scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none
+from ..scan_unit import CHANGE_TYPE, COMMIT_TIMESTAMP, COMMIT_VERSION, ScanUnit, dv_or_none, logged_in
 from ..schema import logical_to_physical_names
 from ..stats import typed_stats, widened_columns
 from ..timestamps import CommitTimeline
@@ -216,6 +217,8 @@ class ChangeFeed:
         )
         self.physical_partitions = md.physical_partition_columns()
         self.commit_timestamps = self._timestamps(listing, commits)
+        #: the listed commit files (errors name them; a reference, nothing is copied)
+        self._commit_files = listing.commits
         self.sources = self._build_sources(commits)
         self._kinds = np.asarray(self.sources.column("kind").to_pylist(), dtype=object)
         self._physical_names = logical_to_physical_names(md.schema_json, md.column_mapping_mode)
@@ -702,24 +705,31 @@ class ChangeFeed:
         drop = sources.column("drop_rows").to_pylist()
         nums = pc.struct_field(sources.column("stats").combine_chunks(), "numRecords").to_pylist()
         out = []
-        for i in range(n):
-            is_cdc = cols["kind"][i] == KIND_CDC
-            constants = {COMMIT_VERSION: cols["version"][i], COMMIT_TIMESTAMP: ts[i]}
-            if not is_cdc:
-                constants[CHANGE_TYPE] = cols["change_type"][i]
-            out.append(
-                ScanUnit(
-                    location=cols["location"][i],
-                    size=cols["size"][i] or 0,
-                    partition_values=pvs[i] or {},
-                    drop_rows=dv_or_none(drop[i], cols["location"][i]),
-                    only_rows=dv_or_none(only[i], cols["location"][i]),
-                    constants=constants,
-                    num_records=nums[i],
-                    has_change_type_column=is_cdc,
-                    all_rows_match=bool(all_rows_match[i]) if all_rows_match is not None else False,
+        try:
+            for i in range(n):
+                is_cdc = cols["kind"][i] == KIND_CDC
+                constants = {COMMIT_VERSION: cols["version"][i], COMMIT_TIMESTAMP: ts[i]}
+                if not is_cdc:
+                    constants[CHANGE_TYPE] = cols["change_type"][i]
+                out.append(
+                    ScanUnit(
+                        location=cols["location"][i],
+                        size=cols["size"][i] or 0,
+                        partition_values=pvs[i] or {},
+                        drop_rows=dv_or_none(drop[i], cols["location"][i]),
+                        only_rows=dv_or_none(only[i], cols["location"][i]),
+                        constants=constants,
+                        num_records=nums[i],
+                        has_change_type_column=is_cdc,
+                        all_rows_match=bool(all_rows_match[i]) if all_rows_match is not None else False,
+                    )
                 )
-            )
+        except DeletionVectorError as e:  # a descriptor without storageType: which commit holds it
+            version = cols["version"][len(out)]
+            raise DeletionVectorError(
+                f"table_changes on {self.storage.root_uri} {self.start}..{self.end}, version {version}, "
+                f"{e}{logged_in(self._commit_file(version))}"
+            ) from e
         return out
 
     def check_columns(self, columns: Sequence[str], units: Sequence[ScanUnit]) -> None:
@@ -796,8 +806,18 @@ class ChangeFeed:
         )
         # page windows: local files only (on an object store the index is a request per file)
         return UnitReader(
-            self.storage, rs, self.storage.root_uri, self.end, page_windows=self.storage.is_local
+            self.storage,
+            rs,
+            self.storage.root_uri,
+            self.end,
+            page_windows=self.storage.is_local,
+            log_file=lambda u: self._commit_file(u.constants.get(COMMIT_VERSION)),
         )
+
+    def _commit_file(self, version: int | None) -> str | None:
+        """The commit file of ``version`` in the range (for errors to name)."""
+        info = self._commit_files.get(version) if version is not None else None
+        return None if info is None else info.path
 
     def __repr__(self) -> str:
         return f"ChangeFeed({self.storage.root_uri!r}, {self.start}..{self.end}, sources={self.sources.num_rows})"

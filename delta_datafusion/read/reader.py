@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from ..errors import ChangeDataFeedError
 from ..read_schema import ReadSchema, conform, same_storage
-from ..scan_unit import CHANGE_TYPE, FileUnits, ScanUnit
+from ..scan_unit import CHANGE_TYPE, FileUnits, LogFileOfUnit, ScanUnit
 from ..storage import Storage
 from .batches import MAX_BATCH_SIZE, MIN_BATCH_SIZE
 from .constants import ConstantColumns
@@ -112,9 +112,11 @@ class UnitReader:
         table_label: str,
         version: int | None,
         page_windows: bool = False,
+        log_file: LogFileOfUnit | None = None,
     ):
         """``page_windows``: filtered reads of large files stop at the end of the rows their
-        page index leaves to match (see :meth:`_windows`)."""
+        page index leaves to match (see :meth:`_windows`). ``log_file``: the log file of a
+        unit's action, for a deletion vector error to name (asked on the error path only)."""
         self.storage = storage
         self.rs = rs
         self.label = table_label
@@ -132,7 +134,7 @@ class UnitReader:
         where = f"table {table_label}" + (f" version {version}" if version is not None else "")
         self.errors = ReadErrors(storage, rs, where)
         self.checks = FileChecks(storage, rs, where, self.errors)
-        self.selected_rows = SelectedRows(storage, rs, where, self.checks, self.errors)
+        self.selected_rows = SelectedRows(storage, rs, where, self.checks, self.errors, log_file)
 
     # -- public -----------------------------------------------------------------------------
     def read(

@@ -21,7 +21,7 @@ from ..read_schema import (
     field_id,
     id_mode_columns,
 )
-from ..scan_unit import CHANGE_TYPE, ScanUnit
+from ..scan_unit import CHANGE_TYPE, LogFileOfUnit, ScanUnit, logged_in
 from ..schema import relabel
 from ..storage import Storage
 from .file_checks import FileChecks
@@ -30,10 +30,20 @@ from .read_errors import ReadErrors
 
 
 class SelectedRows:
-    """The row-selection path of one reader (``where``: its table and version)."""
+    """The row-selection path of one reader (``where``: its table and version; ``log_file``: the
+    log file of a unit's action, named in a deletion vector error)."""
 
-    def __init__(self, storage: Storage, rs: ReadSchema, where: str, checks: FileChecks, errors: ReadErrors):
+    def __init__(
+        self,
+        storage: Storage,
+        rs: ReadSchema,
+        where: str,
+        checks: FileChecks,
+        errors: ReadErrors,
+        log_file: LogFileOfUnit | None = None,
+    ):
         self.storage = storage
+        self.log_file = log_file
         self.rs = rs
         self.where = where
         self.checks = checks
@@ -145,9 +155,12 @@ class SelectedRows:
         try:
             return default_cache.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
         except DeletionVectorError as e:
+            logged = logged_in(self.log_file(unit) if self.log_file is not None else None)
             if unit.location in str(e):
-                raise
-            raise DeletionVectorError(f"{self.where}, data file {unit.location}: {e}") from e
+                if not logged:
+                    raise
+                raise DeletionVectorError(f"{e}{logged}") from e
+            raise DeletionVectorError(f"{self.where}, data file {unit.location}: {e}{logged}") from e
 
 
 def to_logical(
