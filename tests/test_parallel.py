@@ -368,6 +368,48 @@ def test_leaf_threads_give_the_same_snapshot(generated, name, threads, monkeypat
     assert sorted(one.raw_files.column("path").to_pylist()) == sorted(want.column("path").to_pylist())
 
 
+@pytest.mark.parametrize("removed", ["none", "one", "all"])
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("kind", ["v2-json", "multi"])
+def test_files_typed_leaf_by_leaf_equal_the_raw_route(tmp_path, kind, removed, threads, monkeypatch):
+    """files() types each leaf's adds before dropping the few later commits touched (the raw adds
+    of a leaf are not copied nor kept); the result equals typing the raw adds (raw_files first),
+    also when a commit removes one file or every live file (then many are dropped first, and no
+    leaf has a live add)."""
+    import delta_datafusion.snapshot as snapshot_mod
+
+    g = gen.generate(tmp_path / "t", kind=kind, num_files=600, sidecars=3, commits_after=2, seed=7)
+    path = Path(g.path)
+    live = DeltaTable(str(path)).snapshot().files()
+    if removed != "none":
+        n = 1 if removed == "one" else live.num_rows
+        dvs = live.column("deletion_vector").to_pylist()
+        lines = [
+            {"remove": {"path": p, "deletionTimestamp": 0, "dataChange": True, "deletionVector": d}}
+            for p, d in zip(live.column("path").to_pylist()[:n], dvs[:n], strict=True)
+        ]
+        commit = path / "_delta_log" / f"{g.version + 1:020d}.json"
+        commit.write_text(
+            "".join(
+                json.dumps({k: {f: x for f, x in v.items() if x is not None}}) + "\n"
+                for line in lines
+                for k, v in line.items()
+            )
+        )
+    monkeypatch.setattr(snapshot_mod, "LEAF_THREADS", threads)
+    typed_first = DeltaTable(str(path)).snapshot()
+    got = typed_first.files()
+    raw_first = DeltaTable(str(path)).snapshot()
+    raw_first.raw_files  # noqa: B018 - the checkpoint pass kept raw: files() types it
+    want = raw_first.files()
+    assert got.equals(want)
+    assert got.num_rows == live.num_rows - {"none": 0, "one": 1, "all": live.num_rows}[removed]
+    assert (typed_first.transactions, typed_first.domain_metadata) == (
+        raw_first.transactions,
+        raw_first.domain_metadata,
+    )
+
+
 @pytest.mark.parametrize("where", ["local", "memory"])
 def test_default_leaf_threads(generated, where, monkeypatch):
     """By default a local table's checkpoint leaves are read a leaf per core (with one core one
