@@ -494,8 +494,13 @@ class Snapshot(TableVersionView):
         files = [*inline, *(leaf.path for leaf in manifest.leaves)]
         if len(files) == 1:
             return files[0]
-        done = self.__dict__.get("_checkpoint_pass")  # its adds: one table per file, in this order
-        if location is None or done is None or len(done.adds) != len(files):
+        if location is None:
+            return None
+        try:  # its raw adds, one table per file in this order (read again if files() typed them apart)
+            done = self._checkpoint_pass
+        except (DeltaError, pa.ArrowException):  # the error being reported is the one to raise
+            return None
+        if len(done.adds) != len(files):
             return None
         for name, adds in zip(files, done.adds, strict=True):
             if (
