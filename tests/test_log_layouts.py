@@ -801,6 +801,14 @@ def test_digits_alone_are_a_version_or_refused_never_a_time(tmp_path: Path, caps
     assert got.to_pydict() == {"v": [1, 2]}
     assert cli.main(["sql", "SELECT count(*) AS n FROM t", "--table", f"t={t}", "--as-of", "t=1"]) == 0
     assert "2" in capsys.readouterr().out.split()
+    # a date written without dashes is a version there: the error says how the date is written
+    with pytest.raises(VersionNotFoundError, match=r"'20231114' is read as a version.*'2023-11-14'"):
+        table.changes("20231114")
+    with pytest.raises(Exception, match=r"'20231114' is read as a version.*'2023-11-14'"):
+        ctx.sql(f"SELECT * FROM table_changes('{t}', 0, '20231114')").collect()
+    with pytest.raises(VersionNotFoundError) as info:  # digits that are no date: no hint
+        table.changes("99999999")
+    assert "read as a version" not in str(info.value)
 
 
 def test_time_travel_by_timestamp_non_monotonic_mtimes(tmp_path: Path):

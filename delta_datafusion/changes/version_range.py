@@ -41,13 +41,24 @@ def _fmt_us(us: int) -> str:
         return f"{us} us from 1970-01-01T00:00:00+00:00"
 
 
+class TextVersion(int):
+    """A version given as text (``'3'``), which keeps that text for an error to quote."""
+
+    text: str
+
+    def __new__(cls, text: str) -> TextVersion:
+        out = super().__new__(cls, int(text))
+        out.text = text
+        return out
+
+
 def as_bound(value: Any, argument: str, table: str | None = None) -> int | Instant | None:
     """A version (int) or an :class:`Instant` from what a user passes (int, datetime, date, str);
     ``table`` (its name or location) is named in errors."""
     what = f"table_changes on {table}" if table else "table_changes"
     if value is None:
         return None
-    if isinstance(value, Instant):
+    if isinstance(value, (Instant, TextVersion)):
         return value
     if isinstance(value, bool):
         raise ArgumentError(f"{what}: {argument} must be a version or a timestamp, got {value!r}")
@@ -59,7 +70,7 @@ def as_bound(value: Any, argument: str, table: str | None = None) -> int | Insta
     if isinstance(value, str):
         text = value.strip()
         if is_version_text(text):
-            return int(text)
+            return TextVersion(text)
         parsed = parse_iso(text)
         if parsed is None:
             raise ArgumentError(
@@ -121,6 +132,7 @@ def resolve_range(
     if s_v > latest:
         raise VersionNotFoundError(
             f"table_changes: start version {s_v} is after the latest version {latest} of {where}"
+            f"{_date_digits_hint(s)}"
         )
     if s_v > e_v:
         if isinstance(s, Instant) or isinstance(e, Instant):
@@ -132,8 +144,24 @@ def resolve_range(
     if e_v > latest:
         raise VersionNotFoundError(
             f"table_changes: end version {e_v} is after the latest version {latest} of {where}"
+            f"{_date_digits_hint(e)}"
         )
-    return s_v, e_v
+    return int(s_v), int(e_v)  # plain ints (a TextVersion only serves the errors above)
+
+
+def _date_digits_hint(value: Any) -> str:
+    """For a bound given as text of 8 digits that also read as a calendar date (``'20240101'``):
+    how a date is written, since digits alone are a version here."""
+    text = value.text.strip() if isinstance(value, TextVersion) else ""
+    if len(text) != 8:
+        return ""
+    try:
+        day = dt.date(int(text[:4]), int(text[4:6]), int(text[6:]))
+    except ValueError:
+        return ""
+    return (
+        f" ({value.text!r} is read as a version: digits alone are one here; the date is '{day.isoformat()}')"
+    )
 
 
 def _bound_text(b: int | Instant | None) -> str:
