@@ -23,7 +23,7 @@ from .arguments import is_version_text
 from .cli_output import FORMATS, write_object, write_rows
 from .cli_times import UNIT_NANOS, time_values
 from .cli_times import shown as shown_time
-from .errors import ArgumentError, describe
+from .errors import ArgumentError, VersionNotFoundError, describe
 
 
 def example_table() -> Path:
@@ -290,7 +290,15 @@ def sql(args: argparse.Namespace, out: TextIO | None = None) -> int:
         )
     for name, uri in tables:
         version, timestamp = as_of.get(name, (None, None))
-        register_table(ctx, name, uri, version, timestamp, storage_options=options)
+        try:
+            register_table(ctx, name, uri, version, timestamp, storage_options=options)
+        except VersionNotFoundError as e:
+            from .changes.version_range import date_digits_hint
+
+            hint = date_digits_hint(str(version)) if version is not None else ""
+            if not hint:
+                raise
+            raise VersionNotFoundError(f"--as-of {name}={version}: {e}{hint}") from e
     fmt = getattr(args, "format", "table")
     names = [n for n, _ in tables]
     try:

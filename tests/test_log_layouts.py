@@ -809,6 +809,11 @@ def test_digits_alone_are_a_version_or_refused_never_a_time(tmp_path: Path, caps
     with pytest.raises(VersionNotFoundError) as info:  # digits that are no date: no hint
         table.changes("99999999")
     assert "read as a version" not in str(info.value)
+    capsys.readouterr()
+    assert cli.main(["sql", "SELECT 1", "--table", f"t={t}", "--as-of", "t=20231114"]) == 2
+    assert re.search(
+        r"--as-of t=20231114: .*'20231114' is read as a version.*'2023-11-14'", capsys.readouterr().err
+    )
 
 
 def test_time_travel_by_timestamp_non_monotonic_mtimes(tmp_path: Path):

@@ -132,7 +132,7 @@ def resolve_range(
     if s_v > latest:
         raise VersionNotFoundError(
             f"table_changes: start version {s_v} is after the latest version {latest} of {where}"
-            f"{_date_digits_hint(s)}"
+            f"{_bound_hint(s)}"
         )
     if s_v > e_v:
         if isinstance(s, Instant) or isinstance(e, Instant):
@@ -144,24 +144,27 @@ def resolve_range(
     if e_v > latest:
         raise VersionNotFoundError(
             f"table_changes: end version {e_v} is after the latest version {latest} of {where}"
-            f"{_date_digits_hint(e)}"
+            f"{_bound_hint(e)}"
         )
     return int(s_v), int(e_v)  # plain ints (a TextVersion only serves the errors above)
 
 
-def _date_digits_hint(value: Any) -> str:
-    """For a bound given as text of 8 digits that also read as a calendar date (``'20240101'``):
-    how a date is written, since digits alone are a version here."""
-    text = value.text.strip() if isinstance(value, TextVersion) else ""
-    if len(text) != 8:
+def date_digits_hint(text: str) -> str:
+    """For a version given as text of 8 digits that also read as a calendar date (``'20240101'``):
+    how that date is written, since digits alone are a version where a version or a time is
+    taken ('' for other text)."""
+    text = text.strip()
+    if len(text) != 8 or not text.isdigit():
         return ""
     try:
         day = dt.date(int(text[:4]), int(text[4:6]), int(text[6:]))
     except ValueError:
         return ""
-    return (
-        f" ({value.text!r} is read as a version: digits alone are one here; the date is '{day.isoformat()}')"
-    )
+    return f" ({text!r} is read as a version: digits alone are one here; the date is '{day.isoformat()}')"
+
+
+def _bound_hint(bound: int | Instant | None) -> str:
+    return date_digits_hint(bound.text) if isinstance(bound, TextVersion) else ""
 
 
 def _bound_text(b: int | Instant | None) -> str:
