@@ -16,6 +16,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pyarrow as pa
 import pytest
@@ -1416,3 +1417,59 @@ def test_a_data_file_a_web_server_refuses_is_a_storage_error_naming_it(refusing_
         ctx.sql("SELECT * FROM t WHERE col1 >= 1").collect()
     assert isinstance(dd.from_datafusion(info.value), dd.StorageError), info.value
     assert victim in str(info.value)
+
+
+class _WebHdfsShapedFS(MemoryFileSystem):
+    """An in-memory store whose listings are shaped as fsspec's WebHDFS gives them: the time is
+    ``modificationTime`` (integer milliseconds, HDFS's FileStatus) and no other time field, and
+    ``modified()`` is local wall-clock time without a zone (``datetime.fromtimestamp``)."""
+
+    protocol = "ddwebhdfs"
+    times: ClassVar[dict[str, int]] = {}
+
+    def ls(self, path, detail=True, **kwargs):
+        out = super().ls(path, detail=True, **kwargs)
+        shaped = [
+            {"name": e["name"], "length": e["size"], "size": e["size"], "type": e["type"]}
+            | ({"modificationTime": self.times[e["name"]]} if e["name"] in self.times else {})
+            for e in out
+        ]
+        return shaped if detail else [e["name"] for e in shaped]
+
+    def info(self, path, **kwargs):
+        e = super().info(path, **kwargs)
+        name = e["name"]
+        return {"name": name, "length": e["size"], "size": e["size"], "type": e["type"]} | (
+            {"modificationTime": self.times[name]} if name in self.times else {}
+        )
+
+    def modified(self, path):
+        import datetime as dt
+
+        return dt.datetime.fromtimestamp(self.info(path)["modificationTime"] / 1000)
+
+
+def test_webhdfs_listing_times_are_its_milliseconds(store) -> None:
+    """fsspec's WebHDFS gives a file's time as ``modificationTime`` (ms), a key the listing did
+    not read: commit times came from ``modified()``, a naive local time read as UTC, so on a
+    machine whose zone is not UTC every commit time was off by the zone's offset."""
+    import time
+
+    fsspec.register_implementation("ddwebhdfs", _WebHdfsShapedFS, clobber=True)
+    fs, root = store
+    uri = _upload(fs, corpus_table("cdf-table"), f"{root}/cdf_table")
+    commits = sorted(p for p in fs.find(f"{root}/cdf_table/_delta_log") if p.endswith(".json"))
+    base = 1_700_000_000_123
+    _WebHdfsShapedFS.times = {p: base + 1000 * i for i, p in enumerate(commits)}
+    old_tz = os.environ.get("TZ")
+    os.environ["TZ"] = "America/New_York"
+    time.tzset()
+    try:
+        history = dd.DeltaTable(uri.replace("memory://", "ddwebhdfs://")).history()
+        assert history.column("timestamp").to_pylist() == [base + 1000 * i for i in range(len(commits))]
+    finally:
+        if old_tz is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = old_tz
+        time.tzset()

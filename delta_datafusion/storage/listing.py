@@ -204,6 +204,9 @@ def _mtime_ms(entry: dict[str, Any]) -> int | None:
         whole, _, fraction = modify.partition(".")
         t = datetime.datetime.strptime(whole, "%Y%m%d%H%M%S").replace(tzinfo=datetime.timezone.utc)
         return _datetime_ms(t) + int((fraction + "000")[:3])
+    hdfs = entry.get("modificationTime")  # WebHDFS's FileStatus: integer milliseconds
+    if isinstance(hdfs, int) and not isinstance(hdfs, bool):
+        return hdfs
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         v = entry.get(key)
         if v is None:
