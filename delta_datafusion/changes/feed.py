@@ -349,10 +349,12 @@ class ChangeFeed:
         if not pc.any(missing).as_py():
             return
         first = removes.filter(missing).slice(0, 1).to_pylist()[0]
+        commit = self._commit_file(first["version"])
         raise ChangeDataFeedError(
             f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the remove of data file "
-            f"{first['path']} at version {first['version']} has no partitionValues (written without "
-            "extendedFileMetadata), so the partition values of its deleted rows are unknown"
+            f"{first['path']} at version {first['version']}{f' ({commit})' if commit else ''} has no "
+            "partitionValues (written without extendedFileMetadata), so the partition values of its "
+            "deleted rows are unknown"
         )
 
     def _file_actions(self, commits: list[CommitData]) -> tuple[pa.Table, pa.Table, pa.Table]:
