@@ -135,6 +135,21 @@ def write_commit(table: Path | str, version: int, actions: list[dict[str, Any]])
     return path
 
 
+def one_row_appends(table: Path | str, count: int, configuration: dict[str, str] | None = None) -> Path:
+    """``count`` appends by deltalake of one row each (``id`` = 0, 1, ...): versions 0..count-1 of
+    a new table, protocol and metaData in commit 0 only; ``configuration``: its table properties."""
+    import deltalake
+
+    for i in range(count):
+        deltalake.write_deltalake(
+            str(table),
+            pa.table({"id": pa.array([i], pa.int64())}),
+            mode="append",
+            configuration=configuration,
+        )
+    return Path(table)
+
+
 def add_action(table: Path | str, name: str, **extra: Any) -> dict[str, Any]:
     """The add action of the data file ``name`` already written under ``table``."""
     size = (Path(table) / name).stat().st_size

@@ -24,7 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import add_action, commit_path, copy_table, corpus_table, python_schema_catalog, write_commit
+from conftest import (
+    add_action,
+    commit_path,
+    copy_table,
+    corpus_table,
+    one_row_appends,
+    python_schema_catalog,
+    write_commit,
+)
 from corpus_compare import assert_same_rows
 
 deltalake = pytest.importorskip("deltalake")
@@ -461,10 +469,7 @@ def _switched_off_table(p: Path, n: int) -> dict[int, int]:
     """``n`` deltalake appends; in-commit timestamps on at version 1 (``_BASE`` + 15 s) and 2
     (+25 s: later than the file times, as a slow store gives), off at 3; file times ``_BASE`` +
     10 s a version (returned)."""
-    for i in range(n):
-        write_deltalake(
-            str(p), pa.table({"id": pa.array([i], pa.int64())}), mode="append", configuration=_CDF
-        )
+    one_row_appends(p, n, _CDF)
     _edit_commit(p, 1, _BASE + 15_000, _ICT_ON, protocol=True)
     _edit_commit(p, 2, _BASE + 25_000)
     _edit_commit(p, 3, None, _CDF | {"delta.enableInCommitTimestamps": "false"})

@@ -37,6 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import one_row_appends
 from log_histories import replay, write_checkpoint
 
 import delta_datafusion as dd
@@ -373,16 +374,8 @@ def test_a_file_time_just_below_a_millisecond_reads_alike_on_every_route(tmp_pat
     from the file's nanoseconds; a chained URL over the same local folder got the listing's float
     seconds, which round up to the boundary, and read every commit 1 ms later (history, time travel
     and the change feed's ``_commit_timestamp`` disagreed with the plain path's)."""
-    import deltalake
 
-    root = tmp_path / "t"
-    for i in range(3):
-        deltalake.write_deltalake(
-            str(root),
-            pa.table({"id": pa.array([i], pa.int64())}),
-            mode="append",
-            configuration={"delta.enableChangeDataFeed": "true"},
-        )
+    root = one_row_appends(tmp_path / "t", 3, {"delta.enableChangeDataFeed": "true"})
     ms = [BASE + 1000 * v + 124 for v in range(3)]  # each file's time: 1 ns before ms[v]
     for v in range(3):
         ns = ms[v] * 1_000_000 - 1

@@ -37,6 +37,7 @@ from conftest import (
     log_dir,
     manifest_entry,
     manifest_tables,
+    one_row_appends,
     require_corpus,
     write_commit,
 )
@@ -760,14 +761,7 @@ def test_digits_alone_are_a_version_or_refused_never_a_time(tmp_path: Path, caps
     from delta_datafusion import cli
     from delta_datafusion.errors import ArgumentError
 
-    t = tmp_path / "t"
-    for i in range(3):
-        deltalake.write_deltalake(
-            str(t),
-            pa.table({"id": pa.array([i], pa.int64())}),
-            mode="append",
-            configuration={"delta.enableChangeDataFeed": "true"},
-        )
+    t = one_row_appends(tmp_path / "t", 3, {"delta.enableChangeDataFeed": "true"})
     ms = _stamp_commits(t, 2)
     table = DeltaTable(str(t))
     iso = dt.datetime.fromtimestamp(ms[1] / 1000, tz=dt.timezone.utc).isoformat()

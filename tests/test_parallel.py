@@ -54,7 +54,7 @@ from delta_datafusion.parallel import state as par_state
 from delta_datafusion.scan import ScanMetadata
 
 REPO = Path(__file__).resolve().parents[1]
-from conftest import CORPUS, MANIFEST, corpus_table  # noqa: E402
+from conftest import CORPUS, MANIFEST, corpus_table, one_row_appends  # noqa: E402
 
 BENCH = REPO / "benchmarks"
 if str(BENCH) not in sys.path:
@@ -903,8 +903,7 @@ def test_table_id_changed_after_the_checkpoint_is_not_a_replacement(tmp_path):
     from deltalake import write_deltalake
 
     path = str(tmp_path / "t")
-    for i in range(3):
-        write_deltalake(path, pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    one_row_appends(path, 3)
     DLTable(path).create_checkpoint()
     DLTable.create(path, pa.schema([("id", pa.int64())]), mode="overwrite")
     write_deltalake(path, pa.table({"id": pa.array([7], pa.int64())}), mode="append")

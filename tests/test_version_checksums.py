@@ -14,9 +14,8 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
-from conftest import CORPUS, copy_table, corpus_table, log_dir, manifest_tables, write_commit
+from conftest import CORPUS, copy_table, corpus_table, log_dir, manifest_tables, one_row_appends, write_commit
 
 import delta_datafusion as dd
 from delta_datafusion.log.segment import build_segment
@@ -53,9 +52,7 @@ def _write_crc(table: Path, version: int, **override) -> Path:
 
 def _appends(path: Path, n: int) -> Path:
     """``n`` one-row appends by deltalake: protocol and metaData in commit 0 only, no checkpoint."""
-    for i in range(n):
-        deltalake.write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
-    return path
+    return one_row_appends(path, n)
 
 
 @pytest.fixture
