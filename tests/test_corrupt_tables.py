@@ -11,6 +11,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from conftest import commit_path, copy_table, log_dir
@@ -18,6 +19,9 @@ from conftest import commit_path, copy_table, log_dir
 import delta_datafusion as dd
 from delta_datafusion import DeltaTable
 from delta_datafusion.errors import DeltaError, LogCorruptError, NonContiguousVersionsError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 TRIPS = Path(dd.__file__).parent / "examples" / "trips"
 
@@ -593,12 +597,26 @@ def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path, 
         _sql(t, "SELECT count(*) FROM t WHERE id > 2")
 
 
+def _without_partition_values(checkpoint: pa.Table) -> pa.Table:
+    """A checkpoint table whose adds have a null partitionValues map (each null add kept null)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    adds = checkpoint.column("add").combine_chunks()
+    i = adds.type.get_field_index("partitionValues")
+    kids = [adds.field(j) for j in range(adds.type.num_fields)]
+    kids[i] = pa.nulls(len(adds), adds.type.field(i).type)
+    fields = list(adds.type)
+    fields[i] = fields[i].with_nullable(True)
+    adds = pa.StructArray.from_arrays(kids, fields=fields, mask=pc.invert(adds.is_valid()))
+    return checkpoint.set_column(checkpoint.schema.get_field_index("add"), pa.field("add", adds.type), adds)
+
+
 def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) -> None:
     """A null partitionValues map in a checkpoint became a struct of NULLs (the null check of
     commit adds never saw it) and the file's rows read NULL partition values; deltalake and
     DuckDB refuse. The checkpoint's partitionValues_parsed is not used in its place."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from deltalake import DeltaTable as DLTable
     from deltalake import write_deltalake
@@ -608,17 +626,7 @@ def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) ->
     write_deltalake(str(t), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"], configuration=conf)
     DLTable(str(t)).create_checkpoint()
     checkpoint = next(log_dir(t).glob("*.checkpoint.parquet"))
-    table = pq.read_table(checkpoint)
-    adds = table.column("add").combine_chunks()
-    i = adds.type.get_field_index("partitionValues")
-    kids = [adds.field(j) for j in range(adds.type.num_fields)]
-    kids[i] = pa.nulls(len(adds), adds.type.field(i).type)
-    fields = list(adds.type)
-    fields[i] = fields[i].with_nullable(True)
-    adds = pa.StructArray.from_arrays(kids, fields=fields, mask=pc.invert(adds.is_valid()))
-    pq.write_table(
-        table.set_column(table.schema.get_field_index("add"), pa.field("add", adds.type), adds), checkpoint
-    )
+    pq.write_table(_without_partition_values(pq.read_table(checkpoint)), checkpoint)
     with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(t)).snapshot().files()
     # the version and file of the action: the checkpoint's
@@ -647,16 +655,7 @@ def test_a_checkpoint_part_without_partition_values_is_named(tmp_path: Path) -> 
     moved = pc.index(is_add, True).as_py()  # the first add goes to the second part, the rest stay
     in_second = pa.array([i == moved for i in range(table.num_rows)])
     first_part, second_part = table.filter(pc.invert(in_second)), table.filter(in_second)
-    add2 = second_part.column("add").combine_chunks()
-    i = add2.type.get_field_index("partitionValues")
-    kids = [add2.field(j) for j in range(add2.type.num_fields)]
-    kids[i] = pa.nulls(len(add2), add2.type.field(i).type)
-    fields = list(add2.type)
-    fields[i] = fields[i].with_nullable(True)
-    add2 = pa.StructArray.from_arrays(kids, fields=fields)
-    second_part = second_part.set_column(
-        table.schema.get_field_index("add"), pa.field("add", add2.type), add2
-    )
+    second_part = _without_partition_values(second_part)
     parts = [log_dir(t) / f"{0:020d}.checkpoint.{k:010d}.{2:010d}.parquet" for k in (1, 2)]
     pq.write_table(first_part, parts[0])
     pq.write_table(second_part, parts[1])
