@@ -84,6 +84,10 @@ class DataFileNotFoundError(DeltaError):
 class DeletionVectorError(DeltaError):
     """A deletion vector cannot be read: missing file, bad magic, checksum mismatch, truncated."""
 
+    #: the data file whose descriptor is at fault, where the raiser knows it (callers add the
+    #: table, version and log file to the message)
+    location: str | None = None
+
 
 class ChangeDataFeedError(DeltaError):
     """The change data feed cannot be read for the requested range."""

@@ -78,8 +78,7 @@ class ScanMetadata:
         try:
             return FileUnits(self.files, parts, matching)
         except DeletionVectorError as e:  # a descriptor without storageType: which table, which commit
-            location = getattr(e, "location", None)
-            logged = logged_in(snapshot.log_file_of_location(location) if location else None)
+            logged = logged_in(snapshot.log_file_of_location(e.location) if e.location else None)
             raise DeletionVectorError(
                 f"table {snapshot.table_root} version {snapshot.version}, {e}{logged}"
             ) from e

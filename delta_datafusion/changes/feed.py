@@ -55,6 +55,7 @@ from .sources import (
     piece,
     with_add_stats,
 )
+from .version_range import table_timeline
 
 if TYPE_CHECKING:
     from ..read import UnitReader
@@ -274,9 +275,7 @@ class ChangeFeed:
         self._latest = listing.latest_version()
         if uses_ict and self.end < self._latest:
             # whether those in-commit timestamps still count is the latest properties' call
-            from .version_range import _timeline
-
-            timeline = _timeline(self.table, listing)
+            timeline = table_timeline(self.table, listing)
         else:
             # the end's properties are the latest; or no commit of the range had in-commit
             # timestamps, and the latest properties enable them (if at all) after the range
@@ -298,9 +297,7 @@ class ChangeFeed:
             return False
         if not self._uses_ict or self.end == self._latest == listing.latest_version():
             return True  # no in-commit timestamp used, or the end's properties still the latest
-        from .version_range import _timeline
-
-        return _timeline(self.table, listing).ict == self._latest_ict
+        return table_timeline(self.table, listing).ict == self._latest_ict
 
     def _build_sources(self, commits: list[CommitData]) -> pa.Table:
         """The change sources of the range (SOURCE_COLUMNS), in commit order: a commit's cdc
@@ -336,9 +333,7 @@ class ChangeFeed:
         else:
             raw = pa.concat_tables(pieces, promote_options="permissive")
             raw = raw.take(pc.sort_indices(raw, sort_keys=[("version", "ascending"), ("order", "ascending")]))
-        return self._typed_sources(
-            raw, lambda v, _: next((c.info.path for c in commits if c.version == v), None)
-        )
+        return self._typed_sources(raw, lambda v, _: self._commit_file(v))
 
     def _refuse_removes_without_partition_values(self, removes: pa.Table) -> None:
         """A remove written without extended file metadata may leave out its partition values

@@ -111,7 +111,7 @@ def resolve_range(
     latest = listing.latest_version()
     timeline = None
     if isinstance(s, Instant) or isinstance(e, Instant):
-        timeline = _timeline(table, listing)
+        timeline = table_timeline(table, listing)
     if isinstance(s, Instant):
         ms = -((-s.micros) // 1000)  # commits are in ms: first commit at or after the instant
         try:
@@ -176,7 +176,7 @@ def _bound_text(b: int | Instant | None) -> str:
 _TIMELINES: LruCache[CommitTimeline] = LruCache(8)
 
 
-def _timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
+def table_timeline(table: DeltaTable, listing: LogListing) -> CommitTimeline:
     """The table's commit timeline, cached per listing state (the latest snapshot is loaded once)."""
     key = (*table.storage.cache_key, _listing_key(listing))
     # a copy or restore tool may have given an older commit file another time since

@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 
 from ..arguments import misspelt_option
 from ..cached import cached_property
-from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError
+from ..errors import ArgumentError, DeltaError, MissingLogFileError, StorageError, UnsupportedFeatureError
 from .arrow import _LogSizedHandler
 from .handles import _StoreFile, store_errors
 from .listing import FileInfo, _etag, _local_files, _local_names, _mtime_ms, _stat_ms, forget_listing
@@ -265,8 +265,6 @@ class Storage:
         return self.root + "/" + quote(path)
 
     def _elsewhere(self, path: str, scheme: str) -> DeltaError:
-        from ..errors import UnsupportedFeatureError
-
         return UnsupportedFeatureError(
             f"{self.root_uri}: the log names the file {path!r} on another filesystem ({scheme}) than "
             f"the table's ({self.protocol}); files on other stores are not read (a reader of the "
@@ -278,8 +276,6 @@ class Storage:
         'a//b' and 'a/b' as two, delta-rs reads the path with its empty segments dropped,
         delta-kernel-rs refuses it (object_store keys have none), and a leading '//' is, as a URL
         reference, another bucket (RFC 3986). Refused rather than read as one of them."""
-        from ..errors import UnsupportedFeatureError
-
         return UnsupportedFeatureError(
             f"{self.root_uri}: the log names the file {path!r}, a key with an empty segment ('//'): "
             f"on the {self.protocol} store 'a//b' and 'a/b' are different objects and Delta readers "
