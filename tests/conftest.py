@@ -150,6 +150,24 @@ def one_row_appends(table: Path | str, count: int, configuration: dict[str, str]
     return Path(table)
 
 
+def metadata_action(
+    schema: dict[str, Any],
+    partition_columns: list[str] | None = None,
+    configuration: dict[str, str] | None = None,
+    table_id: str = "x",
+) -> dict[str, Any]:
+    """A ``metaData`` action of a parquet table with ``schema`` (Delta's schema JSON, as a dict)."""
+    return {
+        "metaData": {
+            "id": table_id,
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": json.dumps(schema),
+            "partitionColumns": list(partition_columns or []),
+            "configuration": dict(configuration or {}),
+        }
+    }
+
+
 def add_action(table: Path | str, name: str, **extra: Any) -> dict[str, Any]:
     """The add action of the data file ``name`` already written under ``table``."""
     size = (Path(table) / name).stat().st_size

@@ -26,6 +26,7 @@ from conftest import (
     folder_state,
     live_row_count,
     log_dir,
+    metadata_action,
     write_commit,
 )
 
@@ -869,11 +870,9 @@ def _one_column_table(
     if type_changes:
         protocol = {"minReaderVersion": 3, "minWriterVersion": 7}
         protocol |= {"readerFeatures": ["typeWidening"], "writerFeatures": ["typeWidening"]}
-    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "schemaString": json.dumps(schema)}
-    md |= {"partitionColumns": [], "configuration": {}}
     add = {"path": "a.parquet", "partitionValues": {}, "size": (path / "a.parquet").stat().st_size}
     add |= {"modificationTime": 0, "dataChange": True}
-    write_commit(path, 0, [{"protocol": protocol}, {"metaData": md}, {"add": add}])
+    write_commit(path, 0, [{"protocol": protocol}, metadata_action(schema), {"add": add}])
     return path
 
 
@@ -1003,18 +1002,10 @@ def test_partition_column_copy_in_a_data_file_is_not_read(tmp_path: Path):
         {"name": n, "type": ty, "nullable": True, "metadata": {}}
         for n, ty in (("id", "long"), ("p", "integer"))
     ]
-    md = {
-        "id": "x",
-        "format": {"provider": "parquet", "options": {}},
-        "partitionColumns": ["p"],
-        "configuration": {},
-    }
-    md |= {"schemaString": json.dumps({"type": "struct", "fields": fields})}
+    md = metadata_action({"type": "struct", "fields": fields}, partition_columns=["p"])
     add = {"path": "a.parquet", "partitionValues": {"p": "1"}, "size": (t / "a.parquet").stat().st_size}
     add |= {"modificationTime": 0, "dataChange": True}
-    write_commit(
-        t, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": md}, {"add": add}]
-    )
+    write_commit(t, 0, [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, md, {"add": add}])
     for predicate in (None, "id > 0", "p = 1"):
         got = DeltaTable(str(t)).snapshot().scan(predicate=predicate).to_table().to_pylist()
         assert got == [{"id": 1, "p": 1}, {"id": 2, "p": 1}], predicate
@@ -1198,18 +1189,11 @@ def test_physical_name_given_to_two_columns(tmp_path: Path, nested: bool):
         0,
         [
             {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
-            {
-                "metaData": {
-                    "id": "1",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(schema),
-                    "partitionColumns": [],
-                    "configuration": {
-                        "delta.columnMapping.mode": "name",
-                        "delta.columnMapping.maxColumnId": "5",
-                    },
-                }
-            },
+            metadata_action(
+                schema,
+                configuration={"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "5"},
+                table_id="1",
+            ),
             {
                 "add": {
                     "path": "f.parquet",

@@ -37,6 +37,7 @@ from conftest import (
     log_dir,
     manifest_entry,
     manifest_tables,
+    metadata_action,
     one_row_appends,
     require_corpus,
     write_commit,
@@ -1503,15 +1504,7 @@ def _plain_table(t: Path, actions: list[dict]) -> None:
         0,
         [
             {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {
-                "metaData": {
-                    "id": "t",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(schema),
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
+            metadata_action(schema, table_id="t"),
             *actions,
         ],
     )
@@ -1788,13 +1781,7 @@ def test_an_all_null_deletion_vector_is_none_for_a_later_remove(tmp_path: Path, 
         "readerFeatures": features,
         "writerFeatures": features,
     }
-    metadata = {
-        "id": "t",
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(schema),
-        "partitionColumns": [],
-        "configuration": {},
-    }
+    metadata = metadata_action(schema, table_id="t")["metaData"]
     adds = [
         {
             "path": name,

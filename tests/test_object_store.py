@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 import pytest
-from conftest import corpus_table
+from conftest import corpus_table, metadata_action
 
 fsspec = pytest.importorskip("fsspec")
 from datafusion import SessionContext  # noqa: E402
@@ -596,9 +596,7 @@ def test_a_footer_read_failing_once_changes_no_rows(flaky, tmp_path) -> None:
         features = ["columnMapping"] if config else []
         protocol = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": features}
         protocol["writerFeatures"] = features
-        md = {"id": name, "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-        md |= {"schemaString": json.dumps(schema), "configuration": config}
-        actions = [{"protocol": protocol}, {"metaData": md}]
+        actions = [{"protocol": protocol}, metadata_action(schema, configuration=config, table_id=name)]
         for file, rows in files.items():
             pq.write_table(rows, tmp_path / file)
             data = (tmp_path / file).read_bytes()
@@ -1049,15 +1047,7 @@ def test_an_absolute_log_path_on_a_bucket_store_is_in_the_tables_bucket() -> Non
     commits = [
         [
             {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {
-                "metaData": {
-                    "id": "x",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(schema),
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
+            metadata_action(schema),
             add("part-0.parquet", first),
         ],
         [add("/t/part-1.parquet", second)],
@@ -1157,9 +1147,7 @@ def _added_then_removed(path: str, removed_as: str, keys: tuple[str, ...]) -> It
     pq.write_table(pa.table({"id": pa.array([1], pa.int64())}), out)
     body = out.getvalue()
     add = {"path": path, "partitionValues": {}, "size": len(body), "modificationTime": 1}
-    md = {"id": "x", "format": {"provider": "parquet", "options": {}}, "partitionColumns": []}
-    md |= {"schemaString": json.dumps(schema), "configuration": {}}
-    start = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, {"metaData": md}]
+    start = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, metadata_action(schema)]
     remove = {"path": removed_as.format(bucket=bucket), "deletionTimestamp": 2, "dataChange": True}
     commits = [start, [{"add": add | {"dataChange": True}}], [{"remove": remove}]]
     try:
