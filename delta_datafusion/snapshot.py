@@ -65,7 +65,7 @@ from .replay import (
     with_keys,
     with_locations,
 )
-from .stats import typed_stats
+from .stats import stats_types, typed_stats
 from .storage import Storage
 
 if TYPE_CHECKING:
@@ -881,13 +881,18 @@ class Snapshot(TableVersionView):
         self.__dict__.pop("raw_files", None)
         self.__dict__.pop("_checkpoint_pass", None)
 
-    def select_files(self, predicate: Any = None) -> tuple[pa.Table, int, int]:
+    def select_files(self, predicate: Any = None, row_counts: bool = True) -> tuple[pa.Table, int, int]:
         """Live files that may hold rows matching ``predicate`` (a predicate tree), for planning.
 
         Returns ``(files, total, after_partition_pruning)``. Partition pruning runs first on the
         typed partition values; statistics are then typed only for the surviving files and only
         for the columns the predicate reads (``numRecords`` always), so a query does not pay for
         parsing every file's stats of every column. Uses :meth:`files` when already built.
+
+        ``row_counts=False``: the caller reads a stored column of every file it keeps, so no row
+        count is taken from the log (read/known_rows.py); without a predicate the stats are then
+        not parsed at all (left null: the files' JSON, ~0.8 ms a query over 100 files, was parsed
+        for a ``numRecords`` that a ``SELECT * ... LIMIT 10`` never used).
         """
         from .predicate import TRUE, referenced_columns, split_by_columns
         from .skipping import file_keep_mask
@@ -930,6 +935,9 @@ class Snapshot(TableVersionView):
         # stage 2: statistics of the survivors (typed here for just the predicate's columns)
         if built is not None:
             files = candidates
+        elif pred == TRUE and not row_counts:  # nothing reads the stats: left unknown, unparsed
+            unknown = pa.nulls(candidates.num_rows, stats_types(self.metadata, ())[1])
+            files = self.scan_file_table(candidates, unknown, pv)
         else:
             data_columns = referenced_columns(pred) - set(parts)
             files = self.to_scan_files(candidates, stats_columns=data_columns, partition_values=pv)

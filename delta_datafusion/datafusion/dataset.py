@@ -68,8 +68,20 @@ class ScanPlanInfo:
         return text
 
 
-#: planner(predicate) -> (units, info without fragments)
+#: planner(predicate) -> (units, info without fragments); see also :func:`row_counts_wanted`
 Planner = Callable[[Any], tuple[Sequence[ScanUnit], ScanPlanInfo]]
+
+# False while a scan that reads a stored column of every file it keeps is planned on this thread
+# (see DeltaDataset.get_fragments)
+_ROW_COUNTS: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "delta_datafusion_row_counts", default=True
+)
+
+
+def row_counts_wanted() -> bool:
+    """May the scan being planned count rows from the log (read/known_rows.py)? False when it
+    reads a stored column of every file: a planner may then leave the files' row counts unknown."""
+    return _ROW_COUNTS.get()
 
 
 def target_fragments() -> int:
@@ -407,6 +419,10 @@ def recording_plans() -> Iterator[list[ScanPlanInfo]]:
         _RECORDING.reset(token)
 
 
+# (weak reference to the dataset, the columns) of the scanner DataFusion asked a dataset for
+# last on this thread: DataFusion plans a scan on one thread, scanner() then get_fragments()
+_PLANNED_SCAN = threading.local()
+
 _PROBES = threading.Lock()
 _PROBING = 0  # lookups in progress (any thread): DeltaDataset.schema is the probing property
 
@@ -518,17 +534,46 @@ class DeltaDataset(ds.Dataset):
     def scanner(self, columns: Sequence[str] | None = None, filter: Any = None, **_: Any) -> _Scanner:  # noqa: A002
         cols = self.output_columns(columns)
         out = self.projected_schema(cols)
+        # DataFusion plans a scan by asking for this scanner's schema, then for the fragments
+        # (the columns do not reach get_fragments): the columns are kept for that call
+        _PLANNED_SCAN.columns = (weakref.ref(self), cols)
 
         def everything() -> Iterator[pa.RecordBatch]:
-            for frag in self.get_fragments(filter):
+            for frag in self.get_fragments(filter, cols):
                 yield from frag.scanner(columns=cols).to_batches()
 
         return _Scanner(out, everything)
 
-    def get_fragments(self, filter: Any = None) -> list[UnitGroupFragment]:  # noqa: A002
+    def _reads_stored_columns(self, columns: Sequence[str] | None) -> bool:
+        """Does a scan of ``columns`` read a column stored in the files (so that no file's rows
+        are counted from the log)? False when not known (``columns`` None)."""
+        return columns is not None and any(c in self.reader.rs.file_columns for c in columns)
+
+    def _planned_columns(self) -> Sequence[str] | None:
+        """The columns of this dataset's scanner made last on this thread (taken once), None when
+        its last scanner was another dataset's (the planner then keeps the row counts)."""
+        planned, _PLANNED_SCAN.columns = getattr(_PLANNED_SCAN, "columns", None), None
+        if planned is None or planned[0]() is not self:
+            return None
+        return planned[1]
+
+    def get_fragments(
+        self,
+        filter: Any = None,  # noqa: A002
+        columns: Sequence[str] | None = None,
+    ) -> list[UnitGroupFragment]:
+        """The partitions of a scan under ``filter``; ``columns`` (else those of the scanner
+        DataFusion asked for just before) tell the planner whether rows may be counted from the
+        log: a scan reading a stored column reads every file, so the row counts (the files' stats
+        JSON, without a filter) are not parsed."""
         pred = self._predicate(filter)
-        with SCAN_THREADS.busy():
-            units, info = self.planner(pred)
+        planned = self._planned_columns()
+        token = _ROW_COUNTS.set(not self._reads_stored_columns(columns if columns is not None else planned))
+        try:
+            with SCAN_THREADS.busy():
+                units, info = self.planner(pred)
+        finally:
+            _ROW_COUNTS.reset(token)
         info.predicate = pred
         groups = balance(units, target_fragments())
         info.fragments = len(groups)

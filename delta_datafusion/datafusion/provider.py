@@ -8,7 +8,7 @@ import pyarrow as pa
 
 from ..scan import ScanMetadata
 from ..snapshot import Snapshot
-from .dataset import DeltaDataset, ScanPlanInfo
+from .dataset import DeltaDataset, ScanPlanInfo, row_counts_wanted
 
 
 def provider_schema(snapshot: Snapshot) -> pa.Schema:
@@ -29,7 +29,7 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     label = label or snapshot.table_root
 
     def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
-        files, total, after_parts = snapshot.select_files(pred)
+        files, total, after_parts = snapshot.select_files(pred, row_counts_wanted())
         info = ScanPlanInfo(
             label, snapshot.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
         )

@@ -174,8 +174,8 @@ class ChangesDataset(DeltaDataset):
                 self.feed.check_columns(sorted(needed), units)
         return super().scanner(columns=columns, filter=filter, **kw)
 
-    def get_fragments(self, filter: Any = None):  # noqa: A002
-        frags = super().get_fragments(filter)
+    def get_fragments(self, filter: Any = None, columns: Sequence[str] | None = None):  # noqa: A002
+        frags = super().get_fragments(filter, columns)
         if self.session_id is not None and self.last_plan is not None:
             _session_plans(self.session_id).planned(self, self.last_plan)
         return frags
