@@ -8,7 +8,8 @@ partition delete; checkpoint at v25 (see shared/docs/peers.md).
 Queries (every engine gets the same version range, filter and columns; deltalake runs in its best
 mode, with ``predicate=`` and ``columns=`` pushed into ``load_cdf``):
 
-* full feed v0..v54, all columns;
+* full feed v0..v54, all columns; beside it (not compared: no change columns) the decode floor,
+  pyarrow's scan of the same files with the reader's format (see :func:`pyarrow_floor`);
 * one commit: the UPDATE v41 and the MERGE v46;
 * partition-filtered: ``part = 'p3'``;
 * key-range-filtered: ``id >= 500000 AND id < 600000``, all columns and projected to
@@ -39,11 +40,12 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import datagen  # noqa: E402
-from harness import Case, bench_main, needs  # noqa: E402
+from harness import Case, bench_main, needs, prepared  # noqa: E402
 
 OURS = "ours table_changes() SQL"
 OURS_CACHED = "ours table_changes() SQL, process caches kept"
 OURS_PY = "ours DeltaTable.changes().to_table()"
+FLOOR = "pyarrow decode floor (the same files, stored columns only)"
 DL = "deltalake load_cdf"
 DL_AGG_FULL = "deltalake load_cdf (all columns) + pyarrow group_by"
 
@@ -122,6 +124,39 @@ def ours_python(path: str, start: int, end: int, columns: list[str] | None = Non
     return _drop_ts(DeltaTable(path).changes(start, end, columns=columns).to_table())
 
 
+@prepared
+def pyarrow_floor(path: str, start: int, end: int):
+    """The decode floor of ours: one pyarrow dataset scan of the files the feed reads, with the
+    reader's own format (dictionary columns, no pre-buffering) and read-ahead, their stored columns
+    only -> pa.Table. No log, planning, change-feed or partition columns, no DataFusion: what
+    ``table_changes()`` pays on top of this is ours to cut; this itself is pyarrow's decoding.
+    The files are listed untimed (by our planning, so the file list is exactly the feed's)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from delta_datafusion import DeltaTable
+    from delta_datafusion.read.batches import MIN_BATCH_SIZE
+    from delta_datafusion.read.reader import LOCAL_READAHEAD
+
+    scan = DeltaTable(path).changes(start, end)
+    units = scan.scan_units()
+    fmt = scan.feed.reader()._format(units[0])  # the format the reader chooses for this read
+    fs = scan.feed.storage.arrow_fs
+    locations = [u.location for u in units]
+    # the stored columns: a data file's, and the change type that change-data files add
+    samples = [units[0]] + [u for u in units if u.has_change_type_column][:1]
+    schema = pa.unify_schemas(
+        [fmt.make_fragment(u.location, fs).physical_schema.remove_metadata() for u in samples]
+    )
+
+    def run():
+        parts = [fmt.make_fragment(loc, fs) for loc in locations]
+        dataset = ds.FileSystemDataset(parts, schema, fmt, fs)
+        return dataset.scanner(batch_size=MIN_BATCH_SIZE, use_threads=True, **LOCAL_READAHEAD).to_table()
+
+    return run
+
+
 @needs("deltalake", "pyarrow")
 def dl_cdf(path: str, start: int, end: int, predicate: str | None = None, columns: list[str] | None = None):
     """``DeltaTable(path).load_cdf(start, end, predicate=, columns=)`` -> pa.Table."""
@@ -179,6 +214,17 @@ def cases(args) -> list[Case]:
     rng = {"start": 0, "end": 54}
     sec = "change data feed of cdf (v0..v54 unless noted)"
     add(sec, "full feed v0..v54", dict(rng), dict(rng), dict(rng))
+    # not a result to compare (no change columns): the decoding ours and the others cannot avoid
+    out.append(
+        Case(
+            "cdf:pyarrow_floor",
+            {"path": path, **rng},
+            engine=FLOOR,
+            group="full feed v0..v54",
+            section=sec,
+            check=None,
+        )
+    )
     add(sec, "one UPDATE commit v41", {"start": 41, "end": 41}, {"start": 41, "end": 41})
     add(sec, "one MERGE commit v46", {"start": 46, "end": 46}, {"start": 46, "end": 46})
     add(sec, "part = 'p3'", {**rng, "where": "part = 'p3'"}, {**rng, "predicate": "part = 'p3'"})
