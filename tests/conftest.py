@@ -168,6 +168,24 @@ def metadata_action(
     }
 
 
+def with_partition_values(checkpoint: pa.Table, values: Any) -> pa.Table:
+    """A checkpoint (or sidecar) table whose adds' partitionValues map is ``values(map)`` (each
+    null add kept null): to damage a checkpoint leaf's partition values."""
+    adds = checkpoint.column("add").combine_chunks()
+    i = adds.type.get_field_index("partitionValues")
+    kids = [adds.field(j) for j in range(adds.type.num_fields)]
+    kids[i] = values(kids[i])
+    fields = list(adds.type)
+    fields[i] = pa.field(fields[i].name, kids[i].type, nullable=True)
+    adds = pa.StructArray.from_arrays(kids, fields=fields, mask=pc.invert(adds.is_valid()))
+    return checkpoint.set_column(checkpoint.schema.get_field_index("add"), pa.field("add", adds.type), adds)
+
+
+def without_partition_values(checkpoint: pa.Table) -> pa.Table:
+    """A checkpoint table whose adds have a null partitionValues map."""
+    return with_partition_values(checkpoint, lambda pv: pa.nulls(len(pv), pv.type))
+
+
 def add_action(table: Path | str, name: str, **extra: Any) -> dict[str, Any]:
     """The add action of the data file ``name`` already written under ``table``."""
     size = (Path(table) / name).stat().st_size

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import commit_path, copy_table, log_dir
+from conftest import commit_path, copy_table, log_dir, without_partition_values
 
 import delta_datafusion as dd
 from delta_datafusion import DeltaTable
@@ -597,21 +597,6 @@ def test_checkpoint_parts_typing_stats_parsed_apart_are_refused(tmp_path: Path, 
         _sql(t, "SELECT count(*) FROM t WHERE id > 2")
 
 
-def _without_partition_values(checkpoint: pa.Table) -> pa.Table:
-    """A checkpoint table whose adds have a null partitionValues map (each null add kept null)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    adds = checkpoint.column("add").combine_chunks()
-    i = adds.type.get_field_index("partitionValues")
-    kids = [adds.field(j) for j in range(adds.type.num_fields)]
-    kids[i] = pa.nulls(len(adds), adds.type.field(i).type)
-    fields = list(adds.type)
-    fields[i] = fields[i].with_nullable(True)
-    adds = pa.StructArray.from_arrays(kids, fields=fields, mask=pc.invert(adds.is_valid()))
-    return checkpoint.set_column(checkpoint.schema.get_field_index("add"), pa.field("add", adds.type), adds)
-
-
 def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) -> None:
     """A null partitionValues map in a checkpoint became a struct of NULLs (the null check of
     commit adds never saw it) and the file's rows read NULL partition values; deltalake and
@@ -626,7 +611,7 @@ def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) ->
     write_deltalake(str(t), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"], configuration=conf)
     DLTable(str(t)).create_checkpoint()
     checkpoint = next(log_dir(t).glob("*.checkpoint.parquet"))
-    pq.write_table(_without_partition_values(pq.read_table(checkpoint)), checkpoint)
+    pq.write_table(without_partition_values(pq.read_table(checkpoint)), checkpoint)
     with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(t)).snapshot().files()
     # the version and file of the action: the checkpoint's
@@ -634,17 +619,14 @@ def test_a_checkpoint_add_without_partition_values_is_refused(tmp_path: Path) ->
     assert re.search(want, str(info.value)), str(info.value)
 
 
-def test_a_checkpoint_part_without_partition_values_is_named(tmp_path: Path) -> None:
-    """Of a checkpoint in two parts, the second's add lacks partitionValues: the error named the
-    table's version alone, not which part holds the action."""
+def _two_part_checkpoint(t: Path, damage, damaged: tuple[int, ...] = (1,)) -> list[Path]:
+    """The checkpoint deltalake writes of ``t`` (a table of two adds) made a checkpoint in two
+    parts, each holding one add, ``damage`` applied to the parts numbered in ``damaged``."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
     from deltalake import DeltaTable as DLTable
-    from deltalake import write_deltalake
 
-    t = tmp_path / "t"
-    write_deltalake(str(t), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
     DLTable(str(t)).create_checkpoint()
     classic = next(log_dir(t).glob("*.checkpoint.parquet"))
     table = pq.read_table(classic)
@@ -654,12 +636,23 @@ def test_a_checkpoint_part_without_partition_values_is_named(tmp_path: Path) -> 
     is_add = pc.not_equal(pc.fill_null(pc.struct_field(adds, "path"), ""), "")
     moved = pc.index(is_add, True).as_py()  # the first add goes to the second part, the rest stay
     in_second = pa.array([i == moved for i in range(table.num_rows)])
-    first_part, second_part = table.filter(pc.invert(in_second)), table.filter(in_second)
-    second_part = _without_partition_values(second_part)
+    halves = [table.filter(pc.invert(in_second)), table.filter(in_second)]
     parts = [log_dir(t) / f"{0:020d}.checkpoint.{k:010d}.{2:010d}.parquet" for k in (1, 2)]
-    pq.write_table(first_part, parts[0])
-    pq.write_table(second_part, parts[1])
+    for k, (half, part) in enumerate(zip(halves, parts, strict=True)):
+        pq.write_table(damage(half) if k in damaged else half, part)
     assert DeltaTable(str(t)).snapshot().checkpoint_version == 0
+    return parts
+
+
+def test_a_checkpoint_part_without_partition_values_is_named(tmp_path: Path) -> None:
+    """Of a checkpoint in two parts, the second's add lacks partitionValues: the error named the
+    table's version alone, not which part holds the action."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    t = tmp_path / "t"
+    write_deltalake(str(t), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    parts = _two_part_checkpoint(t, without_partition_values)
     with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(t)).snapshot().files()
     want = rf"data file p=\w/part-\S+ of version 0 in {re.escape(str(parts[1]))} has no partitionValues"
