@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import commit_path, copy_table, log_dir, without_partition_values
+from conftest import commit_path, copy_table, log_dir, with_partition_values, without_partition_values
 
 import delta_datafusion as dd
 from delta_datafusion import DeltaTable
@@ -657,6 +657,71 @@ def test_a_checkpoint_part_without_partition_values_is_named(tmp_path: Path) -> 
         DeltaTable(str(t)).snapshot().files()
     want = rf"data file p=\w/part-\S+ of version 0 in {re.escape(str(parts[1]))} has no partitionValues"
     assert re.search(want, str(info.value)), str(info.value)
+
+
+def _untypable_partition_values(checkpoint: pa.Table) -> pa.Table:
+    """Every partition value of the adds ``x``, which an integer partition column cannot hold."""
+    import pyarrow as pa
+
+    return with_partition_values(
+        checkpoint,
+        lambda pv: pa.MapArray.from_arrays(
+            pv.offsets, pv.keys, pa.array(["x"] * len(pv.items), pa.string()), mask=pv.is_null()
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    ("damage", "what"),
+    [
+        (without_partition_values, "has no partitionValues"),
+        (_untypable_partition_values, None),
+    ],
+    ids=["no-partition-values", "untypable-value"],
+)
+@pytest.mark.parametrize("state_as", ["state", "bytes"])
+def test_a_parallel_worker_names_the_checkpoint_part_it_reads(
+    tmp_path: Path, damage, what: str | None, state_as: str
+) -> None:
+    """Both parts of a checkpoint hold a damaged add; a worker of the parallel phase reading one
+    of them named the table and version but not the part (its state's log_file_of knew no file),
+    where Snapshot.files() names it. The parts are read on two threads at once with one state:
+    each error names the part its own worker read."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from delta_datafusion.parallel import Parallel, ParallelScanMetadata, ParallelState
+
+    t = tmp_path / "t"
+    write_deltalake(str(t), pa.table({"id": [1, 2], "p": [1, 2]}), partition_by=["p"])
+    parts = _two_part_checkpoint(t, damage, damaged=(0, 1))
+    phase = DeltaTable(str(t)).snapshot().scan().parallel_scan_metadata()
+    assert list(phase)
+    after = phase.finish()
+    assert isinstance(after, Parallel) and sorted(f.path for f in after.files) == sorted(map(str, parts))
+
+    def message(state, leaf) -> str:
+        with pytest.raises(LogCorruptError) as info:
+            list(ParallelScanMetadata(state, [leaf]))
+        return str(info.value)
+
+    state = after.state
+    if state_as == "bytes":
+        data = after.state.to_bytes()
+        state = ParallelState.from_bytes(data)
+        for leaf in after.files:  # each worker rebuilding the state from the bytes
+            assert f"of version 0 in {leaf.path}" in message(data, leaf)
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(20):
+            messages = list(pool.map(lambda leaf: message(state, leaf), after.files))
+            for leaf, text in zip(after.files, messages, strict=True):
+                assert text.startswith(f"{after.state.table_root} at version 0: "), text
+                found = re.search(r"data file p=\d/part-\S+ of version 0 in (\S+?)\)?( |$)", text)
+                assert found and found[1] == leaf.path, text
+                if what is not None:
+                    assert what in text, text
 
 
 def _arrow_schema_with_128_bit_integers(path: Path) -> None:

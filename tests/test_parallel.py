@@ -19,6 +19,7 @@ import importlib.util
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
@@ -572,6 +573,30 @@ def test_missing_sidecar_is_reported(generated, tmp_path):
         list(ParallelScanMetadata(after.state.to_bytes(), after.files))
     with pytest.raises(MissingLogFileError, match=Path(gone).name):
         split_leaves(after.files, 50, after.state.storage)
+
+
+def test_a_sidecar_without_partition_values_is_named(tmp_path):
+    """A V2 sidecar whose adds lack partitionValues: a worker's error named the table and
+    version but not the sidecar, which the sequential replay (Snapshot.files()) names."""
+    from conftest import without_partition_values
+
+    from delta_datafusion.errors import LogCorruptError
+
+    g = gen.generate(tmp_path / "t", kind="v2-parquet", num_files=40, sidecars=3, commits_after=2)
+    _, after = sequential(g.path)
+    assert isinstance(after, Parallel) and all("/_sidecars/" in f.path for f in after.files)
+    damaged = after.files[1]
+    pq.write_table(without_partition_values(pq.read_table(damaged.path)), damaged.path)
+    checkpoint = after.state.checkpoint_version
+    named = (
+        rf"data file part=\w+/\S+ of version {checkpoint} in {re.escape(damaged.path)} has no partitionValues"
+    )
+    with pytest.raises(LogCorruptError, match=named):
+        DeltaTable(g.path).snapshot().files()
+    for state in (after.state, after.state.to_bytes()):
+        assert len(list(ParallelScanMetadata(state, [after.files[0]]))) == 1
+        with pytest.raises(LogCorruptError, match=named):
+            list(ParallelScanMetadata(state, [damaged]))
 
 
 def test_concurrent_reads_of_row_groups_of_one_file(generated):

@@ -8,6 +8,7 @@ machine checks before trusting: same format, same package version, intact checks
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import posixpath
@@ -134,10 +135,24 @@ class _StateTable(TableVersionView):
         self.protocol = state.protocol
         self.version = state.version
         self._checkpoint_version = state.checkpoint_version
+        #: the leaf file this view replays, None for the state's own view (see :meth:`reading`)
+        self.leaf: str | None = None
 
     @property
     def checkpoint_version(self) -> int | None:
         return self._checkpoint_version
+
+    def reading(self, leaf: str) -> _StateTable:
+        """A view of the same table that replays the leaf file ``leaf``, for errors to name it.
+        A view of its own per leaf: one state reads several leaves on threads at once."""
+        view = copy.copy(self)
+        view.leaf = leaf
+        return view
+
+    def log_file_of(self, version: int, location: str | None = None) -> str | None:
+        """The leaf file this view replays: it holds every add a worker types (they are the
+        checkpoint's, of its version)."""
+        return self.leaf if version == self._checkpoint_version else None
 
     def __repr__(self) -> str:
         return f"ParallelState table {self.table_root!r} at version {self.version}"
@@ -293,10 +308,11 @@ class ParallelState:
         if "metaData" in table.column_names:
             self._check_same_table(table.column("metaData"), leaf)
             table = table.drop_columns(["metaData"])
-        files = self._surviving_typed(self._table.located_leaf_adds(table, location))
+        view = self._table.reading(location)
+        files = self._surviving_typed(view, view.located_leaf_adds(table, location))
         return self.scan.pruned_metadata(files, leaf=leaf.describe())
 
-    def _surviving_typed(self, flat: pa.Table) -> pa.Table:
+    def _surviving_typed(self, view: _StateTable, flat: pa.Table) -> pa.Table:
         """The typed files of a leaf's flat adds that no commit touched.
 
         A worker needs no raw adds afterwards (a snapshot keeps them for planning), so when the
@@ -306,25 +322,25 @@ class ParallelState:
         ~230 ms CPU)."""
         raw = project_raw(flat)
         if raw.num_rows == 0 or len(self.seen_keys) == 0:
-            return self._typed(raw)
+            return self._typed(view, raw)
         loc, dv = as_array(flat.column("location")), as_array(flat.column("deletionVector"))
         touched = touched_files(loc, dv, self.seen_keys)
         if touched.true_count == 0:
-            return self._typed(raw)
+            return self._typed(view, raw)
         keep = pc.invert(touched)
         if touched.true_count * 8 <= raw.num_rows:
             try:
-                return self._typed(raw).filter(keep)
+                return self._typed(view, raw).filter(keep)
             except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
                 # a file a later commit removed may not fit the current schema (a column's type
                 # changed by an overwrite): type only the survivors
                 pass
-        return self._typed(raw.filter(keep))
+        return self._typed(view, raw.filter(keep))
 
-    def _typed(self, raw: pa.Table) -> pa.Table:
+    def _typed(self, view: _StateTable, raw: pa.Table) -> pa.Table:
         if raw.num_rows == 0:
             return self.empty_files
-        return self._table.to_scan_files(raw)
+        return view.to_scan_files(raw)
 
     @cached_property
     def empty_files(self) -> pa.Table:
