@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -184,6 +186,24 @@ def with_partition_values(checkpoint: pa.Table, values: Any) -> pa.Table:
 def without_partition_values(checkpoint: pa.Table) -> pa.Table:
     """A checkpoint table whose adds have a null partitionValues map."""
     return with_partition_values(checkpoint, lambda pv: pa.nulls(len(pv), pv.type))
+
+
+@contextmanager
+def in_zone(zone: str) -> Iterator[None]:
+    """The process's local time zone is ``zone`` (TZ) inside the block, and as before after it."""
+    import time
+
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = zone
+    time.tzset()
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = old
+        time.tzset()
 
 
 def add_action(table: Path | str, name: str, **extra: Any) -> dict[str, Any]:

@@ -130,10 +130,42 @@ def test_listing_without_modification_times_is_an_error_not_1970(tmp_path: Path)
         table.history()
     # zip's NotImplementedError carries no text: no empty "(NotImplementedError: )"
     assert "(NotImplementedError)" in str(info.value) and "history()" in str(info.value)
+    assert "written with extended timestamps" in str(info.value)  # Python's zipfile writes none
     # a folder catalog over such a store serves the table (its cache key asked for a file time)
     ctx = _session()
     dd.register_catalog(ctx, "lake", f"zip://::file://{archive}")
     assert _sql_xs(ctx, "SELECT x FROM lake.default.t") == [1, 2]
+
+
+def test_zip_extended_timestamps_are_commit_times(tmp_path: Path):
+    """Info-ZIP's zip gives each entry two times: the DOS time (the writing machine's local
+    wall-clock time, no zone, in 2-second steps) and the extended timestamp extra field 0x5455
+    (UTC seconds since the epoch), which fsspec's ZipFileSystem lists with the entry (``extra``).
+    The store gave no time at all (it has no modified()): history(), time travel by timestamp
+    and _commit_timestamp were refused. Written in Tokyo and read in New York, the DOS time read
+    in either zone, or as UTC, is hours off; the extra field is not."""
+    import subprocess
+
+    from conftest import in_zone
+
+    if shutil.which("zip") is None:
+        pytest.skip("Info-ZIP's zip is not installed")
+    t = _table(tmp_path / "t", [1])
+    for x in (2, 3):
+        write_deltalake(t, pa.table({"x": pa.array([x], pa.int64())}), mode="append")
+    base = 1_700_000_001  # odd seconds: a DOS time cannot hold them
+    commits = sorted((Path(t) / "_delta_log").glob("*.json"))
+    for i, commit in enumerate(commits):
+        os.utime(commit, (base + 10 * i, base + 10 * i))
+    env = {**os.environ, "TZ": "Asia/Tokyo"}
+    subprocess.run(["zip", "-qr", "t.zip", "t"], cwd=tmp_path, env=env, check=True)
+    with in_zone("America/New_York"):
+        table = dd.DeltaTable(f"zip://t::file://{tmp_path / 't.zip'}")
+        assert table.history().column("timestamp").to_pylist() == [1000 * (base + 10 * i) for i in range(3)]
+        at = dt.datetime.fromtimestamp(base + 15, dt.timezone.utc).isoformat()
+        assert table.snapshot(timestamp=at).version == 1
+        stamps = table.changes(0).to_table().column("_commit_timestamp").cast(pa.int64()).to_pylist()
+        assert sorted(set(stamps)) == [1_000_000 * (base + 10 * i) for i in range(3)]
 
 
 def test_change_feed_with_in_commit_timestamps_needs_no_file_times(tmp_path: Path):

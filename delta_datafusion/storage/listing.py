@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import struct
 from collections.abc import Callable
 from decimal import ROUND_FLOOR, Decimal
 from typing import Any
@@ -121,7 +122,8 @@ def _fs_mtime_ms(fs: Any, path: str) -> int:
         why = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__  # zip's has no text
         raise UnsupportedFeatureError(
             f"{path}: {kind} gives no modification time ({why}); commit timestamps (time travel "
-            f"by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps{_web_times(fs)}"
+            f"by timestamp, history(), _commit_timestamp) need one, or in-commit timestamps"
+            f"{_web_times(fs)}{_zip_times(fs)}"
         ) from e
     return _datetime_ms(modified)
 
@@ -174,8 +176,7 @@ def _web_times(fs: Any) -> str:
     header, one request per commit file, has whole seconds (RFC 9110 dates) where local times
     have milliseconds, and is the time the server's copy of the file was written, not the
     commit's: a table published by copying its folder read every commit in one second."""
-    protocols = getattr(getattr(fs, "wrapped", fs), "protocol", ())
-    if not {"http", "https"} & set(protocols if isinstance(protocols, (tuple, list)) else (protocols,)):
+    if not {"http", "https"} & _protocols(fs):
         return ""
     return (
         ". A web server's Last-Modified has whole seconds and tells when its copy of the file was "
@@ -183,6 +184,23 @@ def _web_times(fs: Any) -> str:
         "from its own store (a local folder, S3, GCS, Azure), or have the writer enable in-commit "
         "timestamps (delta.enableInCommitTimestamps); reads by version need no times"
     )
+
+
+def _zip_times(fs: Any) -> str:
+    """Why a zip archive's entries gave no time (for the message of a zip store): see
+    :func:`_zip_extended_time`."""
+    if "zip" not in _protocols(fs):
+        return ""
+    return (
+        ". A zip entry's own time is its writer's local wall-clock time, in no zone the archive "
+        "records, so it is not taken; archives written with extended timestamps (Info-ZIP's zip "
+        "writes them, Python's zipfile does not) give UTC times"
+    )
+
+
+def _protocols(fs: Any) -> set[str]:
+    protocols = getattr(getattr(fs, "wrapped", fs), "protocol", ())
+    return set(protocols if isinstance(protocols, (tuple, list)) else (protocols,))
 
 
 _MLSD_TIME = re.compile(r"^[0-9]{14}(\.[0-9]+)?$")
@@ -207,6 +225,10 @@ def _mtime_ms(entry: dict[str, Any]) -> int | None:
     hdfs = entry.get("modificationTime")  # WebHDFS's FileStatus: integer milliseconds
     if isinstance(hdfs, int) and not isinstance(hdfs, bool):
         return hdfs
+    if "date_time" in entry:  # a zip entry (fsspec's ZipFileSystem lists its ZipInfo fields)
+        extended = _zip_extended_time(entry.get("extra"))
+        if extended is not None:
+            return extended
     for key in ("mtime", "LastModified", "last_modified", "updated", "created"):
         v = entry.get(key)
         if v is None:
@@ -222,6 +244,29 @@ def _mtime_ms(entry: dict[str, Any]) -> int | None:
             return _seconds_ms(v)
         except (TypeError, ValueError, ArithmeticError):  # decimal's InvalidOperation for 'abc'
             continue
+    return None
+
+
+#: Info-ZIP's extended timestamp extra field (0x5455, "UT"): a flags byte, then the times its
+#: bits 0..2 name, each 4 bytes little-endian; in the central directory only the modification
+#: time follows (its flags still describe the local header's fields)
+_ZIP_EXTENDED_TIME = 0x5455
+
+
+def _zip_extended_time(extra: Any) -> int | None:
+    """The modification time (ms) of a zip entry's extended timestamp field, None without one.
+    Its DOS time (``date_time``) is never taken: the writing machine's local wall-clock time, in
+    no zone the archive records (and in 2-second steps); the extended field is UTC seconds,
+    read unsigned (a commit is not older than 1970; a signed read ends in 2038)."""
+    if not isinstance(extra, bytes):
+        return None
+    at = 0
+    while at + 4 <= len(extra):
+        tag, size = struct.unpack_from("<HH", extra, at)
+        data = extra[at + 4 : at + 4 + size]
+        if tag == _ZIP_EXTENDED_TIME and len(data) >= 5 and data[0] & 1:
+            return struct.unpack_from("<I", data, 1)[0] * 1000
+        at += 4 + size
     return None
 
 
