@@ -1,5 +1,5 @@
-"""Filesystems that threads cannot share (one FTP control connection), made to take turns: the
-log and data files are read on threads."""
+"""Filesystems that threads cannot share (one FTP control connection, one SFTP channel), made to
+take turns: the log and data files are read on threads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from typing import Any
 #: the replies ("error_reply: 150 File status okay", hung passive connections; 14 failures in 14
 #: reads of a small table). Commits, checkpoint leaves and data files are read on threads, so
 #: every call on such a filesystem and its files takes turns (one connection is serial anyway).
-SERIAL_PROTOCOLS = frozenset({"ftp"})
+#: fsspec's SFTP filesystem is one paramiko SFTPClient: opens from two threads at once wait
+#: forever for their replies (paramiko 5.1 against OpenSSH 9.2's internal-sftp: 2 hangs in 2
+#: runs of 4 threads opening 8 files 50 times, 0 with one lock; a table read hung 3 times in 3).
+SERIAL_PROTOCOLS = frozenset({"ftp", "sftp", "ssh"})
 
 
 def _serialized_if_needed(fs: Any) -> Any:
