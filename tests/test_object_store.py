@@ -20,7 +20,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 import pytest
-from conftest import corpus_table, metadata_action
+from conftest import corpus_table, in_zone, metadata_action
 
 fsspec = pytest.importorskip("fsspec")
 from datafusion import SessionContext  # noqa: E402
@@ -1441,23 +1441,12 @@ def test_webhdfs_listing_times_are_its_milliseconds(store) -> None:
     """fsspec's WebHDFS gives a file's time as ``modificationTime`` (ms), a key the listing did
     not read: commit times came from ``modified()``, a naive local time read as UTC, so on a
     machine whose zone is not UTC every commit time was off by the zone's offset."""
-    import time
-
     fsspec.register_implementation("ddwebhdfs", _WebHdfsShapedFS, clobber=True)
     fs, root = store
     uri = _upload(fs, corpus_table("cdf-table"), f"{root}/cdf_table")
     commits = sorted(p for p in fs.find(f"{root}/cdf_table/_delta_log") if p.endswith(".json"))
     base = 1_700_000_000_123
     _WebHdfsShapedFS.times = {p: base + 1000 * i for i, p in enumerate(commits)}
-    old_tz = os.environ.get("TZ")
-    os.environ["TZ"] = "America/New_York"
-    time.tzset()
-    try:
+    with in_zone("America/New_York"):
         history = dd.DeltaTable(uri.replace("memory://", "ddwebhdfs://")).history()
         assert history.column("timestamp").to_pylist() == [base + 1000 * i for i in range(len(commits))]
-    finally:
-        if old_tz is None:
-            del os.environ["TZ"]
-        else:
-            os.environ["TZ"] = old_tz
-        time.tzset()
