@@ -385,6 +385,41 @@ def test_count_and_stored_column_in_one_statement(session, monkeypatch: pytest.M
     assert sum(opened) == 3 * N_FILES
 
 
+def test_planned_columns_are_this_threads_and_this_datasets(
+    session, table_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """DataFusion gives get_fragments no columns, so those of the scanner asked for just before
+    are kept for it: only those of this thread and this dataset. A stored-column scanner made
+    meanwhile on another thread (two queries on one table at once), or of another table on this
+    thread, must not plan a count without its row counts (it would then read every file).
+    (Statements run through DataFusion never showed either pairing: this pins the design.)"""
+    import threading
+
+    from delta_datafusion.datafusion.dataset import row_counts_wanted
+
+    _, ds = session
+    other = dd.register_table(SessionContext(), "u", str(table_path))
+    wanted: list[bool] = []
+    plan = ds.planner
+
+    def recording(pred):
+        wanted.append(row_counts_wanted())
+        return plan(pred)
+
+    monkeypatch.setattr(ds, "planner", recording)
+    ds.scanner(columns=[])  # a count's scan on this thread ...
+    meanwhile = threading.Thread(target=ds.scanner, kwargs={"columns": ["x"]})
+    meanwhile.start()  # ... and a stored column's on another, before this one's fragments
+    meanwhile.join()
+    ds.get_fragments()
+    ds.scanner(columns=["bucket"])  # partition column only: counted from the log ...
+    other.scanner(columns=["x"])  # ... though another table's stored-column scan came between
+    ds.get_fragments()
+    ds.scanner(columns=["x"])  # a stored column of this table, on this thread: no row counts
+    ds.get_fragments()
+    assert wanted == [True, True, False]
+
+
 def _check_plan_and_rows(session, where: str, after_partitions: set[int], after_stats: set[int]) -> None:
     ctx, ds = session
     got = ctx.sql(f"SELECT * FROM t WHERE {where}").to_arrow_table()
