@@ -1467,6 +1467,26 @@ def test_change_columns_are_one_array_per_value_sliced_for_each_batch(tmp_path):
         assert shared >= 2, column
 
 
+def test_streamed_first_rows_take_the_reads_value_arrays(tmp_path):
+    """The first file's first rows, streamed before the scan (for a LIMIT), made every partition
+    value and constant anew with pa.repeat, all of the table's, then kept the requested ones:
+    they now take the read's value arrays (made once, see read/constants.py), only the columns
+    asked for. Three files of 30 rows of one commit: the streamed batch and both scanned ones
+    slice the same array of each change column."""
+    p = tmp_path / "t"
+    write_deltalake(str(p), rows(range(0, 90)), partition_by=["part"], configuration=CDF)  # v0
+    scan = DeltaTable(str(p)).changes(0, 0)
+    batches = list(scan.to_batches())
+    assert [b.num_rows for b in batches] == [30, 30, 30]
+    for column in ["_change_type", "_commit_version", "_commit_timestamp"]:
+        data = {b.column(column).buffers()[-1].address for b in batches}  # strings: their bytes
+        assert len(data) == 1, column
+    # projected: only the columns asked for, in their order
+    projected = list(DeltaTable(str(p)).changes(0, 0, columns=["_commit_version", "id"]).to_batches())
+    assert [b.schema.names for b in projected] == [["_commit_version", "id"]] * 3
+    assert sorted(pa.Table.from_batches(projected).column("id").to_pylist()) == list(range(90))
+
+
 def test_value_arrays_a_read_keeps_are_bounded(monkeypatch):
     """The value arrays a read keeps for its next batches stay under CACHED_BYTES, the oldest
     going first (a scan over many partitions would otherwise keep one array per value)."""
@@ -1479,8 +1499,8 @@ def test_value_arrays_a_read_keeps_are_bounded(monkeypatch):
     for v in range(10):
         got = columns.complete(rows_only, ScanUnit(f"f{v}", 1, {"p": v}))
         assert got.column(0).to_pylist() == [v] * 1000
-        assert sum(a.nbytes for a in columns._arrays.values()) <= constants.CACHED_BYTES
-    assert len(columns._arrays) == 3
+        assert sum(a.nbytes for a in columns.values._arrays.values()) <= constants.CACHED_BYTES
+    assert len(columns.values._arrays) == 3
 
 
 def _corrupt_first_page(path: Path) -> None:

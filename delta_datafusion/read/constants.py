@@ -30,6 +30,38 @@ def unit_value(unit: ScanUnit, name: str) -> tuple[bool, Any]:
 CACHED_BYTES = 16 << 20
 
 
+class RepeatedValues:
+    """Arrays of one value repeated, for one read: each (column, value) is made once, at the
+    longest length asked for so far, and every batch takes a zero-copy slice of it. The oldest go
+    beyond CACHED_BYTES (a scan over many partitions would keep one per value). Not shared by
+    threads (one read's batches are made on one thread)."""
+
+    def __init__(self) -> None:
+        # (column, its type, value's type, value) -> an array of that value, the longest made so far
+        self._arrays: dict[tuple[str, pa.DataType, type, Any], pa.Array] = {}
+        self._bytes = 0
+
+    def array(self, name: str, typ: pa.DataType, value: Any, n: int) -> pa.Array:
+        """``n`` rows of ``value`` (None: NULL) as column ``name`` of type ``typ``."""
+        key = (name, typ, type(value), value_key(value))  # -0.0 and 0.0 apart
+        try:
+            arr = self._arrays.get(key)
+        except TypeError:  # an unhashable value: made for this batch
+            arr, key = None, None
+        if arr is None or len(arr) < n:
+            arr = pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
+            if key is not None:
+                self._keep(key, arr)
+        return arr if len(arr) == n else arr.slice(0, n)
+
+    def _keep(self, key: tuple[str, pa.DataType, type, Any], arr: pa.Array) -> None:
+        old = self._arrays.pop(key, None)
+        self._bytes += arr.nbytes - (old.nbytes if old is not None else 0)
+        self._arrays[key] = arr
+        while self._bytes > CACHED_BYTES and len(self._arrays) > 1:
+            self._bytes -= self._arrays.pop(next(iter(self._arrays))).nbytes
+
+
 class ConstantColumns:
     """Completes scanned batches with their unit's constant columns, for one read.
 
@@ -59,29 +91,8 @@ class ConstantColumns:
         if self._as_scanned:
             order = [at for _, _, at in self._columns]
             self._scanned_only = None if order == list(range(len(scanned))) else order
-        # (column, value's type, value) -> an array of that value, the longest made so far; the
-        # oldest go beyond CACHED_BYTES (a scan over many partitions would keep one per value)
-        self._arrays: dict[tuple[str, type, Any], pa.Array] = {}
-        self._bytes = 0
-
-    def _repeated(self, name: str, typ: pa.DataType, value: Any, n: int) -> pa.Array:
-        key = (name, type(value), value_key(value))  # -0.0 and 0.0 apart
-        try:
-            arr = self._arrays.get(key)
-        except TypeError:  # an unhashable value: made for this batch
-            arr, key = None, None
-        if arr is None or len(arr) < n:
-            arr = pa.nulls(n, typ) if value is None else pa.repeat(pa.scalar(value, typ), n)
-            if key is not None:
-                self._keep(key, arr)
-        return arr if len(arr) == n else arr.slice(0, n)
-
-    def _keep(self, key: tuple[str, type, Any], arr: pa.Array) -> None:
-        old = self._arrays.pop(key, None)
-        self._bytes += arr.nbytes - (old.nbytes if old is not None else 0)
-        self._arrays[key] = arr
-        while self._bytes > CACHED_BYTES and len(self._arrays) > 1:
-            self._bytes -= self._arrays.pop(next(iter(self._arrays))).nbytes
+        #: each value's array, made once for this read
+        self.values = RepeatedValues()
 
     def complete(self, batch: pa.RecordBatch, unit: ScanUnit) -> pa.RecordBatch:
         """``batch`` (the scanned columns of ``unit``'s file) as the output columns."""
@@ -93,7 +104,7 @@ class ConstantColumns:
         for name, typ, at in self._columns:
             given, value = unit_value(unit, name)
             if given or at is None:  # a value the unit lacks is NULL, as the scanner read it
-                arrays.append(self._repeated(name, typ, value, n))
+                arrays.append(self.values.array(name, typ, value, n))
             else:
                 arrays.append(scanned[at])
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -19,7 +19,7 @@ from ..read_schema import ReadSchema, conform, same_storage
 from ..scan_unit import CHANGE_TYPE, FileUnits, LogFileOfUnit, ScanUnit
 from ..storage import Storage
 from .batches import MAX_BATCH_SIZE, MIN_BATCH_SIZE
-from .constants import ConstantColumns
+from .constants import ConstantColumns, RepeatedValues
 from .file_checks import FileChecks
 from .footer_probe import probed_footer
 from .known_rows import constant_batches, constant_columns, known_file_rows, known_row_count, value_batches
@@ -455,7 +455,9 @@ class UnitReader:
             # (lineitem, SELECT * LIMIT 10: first batch 10 -> 4 ms). The format is chosen after,
             # from the footer the stream has read: no footer read before the first rows
             try:
-                rest, footer = yield from self._stream_first_row_group(units[0], columns, out_schema, bs)
+                rest, footer = yield from self._stream_first_row_group(
+                    units[0], columns, out_schema, bs, constants.values
+                )
             except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
                 raise self.errors.read_error(units[:1], e) from e  # the one file it reads
         fmt = self._format(units[0], footer, read_cols)
@@ -529,10 +531,11 @@ class UnitReader:
         return [u for u in units if u.location in other_case - read_now]
 
     def _stream_first_row_group(
-        self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema, bs: int
+        self, unit: ScanUnit, columns: Sequence[str], out_schema: pa.Schema, bs: int, values: RepeatedValues
     ) -> Generator[pa.RecordBatch, None, tuple[list[int], pq.FileMetaData]]:
         """Yield the unit's first row group, its first rows in a small batch; return its other
-        row groups and its footer."""
+        row groups and its footer. ``values``: the read's value arrays (the scan after takes the
+        same)."""
         pf = pq.ParquetFile(unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us")
         footer = pf.metadata
         groups = footer.num_row_groups
@@ -569,13 +572,13 @@ class UnitReader:
             if rows >= min(handed, bs):
                 batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
                 take = min(rows, bs)
-                yield self._streamed(batch.slice(0, take), unit, needed, columns, out_schema)
+                yield self._streamed(batch.slice(0, take), unit, needed, columns, out_schema, values)
                 handed += take
                 rows -= take
                 pending = [batch.slice(take)] if rows else []
         if pending:
             batch = pending[0] if len(pending) == 1 else pa.concat_batches(pending)
-            yield self._streamed(batch, unit, needed, columns, out_schema)
+            yield self._streamed(batch, unit, needed, columns, out_schema, values)
         return list(range(1, groups)), footer
 
     def _streamed(
@@ -585,9 +588,10 @@ class UnitReader:
         needed: list[str],
         columns: Sequence[str],
         out_schema: pa.Schema,
+        values: RepeatedValues,
     ) -> pa.RecordBatch:
         """A streamed file batch as a batch of the logical ``columns``."""
-        return conform(to_logical(batch, unit, needed, self.rs).select(list(columns)), out_schema)
+        return conform(to_logical(batch, unit, columns, needed, self.rs, values), out_schema)
 
     # -- row-selection path -------------------------------------------------------------------
     def _read_selected(

@@ -24,6 +24,7 @@ from ..read_schema import (
 from ..scan_unit import CHANGE_TYPE, LogFileOfUnit, ScanUnit, logged_in
 from ..schema import relabel
 from ..storage import Storage
+from .constants import RepeatedValues
 from .file_checks import FileChecks
 from .page_windows import RowWindow
 from .read_errors import ReadErrors
@@ -61,7 +62,10 @@ class SelectedRows:
         phys_names = self.rs.to_physical()
         # cdc files store _change_type themselves (it is not a constant of the unit)
         stored = self.rs.file_columns | ({CHANGE_TYPE} if unit.has_change_type_column else set())
-        needed = [c for c in dict.fromkeys(list(columns) + list(filter_columns)) if c in stored]
+        out = list(columns)
+        logical = list(dict.fromkeys(out + list(filter_columns)))
+        needed = [c for c in logical if c in stored]
+        values = RepeatedValues()  # this unit's partition values and constants, made once
         try:
             pf = pq.ParquetFile(
                 unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
@@ -136,13 +140,12 @@ class SelectedRows:
                     mask = keep_only if mask is None else pc.and_(mask, keep_only)
                 start += n
                 # logical first: pyarrow cannot filter the string_view columns some writers store
-                batch = to_logical(raw, unit, needed, self.rs)
+                batch = to_logical(raw, unit, logical, needed, self.rs, values)
                 batch = batch.filter(mask) if mask is not None else batch
                 if row_filter is not None and batch.num_rows:
                     batch = batch.filter(row_filter)
-                # to_logical adds every partition value and constant: keep the requested columns
-                # in the requested order (conform casts by position)
-                batch = batch.select(list(columns))
+                if logical != out:  # the filter's own columns go (conform casts by position)
+                    batch = batch.select(out)
                 yield conform(batch, out_schema)
                 if stop is not None and start >= stop:
                     break  # before the reader decodes the next batch
@@ -164,16 +167,26 @@ class SelectedRows:
 
 
 def to_logical(
-    batch: pa.RecordBatch, unit: ScanUnit, needed: Sequence[str], rs: ReadSchema
+    batch: pa.RecordBatch,
+    unit: ScanUnit,
+    wanted: Sequence[str],
+    needed: Sequence[str],
+    rs: ReadSchema,
+    values: RepeatedValues,
 ) -> pa.RecordBatch:
-    """Physical file batch -> logical columns incl. partition values and constants."""
+    """Physical file batch -> the logical columns ``wanted``, in that order: the stored ones
+    (``needed``) converted, partition values and constants from ``values`` (each value's array
+    made once per read, see read/constants.py; the columns not wanted are not made)."""
     n = batch.num_rows
     arrays, fields = [], []
-    for f, pf in zip(rs.logical, rs.physical, strict=True):
-        name = f.name
+    for name in wanted:
+        i = rs.logical.get_field_index(name)
+        if i < 0:
+            raise KeyError(name)  # as a select of it would
+        f, pf = rs.logical.field(i), rs.physical.field(i)
         if name in unit.partition_values or name in unit.constants:
             value = unit.partition_values.get(name, unit.constants.get(name))
-            arr = pa.nulls(n, f.type) if value is None else pa.repeat(pa.scalar(value, f.type), n)
+            arr = values.array(name, f.type, value, n)
         elif name in needed:
             idx = batch.schema.get_field_index(pf.name)
             if idx < 0:
@@ -182,8 +195,8 @@ def to_logical(
                 # to the physical type first: nested fields are matched by (physical) name,
                 # whatever their order or number in this file; then renamed position by position
                 arr = cast_column(cast_column(batch.column(idx), pf.type, by_name=True), f.type)
-        else:
-            continue
+        else:  # a value the unit lacks is NULL, as the dataset path reads it
+            arr = values.array(name, f.type, None, n)
         arrays.append(arr)
         fields.append(pa.field(name, f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields)) if fields else batch.select([])
