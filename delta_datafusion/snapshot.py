@@ -114,10 +114,10 @@ def _overlap_single_leaf(storage: Storage) -> bool:
 #: (:data:`_LEAF_REST_COLUMNS`) so that their parse, most of a load's work, runs while the rest is
 #: read and replayed (see :meth:`Snapshot._typed_single_leaf`).
 _LEAF_STATS_COLUMNS = ["add.stats", "add.stats_parsed"]
-_STATS_FIELDS = {c.split(".", 1)[1] for c in _LEAF_STATS_COLUMNS}
-_LEAF_REST_COLUMNS = [f"add.{f}" for f in RAW_ADD_FIELDS if f not in _STATS_FIELDS] + [
-    c for c in LEAF_COLUMNS if c != "add"
-]
+#: The rest: what the typed files take (not ``dataChange``, which scan metadata has no column for)
+_LEAF_REST_COLUMNS = [
+    f"add.{f}" for f in RAW_ADD_FIELDS if f not in {"stats", "stats_parsed", "dataChange"}
+] + [c for c in LEAF_COLUMNS if c != "add"]
 
 
 #: The flat add columns :meth:`TableVersionView.scan_file_table` reads (version: in its errors).

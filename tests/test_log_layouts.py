@@ -512,6 +512,77 @@ def test_all_null_sidecar_column_is_not_read(tmp_path, monkeypatch):
     assert len(reads) == 1
 
 
+def _leaf_reads(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The columns of every parquet read of the log from now on (checkpoint leaves and parts)."""
+    reads: list[list[str]] = []
+    real = pq.ParquetFile.read
+
+    def spy(self, columns=None, **kwargs):
+        reads.append(list(columns or []))
+        return real(self, columns=columns, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spy)
+    return reads
+
+
+def test_all_null_checkpoint_columns_are_not_read(tmp_path, monkeypatch):
+    """A checkpoint whose txn, domainMetadata, deletion vector and row id columns are null in every
+    row (deltalake's, with neither) has them read as absent: the footer's null counts say so, and
+    the typed files are those of a read that decodes them; the stats read apart from the rest of
+    the leaf (a single-leaf checkpoint with later commits) leaves out dataChange as well."""
+    import delta_datafusion.log.checkpoint as ck
+    import delta_datafusion.snapshot as snapshot_module
+
+    monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)  # the one-leaf overlap, on any machine
+    t = tmp_path / "t"
+    ids = list(range(40))
+    deltalake.write_deltalake(str(t), pa.table({"id": ids, "p": [f"p{i}" for i in ids]}), partition_by=["p"])
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    deltalake.write_deltalake(str(t), pa.table({"id": [99], "p": ["p0"]}), mode="append", partition_by=["p"])
+    ckpt = next((t / "_delta_log").glob("*.checkpoint.parquet"))
+    for column in ("txn", "domainMetadata", "add"):  # the premise: present, all null (no DVs either)
+        values = pq.read_table(ckpt, columns=[column]).column(column)
+        if column == "add":
+            values = pc.struct_field(values.combine_chunks(), "deletionVector")
+        assert values.null_count == len(values) == 42  # 40 adds, protocol, metaData
+    reads = _leaf_reads(monkeypatch)
+    snap = DeltaTable(str(t)).snapshot()
+    files = snap.files()
+    assert (files.num_rows, snap.transactions, snap.domain_metadata) == (41, {}, {})
+    asked = {c for columns in reads for c in columns}
+    assert "add.stats" in asked  # the leaf was read apart: stats, then the rest
+    unread = {"txn", "domainMetadata", "add.deletionVector", "add.baseRowId", "add.defaultRowCommitVersion"}
+    assert asked.isdisjoint(unread | {"add.dataChange"}), asked
+    monkeypatch.setattr(ck, "SKIPPED_WHEN_NULL", frozenset())  # every column decoded
+    whole = DeltaTable(str(t)).snapshot().files()
+    assert {"txn", "add.deletionVector"} <= {c for columns in reads for c in columns}
+    assert files.equals(whole)
+
+
+def test_checkpoint_columns_with_a_value_are_read(tmp_path, monkeypatch):
+    """The footer shows a value in the checkpoint's txn column: it is read, and the transaction
+    comes from the checkpoint; a footer without null counts is not taken for all null."""
+    import delta_datafusion.log.checkpoint as ck
+
+    t = tmp_path / "t"
+    deltalake.write_deltalake(
+        str(t),
+        pa.table({"id": [1, 2]}),
+        commit_properties=deltalake.CommitProperties(app_transactions=[deltalake.Transaction("app", 7)]),
+    )
+    deltalake.write_deltalake(str(t), pa.table({"id": [3]}), mode="append")
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    reads = _leaf_reads(monkeypatch)
+    snap = DeltaTable(str(t)).snapshot()
+    assert (snap.files().num_rows, snap.transactions) == (2, {"app": 7})
+    asked = {c for columns in reads for c in columns}
+    assert "txn" in asked and "domainMetadata" not in asked
+    md = pq.ParquetFile(next((t / "_delta_log").glob("*.checkpoint.parquet"))).metadata
+    assert ck._all_null(md, "domainMetadata", None) and not ck._all_null(md, "txn", None)
+    assert not ck._all_null(md, "domainMetadata", [])  # no row group read: nothing known
+    assert not ck._all_null(md, "add.partitionValues", None)  # repeated: never skipped
+
+
 def test_v2_time_travel_between_checkpoints():
     path = corpus_table("checkpoint-v2-table")
     dt_ = DeltaTable(str(path))

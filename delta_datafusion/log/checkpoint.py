@@ -255,14 +255,46 @@ def table_ids(metadata: pa.ChunkedArray) -> list[str]:
     return pc.struct_field(rows, "id").to_pylist()
 
 
+#: Leaf columns not read where the footer says every row of them is null: absent, replay reads them
+#: as null (no transactions, domain metadata, deletion vectors or row ids), and most checkpoints
+#: have them all null, which decoding costs anyway (21k adds: ~1.5 ms of a leaf's ~5 ms).
+SKIPPED_WHEN_NULL = frozenset(
+    {"txn", "domainMetadata", "add.deletionVector", "add.baseRowId", "add.defaultRowCommitVersion"}
+)
+
+
+def _all_null(md: pq.FileMetaData, column: str, row_groups: Sequence[int] | None) -> bool:
+    """Whether the footer's statistics show every value under ``column`` (a top-level column or
+    ``top.field``, none of them repeated) null in the row groups read; unknown counts are not."""
+    prefix = column + "."
+    schema = md.schema
+    leaves = [j for j in range(md.num_columns) if (schema.column(j).path + ".").startswith(prefix)]
+    if not leaves or any(schema.column(j).max_repetition_level for j in leaves):
+        return False
+    groups = range(md.num_row_groups) if row_groups is None else row_groups
+    for g in groups:
+        rg = md.row_group(g)
+        for j in leaves:
+            st = rg.column(j).statistics
+            if st is None or not st.has_null_count or st.null_count != rg.num_rows:
+                return False
+    return len(groups) > 0
+
+
 def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:
-    """Read a leaf's action columns (whole file or the given row groups)."""
+    """Read a leaf's action columns (whole file or the given row groups); those of
+    :data:`SKIPPED_WHEN_NULL` only when some row has a value."""
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
         if "/_sidecars/" in leaf.path and not {"add", "remove"} & set(pf.schema_arrow.names):
             raise LogCorruptError(
                 f"{leaf.path}: sidecar has neither an add nor a remove column: not a sidecar"
             )
         present = present_columns(pf, columns or LEAF_COLUMNS)
+        if SKIPPED_WHEN_NULL.intersection(present):
+            md = pf.metadata
+            present = [
+                c for c in present if c not in SKIPPED_WHEN_NULL or not _all_null(md, c, leaf.row_groups)
+            ]
         threads = use_threads()
         if leaf.row_groups is None:
             return pf.read(columns=present, use_threads=threads)
