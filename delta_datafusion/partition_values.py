@@ -24,6 +24,9 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
     """Checkpoint ``partitionValues`` (map<string,string>) -> struct<physical name: string>."""
     values = as_array(values)
     n = len(values)
+    uniform = _uniform_entries(values, physical_names)
+    if uniform is not None:
+        return pa.StructArray.from_arrays(uniform, names=physical_names)
     children = []
     if n and physical_names:
         # One pass over the map entries instead of pc.map_lookup per column (about 50x faster on
@@ -54,6 +57,28 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
     # a null map stays a null struct: the caller refuses it (partitionValues is required)
     mask = pc.invert(values.is_valid()) if values.null_count else None
     return pa.StructArray.from_arrays(children, names=physical_names, mask=mask)
+
+
+def _uniform_entries(values: pa.MapArray, physical_names: list[str]) -> list[pa.Array] | None:
+    """The value columns of maps that all hold the partition columns in the same order and nothing
+    else (what writers write: Spark and deltalake), found without a key lookup per entry: with one
+    partition column its values are the map's own (21k adds: ~0.5 -> ~0.1 ms). None otherwise."""
+    k, n = len(physical_names), len(values)
+    if not (n and k) or values.null_count or not values.keys.type == values.items.type == pa.string():
+        return None
+    offsets = values.offsets.to_numpy(zero_copy_only=False)
+    start = int(offsets[0])
+    if int(offsets[-1]) - start != n * k or not (np.diff(offsets) == k).all():
+        return None
+    keys = values.keys.slice(start, n * k)
+    names = pa.array(physical_names, pa.string())
+    pattern = names[0] if k == 1 else names.take(pa.array(np.tile(np.arange(k), n)))
+    if not pc.all(pc.fill_null(pc.equal(keys, pattern), False)).as_py():
+        return None
+    items = values.items.slice(start, n * k)
+    if k == 1:
+        return [items]
+    return [items.take(pa.array(np.arange(i, n * k, k))) for i in range(k)]
 
 
 def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:

@@ -1106,6 +1106,34 @@ PARTITION_SCHEMA = pa.schema(
 )
 
 
+def test_checkpoint_partition_maps_in_the_writers_layout():
+    """Checkpoint partitionValues maps holding the partition columns in order and nothing else (as
+    Spark and deltalake write them) give their values without a key lookup per entry: with one
+    partition column, the map's own value strings, not a copy. Any other layout (keys in another
+    order, one missing, extra or repeated, a null map, a slice) gives what the lookup gives: the
+    first entry of a key, null where it has none."""
+    from delta_datafusion.partition_values import map_to_struct
+
+    typ = pa.map_(pa.string(), pa.string())
+    one = pa.array([[("p", "a")], [("p", "b")], [("p", None)]], typ)
+    out = map_to_struct(one, ["p"])
+    assert out.to_pylist() == [{"p": "a"}, {"p": "b"}, {"p": None}]
+    assert out.field(0).buffers()[2].address == one.items.buffers()[2].address  # the same strings
+    assert map_to_struct(one.slice(1), ["p"]).to_pylist() == [{"p": "b"}, {"p": None}]
+    two = pa.array([[("a", "1"), ("b", "x")], [("a", "2"), ("b", None)]], typ)
+    assert map_to_struct(two, ["a", "b"]).to_pylist() == [{"a": "1", "b": "x"}, {"a": "2", "b": None}]
+    assert map_to_struct(two, ["b", "a"]).to_pylist() == [{"b": "x", "a": "1"}, {"b": None, "a": "2"}]
+    assert map_to_struct(two, ["a"]).to_pylist() == [{"a": "1"}, {"a": "2"}]
+    assert map_to_struct(two, ["a", "b", "c"]).to_pylist() == [
+        {"a": "1", "b": "x", "c": None},
+        {"a": "2", "b": None, "c": None},
+    ]
+    repeated = pa.array([[("a", "1"), ("a", "2")], [("b", "3"), ("a", "4")]], typ)
+    assert map_to_struct(repeated, ["a", "b"]).to_pylist() == [{"a": "1", "b": None}, {"a": "4", "b": "3"}]
+    with_null = pa.array([[("p", "a")], None], typ)
+    assert map_to_struct(with_null, ["p"]).to_pylist() == [{"p": "a"}, None]
+
+
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["commit", "checkpoint"])
 def test_typed_partition_values_from_deltalake(tmp_path: Path, checkpoint: bool):
     t = tmp_path / "t"
