@@ -27,6 +27,9 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
     uniform = _uniform_entries(values, physical_names)
     if uniform is not None:
         return pa.StructArray.from_arrays(uniform, names=physical_names)
+    if _is_dictionary(values.keys.type) or _is_dictionary(values.items.type):
+        # read as dictionaries (log/checkpoint.py dictionary_leaves): looked up as strings
+        values = values.cast(pa.map_(_plain_type(values.keys.type), _plain_type(values.items.type)))
     children = []
     if n and physical_names:
         # One pass over the map entries instead of pc.map_lookup per column (about 50x faster on
@@ -59,26 +62,51 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
     return pa.StructArray.from_arrays(children, names=physical_names, mask=mask)
 
 
+def _is_dictionary(t: pa.DataType) -> bool:
+    return pa.types.is_dictionary(t)
+
+
+def _plain_type(t: pa.DataType) -> pa.DataType:
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _strings(t: pa.DataType) -> bool:
+    """Strings, or a dictionary of strings."""
+    return _plain_type(t) == pa.string()
+
+
 def _uniform_entries(values: pa.MapArray, physical_names: list[str]) -> list[pa.Array] | None:
     """The value columns of maps that all hold the partition columns in the same order and nothing
     else (what writers write: Spark and deltalake), found without a key lookup per entry: with one
-    partition column its values are the map's own (21k adds: ~0.5 -> ~0.1 ms). None otherwise."""
+    partition column its values are the map's own (21k adds: ~0.5 -> ~0.1 ms). Keys and values may
+    be dictionaries (decoded once here). None otherwise."""
     k, n = len(physical_names), len(values)
-    if not (n and k) or values.null_count or not values.keys.type == values.items.type == pa.string():
+    if not (n and k) or values.null_count or not (_strings(values.keys.type) and _strings(values.items.type)):
         return None
     offsets = values.offsets.to_numpy(zero_copy_only=False)
     start = int(offsets[0])
     if int(offsets[-1]) - start != n * k or not (np.diff(offsets) == k).all():
         return None
-    keys = values.keys.slice(start, n * k)
-    names = pa.array(physical_names, pa.string())
-    pattern = names[0] if k == 1 else names.take(pa.array(np.tile(np.arange(k), n)))
-    if not pc.all(pc.fill_null(pc.equal(keys, pattern), False)).as_py():
+    if not _keys_in_order(values.keys.slice(start, n * k), physical_names, n):
         return None
     items = values.items.slice(start, n * k)
+    if _is_dictionary(items.type):
+        items = items.dictionary.take(items.indices)
     if k == 1:
         return [items]
     return [items.take(pa.array(np.arange(i, n * k, k))) for i in range(k)]
+
+
+def _keys_in_order(keys: pa.Array, physical_names: list[str], n: int) -> bool:
+    """Whether ``keys`` are the names, in order, ``n`` times over (no null among them)."""
+    k = len(physical_names)
+    names = pa.array(physical_names, pa.string())
+    if _is_dictionary(keys.type):  # compared by code: the name each code stands for
+        position = pc.index_in(keys.dictionary, value_set=names).take(keys.indices)
+        found = pc.fill_null(position, -1).to_numpy(zero_copy_only=False)
+        return bool(np.array_equal(found, np.tile(np.arange(k), n)))
+    pattern = names[0] if k == 1 else names.take(pa.array(np.tile(np.arange(k), n)))
+    return bool(pc.all(pc.fill_null(pc.equal(keys, pattern), False)).as_py())
 
 
 def parse_column(raw: pa.Array, target: pa.DataType, column: str) -> pa.Array:

@@ -1134,6 +1134,58 @@ def test_checkpoint_partition_maps_in_the_writers_layout():
     assert map_to_struct(with_null, ["p"]).to_pylist() == [{"p": "a"}, None]
 
 
+def test_checkpoint_partition_maps_read_as_dictionaries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A checkpoint whose partition values the writer dictionary-encoded (few distinct values) and
+    which is one row group has them read as dictionaries, and the typed files are those of a read
+    of plain strings. Several row groups (whose dictionaries pyarrow cannot join under a nested
+    column) and dictionary-encoded maps in any layout read the same as plain ones."""
+    import delta_datafusion.log.checkpoint as ck
+    from delta_datafusion.partition_values import map_to_struct
+
+    t = tmp_path / "t"
+    ids = list(range(12))
+    deltalake.write_deltalake(
+        str(t),
+        pa.table({"id": ids, "p": [f"p{i % 3}" for i in ids], "q": [i % 4 for i in ids]}),
+        partition_by=["p", "q"],
+    )
+    deltalake.DeltaTable(str(t)).create_checkpoint()
+    snap = DeltaTable(str(t)).snapshot()
+    leaf = snap.checkpoint_manifest.leaves[0]
+    pv = ck.read_leaf(snap.storage, leaf, ["add.partitionValues"]).schema.field("add").type[0].type
+    assert pa.types.is_dictionary(pv.key_type) and pa.types.is_dictionary(pv.item_type), pv
+    files = snap.files()
+    got = sorted(files.column("partition_values").to_pylist(), key=lambda v: (v["p"], v["q"]))
+    assert got == sorted(({"p": f"p{i % 3}", "q": i % 4} for i in ids), key=lambda v: (v["p"], v["q"]))
+    with monkeypatch.context() as m:
+        m.setattr(ck, "dictionary_leaves", lambda md, row_groups: [])
+        assert DeltaTable(str(t)).snapshot().files().equals(files)
+
+    ckpt = checkpoint_file(t, 0)  # the same checkpoint in row groups of 5 rows
+    pq.write_table(pq.read_table(ckpt), ckpt, row_group_size=5)
+    assert pq.ParquetFile(ckpt).metadata.num_row_groups > 1
+    assert DeltaTable(str(t)).snapshot().files().sort_by("path").equals(files.sort_by("path"))
+
+    typ = pa.map_(pa.string(), pa.string())
+    layouts = [
+        [[("a", "1"), ("b", "x")], [("a", "2"), ("b", None)]],
+        [[("b", "x"), ("a", "1")], [("a", "2"), ("b", "y")]],
+        [[("a", "1")], None, [("a", "3"), ("c", "z")]],
+        [[("a", "1"), ("a", "2")], [("b", "3")]],
+    ]
+    for rows in layouts:
+        plain = pa.array(rows, typ)
+        coded = pa.MapArray.from_arrays(
+            plain.offsets,
+            plain.keys.dictionary_encode(),
+            plain.items.dictionary_encode(),
+            mask=plain.is_null(),
+        )
+        for names in (["a"], ["a", "b"], ["b", "a"]):
+            assert map_to_struct(coded, names).equals(map_to_struct(plain, names)), (rows, names)
+            assert map_to_struct(coded.slice(1), names).equals(map_to_struct(plain.slice(1), names))
+
+
 @pytest.mark.parametrize("checkpoint", [False, True], ids=["commit", "checkpoint"])
 def test_typed_partition_values_from_deltalake(tmp_path: Path, checkpoint: bool):
     t = tmp_path / "t"
