@@ -234,3 +234,21 @@ def test_decoded_without_nulls_and_in_large_batches() -> None:
         got = decoded(arr, pa.string())
         got.validate(full=True)
         assert got.null_count == 0 and got.equals(arr.cast(pa.string()))
+
+
+def test_a_column_added_later_reads_null_from_older_files(tmp_path: Path, dataset_schemas) -> None:
+    """Schema evolution: the flag is added by the second append. The older file lacks it (the
+    scanner gives NULL dictionaries, turned into NULL strings); a filtered scan reads both."""
+    path = tmp_path / "evolved"
+    write_deltalake(str(path), _rows(0).select(["id", "x"]))
+    write_deltalake(str(path), _rows(1).select(["id", "x", "flag"]), mode="append", schema_mode="merge")
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(path))
+    got = ctx.sql("SELECT flag, count(*) AS n FROM t WHERE id >= 10 GROUP BY flag").to_arrow_table()
+    assert got.schema.field("flag").type == pa.string()
+    counts = dict(zip(got.column("flag").to_pylist(), got.column("n").to_pylist(), strict=True))
+    newer = _rows(1).column("flag").to_pylist()
+    want = {f: newer.count(f) for f in set(newer)}
+    want[None] = want.get(None, 0) + ROWS - 10
+    assert counts == want
+    assert any(pa.types.is_dictionary(s.field("flag").type) for s in dataset_schemas), dataset_schemas
