@@ -261,7 +261,8 @@ class UnitReader:
             # A predicate on a unit's own constants (partition values, change-feed columns) that
             # planning proved TRUE for the unit needs no row filter (a partition-pruned TPC-H
             # query over 16 files: 16 -> 13 ms); statistics-proven ones keep it (statistics can
-            # be wrong, and the filter is what reads the data).
+            # be wrong, and the filter is what reads the data: the corpus table parsed-stats
+            # would give NULL rows under IS NOT NULL, test_corpus_filters.py).
             on = referenced_columns(predicate)
             decided = [
                 u.all_rows_match and on <= (u.partition_values.keys() | u.constants.keys()) for u in plain
