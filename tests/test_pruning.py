@@ -1128,6 +1128,24 @@ def test_small_batches_are_merged_for_datafusion() -> None:
     assert sum(long) == 200_000 and max(long) == -(-COALESCE_ROWS // 100) * 100  # doubling stops
 
 
+def test_a_lone_small_batch_passes_without_a_copy() -> None:
+    """A small batch with no small neighbour (between large ones, or last) reaches DataFusion as
+    it is: pa.concat_batches of one batch copies all its buffers."""
+    from delta_datafusion.datafusion.dataset import SMALL_BATCH, coalesce_small
+
+    def batch(n: int) -> pa.RecordBatch:
+        return pa.record_batch({"id": pa.array(range(n), pa.int64()), "s": pa.array(["x"] * n)})
+
+    batches = [batch(SMALL_BATCH), batch(10), batch(SMALL_BATCH), batch(20)]
+    out = list(coalesce_small(iter(batches), None))
+    assert [b.num_rows for b in out] == [SMALL_BATCH, 10, SMALL_BATCH, 20]
+    for got, given in zip(out, batches, strict=True):
+        for got_col, given_col in zip(got.columns, given.columns, strict=True):
+            assert [b.address for b in got_col.buffers() if b is not None] == [
+                b.address for b in given_col.buffers() if b is not None
+            ], f"a {given.num_rows}-row batch was copied"
+
+
 def test_decimal_statistics_rounded_through_a_float(tmp_path: Path):
     """deltalake logs decimal min/max through a float64: 0.999999999999999999 (decimal(38,18)) is
     logged as 1.0. Such bounds are widened and never prove a predicate for every row, so the
