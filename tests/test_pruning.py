@@ -1146,6 +1146,35 @@ def test_a_lone_small_batch_passes_without_a_copy() -> None:
             ], f"a {given.num_rows}-row batch was copied"
 
 
+def test_full_size_merges_run_off_the_pulling_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Merges of COALESCE_ROWS rows run on a merging thread (the pulling thread reads the next
+    small batches meanwhile); the doubling merges before them (a LIMIT's first rows) run on the
+    pulling thread, at once. Order and rows are kept."""
+    import threading
+
+    from delta_datafusion.datafusion import dataset as dsm
+
+    merged_on: list[tuple[int, str]] = []
+    concat = pa.concat_batches
+
+    def recording_concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+        out = concat(batches)
+        merged_on.append((out.num_rows, threading.current_thread().name))
+        return out
+
+    monkeypatch.setattr(dsm.pa, "concat_batches", recording_concat)
+    n = 1000
+    count = 6 * dsm.COALESCE_ROWS // n + 3
+    batches = [pa.record_batch({"id": pa.array(range(i * n, (i + 1) * n), pa.int64())}) for i in range(count)]
+    out = list(dsm.coalesce_small(iter(batches), None))
+    assert pa.Table.from_batches(out).column("id").to_pylist() == list(range(count * n))
+    caller = threading.current_thread().name
+    doubling = [(rows, name) for rows, name in merged_on if rows < dsm.COALESCE_ROWS]
+    full = [(rows, name) for rows, name in merged_on if rows >= dsm.COALESCE_ROWS]
+    assert doubling and all(name == caller for _, name in doubling[:-1])  # the last: what is left
+    assert len(full) >= 2 and all(name.startswith("delta-merge") for _, name in full), merged_on
+
+
 def test_decimal_statistics_rounded_through_a_float(tmp_path: Path):
     """deltalake logs decimal min/max through a float64: 0.999999999999999999 (decimal(38,18)) is
     logged as 1.0. Such bounds are widened and never prove a predicate for every row, so the
