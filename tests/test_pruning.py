@@ -1175,6 +1175,23 @@ def test_full_size_merges_run_off_the_pulling_thread(monkeypatch: pytest.MonkeyP
     assert len(full) >= 2 and all(name.startswith("delta-merge") for _, name in full), merged_on
 
 
+def test_merges_when_the_merging_threads_take_no_more_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At interpreter shutdown the merging pool refuses new work (a scan DataFusion still runs
+    then): the batches are merged on the pulling thread instead, every row kept, no error."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from delta_datafusion.datafusion import dataset as dsm
+
+    closed = ThreadPoolExecutor(1)
+    closed.shutdown()
+    monkeypatch.setattr(dsm, "_merge_pool", lambda: closed)
+    n = 1000
+    count = 3 * dsm.COALESCE_ROWS // n
+    batches = [pa.record_batch({"id": pa.array(range(i * n, (i + 1) * n), pa.int64())}) for i in range(count)]
+    out = list(dsm.coalesce_small(iter(batches), None))
+    assert pa.Table.from_batches(out).column("id").to_pylist() == list(range(count * n))
+
+
 def test_decimal_statistics_rounded_through_a_float(tmp_path: Path):
     """deltalake logs decimal min/max through a float64: 0.999999999999999999 (decimal(38,18)) is
     logged as 1.0. Such bounds are widened and never prove a predicate for every row, so the

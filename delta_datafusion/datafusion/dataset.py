@@ -313,6 +313,15 @@ def _merge_off_thread(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
         return _merged(batches)
 
 
+def _merge_later(batches: list[pa.RecordBatch]) -> Any:
+    """The merge of ``batches`` started on a merging thread (a Future), None when the pool takes
+    no more work (the interpreter is shutting down: the caller merges them itself)."""
+    try:
+        return _merge_pool().submit(_merge_off_thread, batches)
+    except RuntimeError:  # "cannot schedule new futures after (interpreter) shutdown"
+        return None
+
+
 def coalesce_small(batches: Iterator[pa.RecordBatch], metadata: Any) -> Iterator[pa.RecordBatch]:
     """The batches with small ones merged (in order); the first passes at once, so a LIMIT query
     still gets its rows from the first file. Merged batches start at twice the first's rows and
@@ -351,10 +360,9 @@ def coalesce_small(batches: Iterator[pa.RecordBatch], metadata: Any) -> Iterator
             if merging is not None:
                 yield merging.result().replace_schema_metadata(metadata)
                 merging = None
-            if target < COALESCE_ROWS:  # still doubling (a LIMIT's first rows): merged here, now
+            merging = None if target < COALESCE_ROWS else _merge_later(pending)
+            if merging is None:  # still doubling (a LIMIT's first rows), or shutting down: merged here
                 yield _merged(pending).replace_schema_metadata(metadata)
-            else:
-                merging = _merge_pool().submit(_merge_off_thread, pending)
             pending, rows, target = [], 0, min(2 * target, COALESCE_ROWS)
     if merging is not None:
         yield merging.result().replace_schema_metadata(metadata)
