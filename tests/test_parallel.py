@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import re
 import sys
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -1076,11 +1077,133 @@ def test_run_parallel_threads(generated, name):
     assert_same_files(concat_files(out), expected, f"{name} explicit thread pool")
 
 
-def test_leaf_adds_typed_before_the_touched_are_dropped(tmp_path, monkeypatch):
-    """A worker types every add of a leaf the commits touched little and drops the touched ones
-    from the typed table (dropping them from the raw adds first copied every stats string). A
-    file a later commit removed may not fit the current schema (here a partition column retyped
-    after its 'abc' file was deleted): typing every add fails, and the survivors alone are typed."""
+WITH_LEAVES = [name for name, kw in GENERATED.items() if kw["kind"] != "none"]
+
+
+@pytest.mark.parametrize("name", list(GENERATED))
+def test_state_made_ahead_is_the_finished_state_without_keys(generated, name):
+    """prepare() lists the leaves and makes the state before the commits are replayed; finish()
+    then gives that state with the seen keys: equal to the state made without prepare()."""
+    g = generated[name]
+    phase = DeltaTable(g.path).snapshot().scan().parallel_scan_metadata()
+    ahead = phase.prepare()
+    if g.kind == "none":
+        assert ahead is None
+        assert list(phase) and isinstance(phase.finish(), Done)
+        return
+    assert isinstance(ahead, Parallel) and len(ahead.state.seen_keys) == 0
+    assert phase.prepare() is ahead
+    assert [f.path for f in ahead.files] == g.leaves
+    batches = list(phase)
+    after = phase.finish()
+    _, plain = sequential(g.path)
+    assert after.files == ahead.files == plain.files
+    assert after.state == plain.state and len(after.state.seen_keys) > 0
+    assert after.state.header() == {**ahead.state.header(), "num_keys": len(plain.state.seen_keys)}
+    assert after.state.storage is ahead.state.storage and after.state.metadata is ahead.state.metadata
+    assert_same_files(run_split(batches, after, SPLITS["one-worker"]), reference_files(g.path), name)
+
+
+@pytest.mark.parametrize("name", WITH_LEAVES)
+@pytest.mark.parametrize("split_name", ["one-per-worker", "split-leaves-5", "row-group-round-robin-3"])
+def test_leaves_typed_ahead_equal_scan_metadata(generated, name, split_name):
+    """Every add of a leaf typed before the seen keys are known, the touched ones dropped after:
+    the same files as scan_metadata(), for several splits of the leaves and row groups."""
+    g = generated[name]
+    phase = DeltaTable(g.path).snapshot().scan().parallel_scan_metadata()
+    ahead = phase.prepare()
+    read = {}
+    for group in SPLITS[split_name](ahead.files, ahead.state):
+        for leaf in group:  # read and typed before the commits are replayed
+            read[leaf] = ahead.state.typed_ahead(ahead.state.leaf_adds(leaf))
+            assert read[leaf].typed is not None or read[leaf].flat.num_rows == 0
+    out = list(phase)
+    after = phase.finish()
+    leaf_batches = [after.state.surviving_leaf(adds) for adds in read.values()]
+    assert [b.extra["leaf"] for b in leaf_batches] == [leaf.describe() for leaf in read]
+    assert_same_files(concat_files(out + leaf_batches), reference_files(g.path), f"{name} {split_name}")
+
+
+def _finish_after_typed_ahead(monkeypatch, leaves: int) -> list[int]:
+    """Hold finish() until ``leaves`` leaves were typed ahead, so run_parallel's workers read leaves
+    while the sequential phase is still running (as they do when it is slow). Returns the rows
+    typed ahead, one entry per leaf."""
+    typed_ahead = ParallelState.typed_ahead
+    finish = SequentialPhase.finish
+    rows: list[int] = []
+    enough = threading.Event()
+    if leaves == 0:
+        enough.set()
+
+    def spy(self, adds):
+        out = typed_ahead(self, adds)
+        rows.append(adds.flat.num_rows)
+        if len(rows) >= leaves:
+            enough.set()
+        return out
+
+    def held(self):
+        assert enough.wait(60), f"only {len(rows)} leaves typed ahead"
+        return finish(self)
+
+    monkeypatch.setattr(ParallelState, "typed_ahead", spy)
+    monkeypatch.setattr(SequentialPhase, "finish", held)
+    return rows
+
+
+@pytest.mark.parametrize("name", WITH_LEAVES)
+@pytest.mark.parametrize("how", ["workers=2", "workers=3", "thread pool"])
+def test_run_parallel_types_leaves_while_the_commits_replay(generated, name, how, monkeypatch):
+    """run_parallel on threads starts the leaves once the manifest lists them; those read before the
+    seen keys are known are typed whole, their touched adds dropped after: same files."""
+    g = generated[name]
+    scan = DeltaTable(g.path).snapshot().scan()
+    workers = 2 if how == "workers=2" else 3
+    groups = len(split_leaves(scan.parallel_scan_metadata().prepare().files, workers, scan.snapshot.storage))
+    # a single group without a pool runs inline, after the sequential phase (as before)
+    ahead = min(workers, groups) if groups > 1 or how == "thread pool" else 0
+    rows = _finish_after_typed_ahead(monkeypatch, ahead)
+    if how == "thread pool":
+        with ThreadPoolExecutor(workers) as pool:
+            out = run_parallel(scan, executor=pool)
+    else:
+        out = run_parallel(scan, workers=workers)
+    assert len(rows) >= ahead and (ahead or not rows)
+    assert_same_files(concat_files(out), reference_files(g.path), f"{name} {how}")
+
+
+def test_run_parallel_error_of_the_sequential_phase_with_leaves_in_flight(generated, monkeypatch):
+    """The commits fail to replay while leaves are read: that error is raised, the leaves' tasks
+    stop and the private pool's threads end."""
+    from delta_datafusion.snapshot import Snapshot
+
+    g = generated["v2-json"]
+    leaf_adds = ParallelState.leaf_adds
+    started = threading.Event()
+
+    def spy(self, leaf):
+        started.set()
+        return leaf_adds(self, leaf)
+
+    def replay(self):
+        assert started.wait(60)
+        raise DeltaError(f"{self.table_root}: the commits cannot be replayed")
+
+    monkeypatch.setattr(ParallelState, "leaf_adds", spy)
+    monkeypatch.setattr(Snapshot, "_commit_replay", property(replay))
+    with pytest.raises(DeltaError, match="the commits cannot be replayed"):
+        run_parallel(DeltaTable(g.path).snapshot().scan(), workers=2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("delta-leaf")]
+    started.clear()
+    with ThreadPoolExecutor(2) as pool:
+        with pytest.raises(DeltaError, match="the commits cannot be replayed"):
+            run_parallel(DeltaTable(g.path).snapshot().scan(), executor=pool)
+        assert pool.submit(lambda: 7).result() == 7
+
+
+def _retyped_after_a_delete(tmp_path) -> str:
+    """A table whose partition column p is retyped to integer after its 'abc' file was deleted
+    (after the checkpoint): that removed file's add does not fit the current schema."""
     from deltalake import DeltaTable as DLTable
     from deltalake import write_deltalake
 
@@ -1098,6 +1221,10 @@ def test_leaf_adds_typed_before_the_touched_are_dropped(tmp_path, monkeypatch):
             field["type"] = "integer"
     md["schemaString"] = json.dumps(schema)
     (log / "00000000000000000002.json").write_text(json.dumps({"metaData": md}) + "\n")
+    return str(path)
+
+
+def _spy_typed_rows(monkeypatch) -> list[int]:
     typed_rows: list[int] = []
     real = par_state._StateTable.to_scan_files
 
@@ -1106,6 +1233,16 @@ def test_leaf_adds_typed_before_the_touched_are_dropped(tmp_path, monkeypatch):
         return real(self, raw, *args, **kwargs)
 
     monkeypatch.setattr(par_state._StateTable, "to_scan_files", spy)
+    return typed_rows
+
+
+def test_leaf_adds_typed_before_the_touched_are_dropped(tmp_path, monkeypatch):
+    """A worker types every add of a leaf the commits touched little and drops the touched ones
+    from the typed table (dropping them from the raw adds first copied every stats string). A
+    file a later commit removed may not fit the current schema (here a partition column retyped
+    after its 'abc' file was deleted): typing every add fails, and the survivors alone are typed."""
+    path = _retyped_after_a_delete(tmp_path)
+    typed_rows = _spy_typed_rows(monkeypatch)
     expected = reference_files(str(path))
     assert sorted(v["p"] for v in expected.column("partition_values").to_pylist()) == list(range(1, 10))
     batches, after = sequential(str(path))
@@ -1113,6 +1250,21 @@ def test_leaf_adds_typed_before_the_touched_are_dropped(tmp_path, monkeypatch):
     got = run_split(batches, after, lambda files, state: [files])
     assert typed_rows == [10, 9]  # every add first (failed on 'abc'), then the survivors
     assert_same_files(got, expected)
+
+
+def test_leaf_typed_ahead_that_does_not_fit_the_schema(tmp_path, monkeypatch):
+    """The same table through run_parallel with its leaf read before the seen keys are known:
+    typing every add ahead fails on the removed 'abc' file, so the survivors are typed once the
+    keys are there; the same files as scan_metadata()."""
+    path = _retyped_after_a_delete(tmp_path)
+    expected = reference_files(path)
+    typed_rows = _spy_typed_rows(monkeypatch)
+    ahead = _finish_after_typed_ahead(monkeypatch, 1)
+    with ThreadPoolExecutor(2) as pool:
+        out = run_parallel(DeltaTable(path).snapshot().scan(), executor=pool)
+    assert ahead == [10]
+    assert typed_rows == [10, 9]  # every add ahead (failed on 'abc'), then the survivors
+    assert_same_files(concat_files(out), expected)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -13,7 +13,7 @@ import posixpath
 import tempfile
 import threading
 from collections.abc import Iterable, Sequence
-from concurrent.futures import Executor, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,12 +21,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arguments import integer
-from ..errors import ArgumentError, DeltaError, LogCorruptError
+from ..arrow_threads import arrow_threads
+from ..errors import ArgumentError, DeltaError, LogCorruptError, ParallelStateError
 from ..log.checkpoint import LeafFile
 from ..log.segment import is_multi_part_checkpoint
 from ..replay import file_keys
 from ..scan import Scan, ScanMetadata
-from .phases import Done, Parallel, ParallelScanMetadata
+from .phases import Done, Parallel, ParallelScanMetadata, SequentialPhase
 from .split import as_leaf, split_leaves
 from .state import ParallelState
 
@@ -255,12 +256,74 @@ def run_parallel(
     The union of the returned batches' files is exactly ``scan.scan_metadata()``'s.
     """
     _check_transport(transport)
-    _check_workers(workers)
+    workers = _check_workers(workers)
     phase = scan.parallel_scan_metadata()
+    if executor is None or isinstance(executor, ThreadPoolExecutor):
+        ahead = _run_ahead(phase, executor, workers)
+        if ahead is not None:
+            return ahead
     out = list(phase)
     after = phase.finish()
     if isinstance(after, Parallel):
         out.extend(execute_parallel(after.state, after.files, executor, workers, transport))
+    return out
+
+
+class _Abandoned(Exception):
+    """The sequential phase failed: the leaves' tasks stop (its error is the one raised)."""
+
+
+def _run_ahead(
+    phase: SequentialPhase, executor: ThreadPoolExecutor | None, workers: int | None
+) -> list[ScanMetadata] | None:
+    """Both phases, the leaves' groups started on threads as soon as the manifest lists them:
+    reading and typing a leaf needs no seen key, so they run while this thread replays the
+    commits (the sequential phase otherwise leaves the other cores idle), and each group drops
+    its touched adds once :meth:`SequentialPhase.finish` has the keys. None when there is no
+    leaf or a single group (run inline, as :func:`execute_parallel` does)."""
+    ahead = phase.prepare()
+    if ahead is None:
+        return None
+    workers = workers or getattr(executor, "_max_workers", None) or _default_workers()
+    groups = split_leaves(ahead.files, workers, ahead.state.storage)
+    if executor is None and len(groups) <= 1:
+        return None
+    threads = _arrow_threads_for(min(len(groups), workers))
+    keyed: Future[ParallelState] = Future()
+    pool = executor or ThreadPoolExecutor(len(groups), thread_name_prefix="delta-leaf")
+    try:
+        futures = [pool.submit(_scan_group_ahead, ahead.state, keyed, g, threads) for g in groups]
+        try:
+            out = list(phase)
+            after = phase.finish()
+            if not isinstance(after, Parallel):  # prepare() found leaves: finish() has them too
+                raise ParallelStateError(f"the sequential phase lost the leaves it listed: {after!r}")
+            keyed.set_result(after.state)
+        except BaseException:
+            keyed.set_exception(_Abandoned())
+            wait(futures)
+            raise
+        batches = [m for f in futures for m in f.result()]
+    finally:
+        if executor is None:
+            pool.shutdown(wait=True)
+    return out + _refuse_repeated_files(batches, ahead.files)
+
+
+def _scan_group_ahead(
+    state: ParallelState, keyed: Future[ParallelState], leaves: Sequence[LeafFile], threads: bool
+) -> list[ScanMetadata]:
+    """One group of leaves: each read (and, while the seen keys are still unknown, typed) with
+    ``state``, then its touched adds dropped with the keyed state once the sequential phase ends."""
+    out = []
+    with arrow_threads(threads):
+        for leaf in leaves:
+            if keyed.done() and keyed.exception() is not None:
+                break  # the sequential phase failed: its error is raised, not ours
+            adds = state.leaf_adds(leaf)
+            if not keyed.done():
+                adds = state.typed_ahead(adds)
+            out.append(keyed.result().surviving_leaf(adds))
     return out
 
 

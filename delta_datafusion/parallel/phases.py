@@ -46,6 +46,8 @@ class SequentialPhase(Iterator[ScanMetadata]):
         self._keys: pa.Array | None = None
         self._leaves: list[LeafFile] = []
         self._result: Done | Parallel | None = None
+        self._manifest: tuple[CheckpointManifest | None] | None = None
+        self._ahead: Parallel | None = None
         self._lock = threading.Lock()
 
     def __iter__(self) -> SequentialPhase:
@@ -61,11 +63,35 @@ class SequentialPhase(Iterator[ScanMetadata]):
                 self._exhausted = True
                 raise
 
+    def prepare(self) -> Parallel | None:
+        """Read the checkpoint manifest (the phase's first step) and return its leaf files with a
+        state that has no seen keys yet (None: no leaf), so that a driver can start reading and
+        typing leaves (:meth:`ParallelState.leaf_adds`, :meth:`~ParallelState.typed_ahead`) while
+        the commits are replayed. Only dropping the touched adds needs :meth:`finish`'s state,
+        which is this one with the seen keys."""
+        with self._lock:
+            if self._ahead is None:
+                manifest = self._read_manifest()
+                if manifest is None or not manifest.leaves:
+                    return None
+                leaves = list(manifest.leaves)
+                state = ParallelState.from_scan(self.scan, pa.array([], pa.string()), leaves)
+                self._ahead = Parallel(state, leaves)
+            return self._ahead
+
+    def _read_manifest(self) -> CheckpointManifest | None:
+        """The checkpoint manifest, read once (the caller holds the lock)."""
+        if self._manifest is None:
+            snap, manifest = _with_manifest(self.scan.snapshot)
+            if snap is not self.scan.snapshot:  # listed again: both phases read that listing's files
+                self.scan = copy.copy(self.scan)
+                self.scan.snapshot = snap
+            self._manifest = (manifest,)
+        return self._manifest[0]
+
     def _run(self) -> Iterator[ScanMetadata]:
-        snap, manifest = _with_manifest(self.scan.snapshot)
-        if snap is not self.scan.snapshot:  # listed again: both phases read that listing's files
-            self.scan = copy.copy(self.scan)
-            self.scan.snapshot = snap
+        manifest = self._read_manifest()
+        snap = self.scan.snapshot
         live, keys = snap._commit_replay
         files = snap.to_scan_files(project_raw(live)) if live.num_rows else empty_file_table(snap)
         yield self.scan.pruned_metadata(files, source="commits")
@@ -88,6 +114,8 @@ class SequentialPhase(Iterator[ScanMetadata]):
             if self._result is None:
                 if not self._leaves:
                     self._result = Done()
+                elif self._ahead is not None:  # the same snapshot and leaves (see prepare)
+                    self._result = Parallel(self._ahead.state.with_seen_keys(self._keys), list(self._leaves))
                 else:
                     state = ParallelState.from_scan(self.scan, self._keys, self._leaves)
                     self._result = Parallel(state, list(self._leaves))

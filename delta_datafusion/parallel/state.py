@@ -14,7 +14,7 @@ import json
 import posixpath
 import struct
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,19 @@ class _StateTable(TableVersionView):
         return f"ParallelState table {self.table_root!r} at version {self.version}"
 
 
+@dataclass(frozen=True)
+class LeafAdds:
+    """One leaf's adds between the two steps of phase two (see :meth:`ParallelState.leaf_adds`):
+    the flat adds with their locations and, when typed ahead, all of them typed (``all_typed``:
+    False when that failed, so only the survivors are typed)."""
+
+    leaf: LeafFile
+    view: _StateTable
+    flat: pa.Table
+    typed: pa.Table | None = None
+    all_typed: bool | None = None
+
+
 # ==============================================================================================
 # State
 # ==============================================================================================
@@ -245,6 +258,26 @@ class ParallelState:
             _protocol=snap.protocol,
         )
 
+    def with_seen_keys(self, seen_keys: pa.Array) -> ParallelState:
+        """This state with other seen keys (a state made before the commits were replayed, see
+        :meth:`SequentialPhase.prepare`), sharing its storage and parsed metadata."""
+        return ParallelState(
+            table_root=self.table_root,
+            storage_options=self.storage_options,
+            version=self.version,
+            checkpoint_version=self.checkpoint_version,
+            protocol=self.protocol_action,
+            metadata=self.metadata_action,
+            seen_keys=_unique_keys(seen_keys),
+            columns=self.columns,
+            predicate=self.predicate,
+            leaves=self.leaves,
+            checkpoint_table_id=self.checkpoint_table_id,
+            _storage=self.storage,
+            _metadata=self.metadata,
+            _protocol=self.protocol,
+        )
+
     # -- the work of one leaf ---------------------------------------------------------------------
     def check_leaf(self, leaf: LeafFile) -> None:
         """Refuse a leaf that cannot belong to this state's checkpoint: outside the table's
@@ -296,6 +329,11 @@ class ParallelState:
 
     def scan_leaf(self, leaf: LeafFile) -> ScanMetadata:
         """Surviving, typed and pruned adds of one leaf file (or row-group range of one)."""
+        return self.surviving_leaf(self.leaf_adds(leaf))
+
+    def leaf_adds(self, leaf: LeafFile) -> LeafAdds:
+        """Phase two's first step, which needs no seen key: one leaf file (or row-group range)
+        checked, read and flattened to its adds with their locations."""
         self.check_leaf(leaf)
         # read the checked location, not the path as given (relative, ../, file:// spellings)
         location = leaf_location(self.storage, leaf.path)
@@ -309,11 +347,32 @@ class ParallelState:
             self._check_same_table(table.column("metaData"), leaf)
             table = table.drop_columns(["metaData"])
         view = self._table.reading(location)
-        files = self._surviving_typed(view, view.located_leaf_adds(table, location))
-        return self.scan.pruned_metadata(files, leaf=leaf.describe())
+        return LeafAdds(leaf, view, view.located_leaf_adds(table, location))
 
-    def _surviving_typed(self, view: _StateTable, flat: pa.Table) -> pa.Table:
-        """The typed files of a leaf's flat adds that no commit touched.
+    def typed_ahead(self, adds: LeafAdds) -> LeafAdds:
+        """``adds`` with every add typed, before the seen keys are known (a driver decoding leaves
+        while the sequential phase still replays the commits); :meth:`surviving_leaf` then drops
+        the touched ones. Unchanged when they do not type (a file a later commit removed may not
+        fit the current schema): the survivors are typed then, where a real error repeats."""
+        raw = project_raw(adds.flat)
+        if raw.num_rows == 0:
+            return adds
+        try:
+            return replace(adds, typed=self._typed(adds.view, raw), all_typed=True)
+        except Exception:  # noqa: BLE001 - typed again in surviving_leaf (see the docstring)
+            return replace(adds, all_typed=False)
+
+    def surviving_leaf(self, adds: LeafAdds) -> ScanMetadata:
+        """Phase two's second step: the adds of :meth:`leaf_adds` that no commit touched (this
+        state's seen keys), typed and pruned."""
+        files = self._surviving_typed(adds.view, adds.flat, adds.typed, adds.all_typed is not False)
+        return self.scan.pruned_metadata(files, leaf=adds.leaf.describe())
+
+    def _surviving_typed(
+        self, view: _StateTable, flat: pa.Table, typed: pa.Table | None = None, all_typable: bool = True
+    ) -> pa.Table:
+        """The typed files of a leaf's flat adds that no commit touched (``typed``: all of them
+        typed already; ``all_typable`` False: typing all of them failed, see :meth:`typed_ahead`).
 
         A worker needs no raw adds afterwards (a snapshot keeps them for planning), so when the
         commits touched few of them (an eighth at most) every add is typed and the touched rows
@@ -322,13 +381,15 @@ class ParallelState:
         ~230 ms CPU)."""
         raw = project_raw(flat)
         if raw.num_rows == 0 or len(self.seen_keys) == 0:
-            return self._typed(view, raw)
+            return typed if typed is not None else self._typed(view, raw)
         loc, dv = as_array(flat.column("location")), as_array(flat.column("deletionVector"))
         touched = touched_files(loc, dv, self.seen_keys)
         if touched.true_count == 0:
-            return self._typed(view, raw)
+            return typed if typed is not None else self._typed(view, raw)
         keep = pc.invert(touched)
-        if touched.true_count * 8 <= raw.num_rows:
+        if typed is not None:
+            return typed.filter(keep)
+        if all_typable and touched.true_count * 8 <= raw.num_rows:
             try:
                 return self._typed(view, raw).filter(keep)
             except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
