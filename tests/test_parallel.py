@@ -1201,6 +1201,37 @@ def test_run_parallel_error_of_the_sequential_phase_with_leaves_in_flight(genera
         assert pool.submit(lambda: 7).result() == 7
 
 
+def test_run_parallel_leaves_go_to_the_free_thread(generated, monkeypatch):
+    """Leaves are handed out one at a time: while one thread is held on its first leaf (a core
+    busy with other work), the other scans every other leaf (a static half each would leave them
+    to the held thread); the batches still come back in the leaves' order."""
+    g = generated["v2-sparse"]
+    scan = DeltaTable(g.path).snapshot().scan()
+    leaves = scan.parallel_scan_metadata().prepare().files
+    assert len(leaves) == 8
+    leaf_adds = ParallelState.leaf_adds
+    lock, others_done = threading.Lock(), threading.Event()
+    by_thread: dict[str, list[str]] = {}
+
+    def spy(self, leaf):
+        with lock:
+            first = not by_thread
+            by_thread.setdefault(threading.current_thread().name, []).append(leaf.path)
+        if first:
+            others_done.wait(30)
+        out = leaf_adds(self, leaf)
+        with lock:
+            if sum(map(len, by_thread.values())) == len(leaves) and not first:
+                others_done.set()
+        return out
+
+    monkeypatch.setattr(ParallelState, "leaf_adds", spy)
+    out = run_parallel(scan, workers=2)
+    assert sorted(len(v) for v in by_thread.values()) == [1, 7], by_thread
+    assert [b.extra["leaf"] for b in out if "leaf" in b.extra] == [leaf.describe() for leaf in leaves]
+    assert_same_files(concat_files(out), reference_files(g.path))
+
+
 def _retyped_after_a_delete(tmp_path) -> str:
     """A table whose partition column p is retyped to integer after its 'abc' file was deleted
     (after the checkpoint): that removed file's add does not fit the current schema."""

@@ -276,11 +276,11 @@ class _Abandoned(Exception):
 def _run_ahead(
     phase: SequentialPhase, executor: ThreadPoolExecutor | None, workers: int | None
 ) -> list[ScanMetadata] | None:
-    """Both phases, the leaves' groups started on threads as soon as the manifest lists them:
-    reading and typing a leaf needs no seen key, so they run while this thread replays the
-    commits (the sequential phase otherwise leaves the other cores idle), and each group drops
-    its touched adds once :meth:`SequentialPhase.finish` has the keys. None when there is no
-    leaf or a single group (run inline, as :func:`execute_parallel` does)."""
+    """Both phases, the leaves started on threads as soon as the manifest lists them: reading
+    and typing a leaf needs no seen key, so they run while this thread replays the commits (the
+    sequential phase otherwise leaves the other cores idle), and each leaf's touched adds are
+    dropped once :meth:`SequentialPhase.finish` has the keys. None when there is no leaf or a
+    single group (run inline, as :func:`execute_parallel` does)."""
     ahead = phase.prepare()
     if ahead is None:
         return None
@@ -288,11 +288,12 @@ def _run_ahead(
     groups = split_leaves(ahead.files, workers, ahead.state.storage)
     if executor is None and len(groups) <= 1:
         return None
+    queue = _LeafQueue([leaf for group in groups for leaf in group])
     threads = _arrow_threads_for(min(len(groups), workers))
     keyed: Future[ParallelState] = Future()
     pool = executor or ThreadPoolExecutor(len(groups), thread_name_prefix="delta-leaf")
     try:
-        futures = [pool.submit(_scan_group_ahead, ahead.state, keyed, g, threads) for g in groups]
+        futures = [pool.submit(_scan_leaves_ahead, ahead.state, keyed, queue, threads) for _ in groups]
         try:
             out = list(phase)
             after = phase.finish()
@@ -303,28 +304,56 @@ def _run_ahead(
             keyed.set_exception(_Abandoned())
             wait(futures)
             raise
-        batches = [m for f in futures for m in f.result()]
+        for f in futures:
+            f.result()
     finally:
         if executor is None:
             pool.shutdown(wait=True)
-    return out + _refuse_repeated_files(batches, ahead.files)
+    return out + _refuse_repeated_files(queue.results(), ahead.files)
 
 
-def _scan_group_ahead(
-    state: ParallelState, keyed: Future[ParallelState], leaves: Sequence[LeafFile], threads: bool
-) -> list[ScanMetadata]:
-    """One group of leaves: each read (and, while the seen keys are still unknown, typed) with
-    ``state``, then its touched adds dropped with the keyed state once the sequential phase ends."""
-    out = []
+class _LeafQueue:
+    """Leaves (or row-group ranges) handed out in order to whichever thread asks first, so a
+    thread slowed down (by other work on its core) takes fewer of them instead of finishing last
+    with a static share; their batches come back in the leaves' order."""
+
+    def __init__(self, leaves: list[LeafFile]):
+        self._leaves = leaves
+        self._next = 0
+        self._batches: list[ScanMetadata | None] = [None] * len(leaves)
+        self._lock = threading.Lock()
+
+    def take(self) -> tuple[int, LeafFile] | None:
+        with self._lock:
+            i = self._next
+            if i >= len(self._leaves):
+                return None
+            self._next += 1
+            return i, self._leaves[i]
+
+    def put(self, i: int, batch: ScanMetadata) -> None:
+        self._batches[i] = batch
+
+    def results(self) -> list[ScanMetadata]:
+        if any(b is None for b in self._batches):  # every task finished without an error first
+            raise ParallelStateError("a leaf of the parallel phase was not scanned")
+        return [b for b in self._batches if b is not None]
+
+
+def _scan_leaves_ahead(
+    state: ParallelState, keyed: Future[ParallelState], queue: _LeafQueue, threads: bool
+) -> None:
+    """Scan leaves from ``queue`` until it is empty: each read (and, while the seen keys are still
+    unknown, typed) with ``state``, then its touched adds dropped with the keyed state."""
     with arrow_threads(threads):
-        for leaf in leaves:
+        while (item := queue.take()) is not None:
             if keyed.done() and keyed.exception() is not None:
-                break  # the sequential phase failed: its error is raised, not ours
+                return  # the sequential phase failed: its error is raised, not ours
+            i, leaf = item
             adds = state.leaf_adds(leaf)
             if not keyed.done():
                 adds = state.typed_ahead(adds)
-            out.append(keyed.result().surviving_leaf(adds))
-    return out
+            queue.put(i, keyed.result().surviving_leaf(adds))
 
 
 def _is_local_cluster(client: Any) -> bool:
