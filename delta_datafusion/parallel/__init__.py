@@ -24,7 +24,8 @@ Modules, by job:
   leaves into row-group ranges (:func:`expand_leaf`), which the reference implementation cannot do;
 * ``execute``: :func:`run_parallel` runs both phases on local threads or any
   ``concurrent.futures.Executor`` (process pools get state bytes and return tables through
-  ``/dev/shm``), :func:`run_with_dask` on a ``distributed.Client``.
+  ``/dev/shm``), :func:`run_with_dask` on a ``distributed.Client``. On threads the leaves start
+  while the commits replay (:meth:`SequentialPhase.prepare`), handed out one at a time.
 """
 
 from .execute import (
