@@ -161,14 +161,14 @@ class _StateTable(TableVersionView):
 @dataclass(frozen=True)
 class LeafAdds:
     """One leaf's adds between the two steps of phase two (see :meth:`ParallelState.leaf_adds`):
-    the flat adds with their locations and, when typed ahead, all of them typed (``all_typed``:
-    False when that failed, so only the survivors are typed)."""
+    the flat adds with their locations and, when typed ahead, all of them typed (``typing_failed``:
+    typing all of them failed, so only the survivors are typed)."""
 
     leaf: LeafFile
     view: _StateTable
     flat: pa.Table
     typed: pa.Table | None = None
-    all_typed: bool | None = None
+    typing_failed: bool = False
 
 
 # ==============================================================================================
@@ -358,14 +358,14 @@ class ParallelState:
         if raw.num_rows == 0:
             return adds
         try:
-            return replace(adds, typed=self._typed(adds.view, raw), all_typed=True)
+            return replace(adds, typed=self._typed(adds.view, raw))
         except Exception:  # noqa: BLE001 - typed again in surviving_leaf (see the docstring)
-            return replace(adds, all_typed=False)
+            return replace(adds, typing_failed=True)
 
     def surviving_leaf(self, adds: LeafAdds) -> ScanMetadata:
         """Phase two's second step: the adds of :meth:`leaf_adds` that no commit touched (this
         state's seen keys), typed and pruned."""
-        files = self._surviving_typed(adds.view, adds.flat, adds.typed, adds.all_typed is not False)
+        files = self._surviving_typed(adds.view, adds.flat, adds.typed, not adds.typing_failed)
         return self.scan.pruned_metadata(files, leaf=adds.leaf.describe())
 
     def _surviving_typed(
