@@ -27,7 +27,7 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
     uniform = _uniform_entries(values, physical_names)
     if uniform is not None:
         return pa.StructArray.from_arrays(uniform, names=physical_names)
-    if _is_dictionary(values.keys.type) or _is_dictionary(values.items.type):
+    if pa.types.is_dictionary(values.keys.type) or pa.types.is_dictionary(values.items.type):
         # read as dictionaries (log/checkpoint.py dictionary_leaves): looked up as strings
         values = values.cast(pa.map_(_plain_type(values.keys.type), _plain_type(values.items.type)))
     children = []
@@ -62,10 +62,6 @@ def map_to_struct(values: pa.Array, physical_names: list[str]) -> pa.StructArray
     return pa.StructArray.from_arrays(children, names=physical_names, mask=mask)
 
 
-def _is_dictionary(t: pa.DataType) -> bool:
-    return pa.types.is_dictionary(t)
-
-
 def _plain_type(t: pa.DataType) -> pa.DataType:
     return t.value_type if pa.types.is_dictionary(t) else t
 
@@ -90,7 +86,7 @@ def _uniform_entries(values: pa.MapArray, physical_names: list[str]) -> list[pa.
     if not _keys_in_order(values.keys.slice(start, n * k), physical_names, n):
         return None
     items = values.items.slice(start, n * k)
-    if _is_dictionary(items.type):
+    if pa.types.is_dictionary(items.type):
         items = items.dictionary.take(items.indices)
     if k == 1:
         return [items]
@@ -101,7 +97,7 @@ def _keys_in_order(keys: pa.Array, physical_names: list[str], n: int) -> bool:
     """Whether ``keys`` are the names, in order, ``n`` times over (no null among them)."""
     k = len(physical_names)
     names = pa.array(physical_names, pa.string())
-    if _is_dictionary(keys.type):  # compared by code: the name each code stands for
+    if pa.types.is_dictionary(keys.type):  # compared by code: the name each code stands for
         position = pc.index_in(keys.dictionary, value_set=names).take(keys.indices)
         found = pc.fill_null(position, -1).to_numpy(zero_copy_only=False)
         return bool(np.array_equal(found, np.tile(np.arange(k), n)))
