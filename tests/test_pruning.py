@@ -1375,3 +1375,21 @@ def test_count_star_under_float_filters_matches_datafusion(tmp_path: Path) -> No
                 assert ours == theirs, where
                 checked += 1
     assert checked == 2 * 6 * len(literals)
+
+
+def test_merges_in_flight_keep_their_place_before_large_batches() -> None:
+    """A full-size merge still running on a merging thread when a large batch (or the end) comes
+    is handed on before it: rows keep the order the reader gave them, whatever the mix of sizes."""
+    from delta_datafusion.datafusion import dataset as dsm
+
+    sizes = [5000] + [1000] * (2 * dsm.COALESCE_ROWS // 1000) + [dsm.SMALL_BATCH, 700]
+    sizes += [1000] * (dsm.COALESCE_ROWS // 1000 + 1) + [3 * dsm.SMALL_BATCH] + [900] * 80
+    starts = [sum(sizes[:i]) for i in range(len(sizes))]
+    batches = [
+        pa.record_batch({"id": pa.array(range(s, s + n), pa.int64())})
+        for s, n in zip(starts, sizes, strict=True)
+    ]
+    for _ in range(5):  # merges finish at different moments from run to run
+        out = list(dsm.coalesce_small(iter(batches), None))
+        assert pa.Table.from_batches(out).column("id").to_pylist() == list(range(sum(sizes)))
+        assert len(out) < len(batches)
