@@ -1614,3 +1614,15 @@ def test_repeated_multi_part_checkpoint_part_refused_in_parallel(tmp_path, how):
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(2, mp_context=ctx) as pool, pytest.raises(LogCorruptError, match=match):
             run_parallel(scan, executor=pool)
+
+
+def test_leaf_queue_names_the_leaves_no_thread_scanned() -> None:
+    """Every leaf handed out must come back scanned; one that did not (a task that ended without
+    an error and without it) is named, instead of its rows going missing from the result."""
+    leaves = [LeafFile("/t/_delta_log/_sidecars/a.parquet"), LeafFile("/t/_delta_log/b.parquet", 0, (2, 3))]
+    queue = par_execute._LeafQueue(leaves)
+    taken = queue.take()
+    assert taken is not None and taken[1] == leaves[0]
+    queue.put(taken[0], ScanMetadata(pa.table({"path": pa.array([], pa.string())})))
+    with pytest.raises(ParallelStateError, match=r"not scanned: b\.parquet row groups \[2, 3\]$"):
+        queue.results()

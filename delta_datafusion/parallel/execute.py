@@ -298,7 +298,9 @@ def _run_ahead(
             out = list(phase)
             after = phase.finish()
             if not isinstance(after, Parallel):  # prepare() found leaves: finish() has them too
-                raise ParallelStateError(f"the sequential phase lost the leaves it listed: {after!r}")
+                raise ParallelStateError(
+                    f"{ahead.state!r}: the sequential phase lost the leaves it listed ({after!r})"
+                )
             keyed.set_result(after.state)
         except BaseException:
             keyed.set_exception(_Abandoned())
@@ -335,8 +337,9 @@ class _LeafQueue:
         self._batches[i] = batch
 
     def results(self) -> list[ScanMetadata]:
-        if any(b is None for b in self._batches):  # every task finished without an error first
-            raise ParallelStateError("a leaf of the parallel phase was not scanned")
+        missing = [leaf.describe() for leaf, b in zip(self._leaves, self._batches, strict=True) if b is None]
+        if missing:  # every task finished without an error first
+            raise ParallelStateError(f"leaves of the parallel phase were not scanned: {', '.join(missing)}")
         return [b for b in self._batches if b is not None]
 
 
