@@ -211,3 +211,33 @@ def test_exit_waits_for_planning_and_refuses_new(big_table: Path, monkeypatch) -
     ):
         with pytest.raises(Exception, match="interpreter is exiting"):
             ctx.sql(sql).to_arrow_table()
+
+
+def test_process_pools_are_made_anew_in_a_forked_child() -> None:
+    """The package's process-wide thread pools (merging batches, searching commits) run work in a
+    forked child, where the parent's threads do not exist, even when a parent's thread held the
+    pool's lock at the fork."""
+    import os
+    import signal
+
+    from delta_datafusion.thread_pools import ProcessPool
+
+    pool = ProcessPool("delta-test")
+    parent = pool.get()
+    assert parent.submit(lambda: 7).result() == 7
+    pool._lock.acquire()  # as if a thread were inside get() at the fork
+    try:
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)  # a child stuck on the parent's lock dies instead of hanging the test
+            try:
+                child = pool.get()
+                ok = child is not parent and child.submit(lambda: 7).result(timeout=10) == 7
+            except BaseException:  # noqa: BLE001 - the child reports by its exit code
+                ok = False
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    finally:
+        pool._lock.release()
+    assert pool.get() is parent

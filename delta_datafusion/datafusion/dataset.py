@@ -37,6 +37,7 @@ from ..predicate_parse import expression_text, from_pyarrow
 from ..read import UnitReader
 from ..read import reader as reader_module
 from ..scan_unit import FileUnits, ScanUnit
+from ..thread_pools import ProcessPool
 
 
 @dataclass
@@ -291,21 +292,8 @@ def _merged(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
     return batches[0] if len(batches) == 1 else pa.concat_batches(batches)
 
 
-_MERGE_POOL: tuple[int, Any] | None = None
-_MERGE_POOL_LOCK = threading.Lock()
-
-
-def _merge_pool() -> Any:
-    """The process's merging threads (made anew in a forked child: the parent's threads do not
-    exist there)."""
-    global _MERGE_POOL
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _MERGE_POOL_LOCK:
-        if _MERGE_POOL is None or _MERGE_POOL[0] != os.getpid():
-            pool = ThreadPoolExecutor(max(2, os.cpu_count() or 1), thread_name_prefix="delta-merge")
-            _MERGE_POOL = (os.getpid(), pool)
-        return _MERGE_POOL[1]
+#: the process's merging threads (see coalesce_small)
+_merge_pool = ProcessPool("delta-merge", min_workers=2).get
 
 
 def _merge_off_thread(batches: list[pa.RecordBatch]) -> pa.RecordBatch:

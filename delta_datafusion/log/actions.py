@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,6 +26,7 @@ import pyarrow.parquet as pq
 from ..arrow_threads import use_threads
 from ..errors import LogCorruptError, MissingLogFileError, StorageError
 from ..storage import FileInfo, Storage
+from ..thread_pools import ProcessPool
 
 DV_TYPE = pa.struct(
     [
@@ -302,18 +302,8 @@ def present_keys(buf: bytes, keys: Sequence[str]) -> set[str]:
     return found
 
 
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
-
-
-def _search_pool() -> ThreadPoolExecutor:
-    """A process-wide pool, made anew in a forked child (the parent's threads do not exist there)."""
-    global _POOL
-    if _POOL is None or _POOL[0] != os.getpid():
-        _POOL = (
-            os.getpid(),
-            ThreadPoolExecutor(max(1, os.cpu_count() or 1), thread_name_prefix="delta-keys"),
-        )
-    return _POOL[1]
+#: the process's threads searching commits for action keys
+_search_pool = ProcessPool("delta-keys").get
 
 
 def _binary_slices(data: pa.Buffer, bounds: Sequence[tuple[int, int]]) -> list[pa.Array]:
