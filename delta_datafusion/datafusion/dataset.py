@@ -20,6 +20,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -301,7 +302,7 @@ def _merge_off_thread(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
         return _merged(batches)
 
 
-def _merge_later(batches: list[pa.RecordBatch]) -> Any:
+def _merge_later(batches: list[pa.RecordBatch]) -> Future[pa.RecordBatch] | None:
     """The merge of ``batches`` started on a merging thread (a Future), None when the pool takes
     no more work (the interpreter is shutting down: the caller merges them itself)."""
     try:
@@ -327,7 +328,7 @@ def coalesce_small(batches: Iterator[pa.RecordBatch], metadata: Any) -> Iterator
     pending: list[pa.RecordBatch] = []
     rows = 0
     target = 0  # rows that make a merged batch; set by the first batch
-    merging = None  # the merge running on a merging thread (a Future), if any
+    merging: Future[pa.RecordBatch] | None = None  # the merge running on a merging thread
     for b in batches:
         if merging is not None and merging.done():
             yield merging.result().replace_schema_metadata(metadata)
