@@ -67,6 +67,7 @@ from .replay import (
 )
 from .stats import stats_types, typed_stats
 from .storage import Storage
+from .thread_pools import ProcessPool
 
 if TYPE_CHECKING:
     from .scan import Scan
@@ -1050,9 +1051,29 @@ def _same_table_version(a: Snapshot, b: Snapshot) -> bool:
     )
 
 
+#: The helper threads of snapshot loads, kept from load to load: one pool a role, named by it.
+#: A new thread a task allocated, under pyarrow's default mimalloc pool, from a new heap: fresh
+#: pages each load (3,000-commit log, 12 loads a process, medians of 16 alternating fresh-process
+#: pairs: minor faults 74 -> 34 a warm load, sys 7.1 -> 4.4 ms, peak RSS 222 -> 208 MB; CPU and
+#: wall unchanged within noise). The pools' threads are not daemons: an exit waits for work
+#: in progress (a daemon thread killed inside pyarrow at exit crashed the process, 2 exits in 3
+#: with 8 stats typings in progress). The stats typing and the leaf read wait on nothing; the
+#: scan-files work waits on a stats typing and on the caller's commit keys, so a task never
+#: waits on one queued behind it in its own pool.
+_HELPER_POOLS = {
+    name: ProcessPool(name, min_workers=2)
+    for name in ("delta-checkpoint-read", "delta-checkpoint-stats", "delta-checkpoint-scan-files")
+}
+
+
 def _on_thread(work: Callable[[], Any], name: str) -> Future:
-    """``work()`` on a daemon thread (pyarrow releases the GIL); its result or exception comes
-    back through the future, to be raised on the caller's thread."""
+    """``work()`` on a helper thread of role ``name`` (pyarrow releases the GIL); its result or
+    exception comes back through the future, to be raised on the caller's thread. Once the
+    interpreter's exit has begun the pools take no work: a thread of its own then, as before."""
+    try:
+        return _HELPER_POOLS[name].get().submit(work)
+    except RuntimeError:  # "cannot schedule new futures after interpreter shutdown"
+        pass
     future: Future = Future()
 
     def run() -> None:
