@@ -719,7 +719,18 @@ class Snapshot(TableVersionView):
         # at most one file action a line: a bound of the commit keys known before they are
         actions = sum(c.data.count(b"\n") + 1 for c in self._commit_data)
 
+        # the leaf's txn and domainMetadata columns as soon as it is read: the caller makes the
+        # transactions and domains of them while the stats are typed (None: the read failed)
+        side: Future = Future()
+
         def work() -> tuple | None:
+            try:
+                return read_and_type()
+            finally:
+                if not side.done():
+                    side.set_result(None)
+
+        def read_and_type() -> tuple | None:
             apart = self._stats_apart(leaf, actions)
             if apart is None:
                 table = self._read_leaf(leaf)
@@ -732,16 +743,17 @@ class Snapshot(TableVersionView):
             txn = table.column("txn") if "txn" in table.column_names else None
             dom = table.column("domainMetadata") if "domainMetadata" in table.column_names else None
             del table
+            side.set_result((txn, dom))
             if apart is not None:
                 try:
-                    return self._typed_apart(flat, apart, keys_ready), None, txn, dom
+                    return self._typed_apart(flat, apart, keys_ready), None
                 except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
                     flat = apart.restore(flat)  # as read whole, for the typing below
             elif not keys_ready.done() or _few_touched(keys_ready.result(), flat.num_rows):
                 # type every add now and drop the touched ones after, unless the commits are known
                 # to touch many of them: filtering the raw adds first copies their stats strings
                 try:
-                    return self.to_scan_files(flat), flat.column("key"), txn, dom
+                    return self.to_scan_files(flat), flat.column("key")
                 except Exception:  # noqa: BLE001 - typed again below, where a real error repeats
                     # a file a later commit removed may not fit the current schema (a column's
                     # type changed by an overwrite): wait for the keys, then type the rest
@@ -750,7 +762,7 @@ class Snapshot(TableVersionView):
             if keys is None:  # the caller failed: nothing to type
                 return None
             # the commit keys are known: drop the files they touch before typing
-            return self.to_scan_files(surviving_checkpoint_adds(flat, keys)), None, txn, dom
+            return self.to_scan_files(surviving_checkpoint_adds(flat, keys)), None
 
         result = _on_thread(work, "delta-checkpoint-scan-files")
         try:
@@ -760,12 +772,19 @@ class Snapshot(TableVersionView):
             raise
         keys_ready.set_result(keys)
         commits = self.to_scan_files(project_raw(live)) if live.num_rows else None
-        typed, key, txn, dom = result.result()
+        # keep the small results, not the checkpoint's columns; made while the stats are typed
+        # (after the typing they lengthened the load by their ~0.4 ms)
+        leaf_columns = side.result()
+        if leaf_columns is not None:  # else the read failed: its error comes with the result
+            txn, dom = leaf_columns
+            transactions = self._transactions_with([txn] if txn is not None else [])
+            domains = self._domains_with([dom] if dom is not None else [])
+            del txn, dom, leaf_columns
+        typed, key = result.result()
         if key is not None and len(keys) and typed.num_rows:
             typed = typed.filter(pc.invert(pc.is_in(key, value_set=keys)))
-        # keep the small results, not the checkpoint's columns
-        self.__dict__["transactions"] = self._transactions_with([txn] if txn is not None else [])
-        self.__dict__["domain_metadata"] = self._domains_with([dom] if dom is not None else [])
+        self.__dict__["transactions"] = transactions
+        self.__dict__["domain_metadata"] = domains
         parts = [t for t in (commits, typed) if t is not None]
         return pa.concat_tables(parts, promote_options="permissive") if len(parts) > 1 else parts[0]
 
@@ -781,8 +800,9 @@ class Snapshot(TableVersionView):
         if len(keys) and flat.num_rows:
             keep = pc.invert(pc.is_in(flat.column("key"), value_set=keys))
             flat = flat.select([c for c in _TYPED_FROM if c in flat.column_names]).filter(keep)
+        partition_values = self.typed_partitions(flat)  # before the wait: the stats take longest
         stats = apart.typed.result()
-        return self.scan_file_table(flat, stats if keep is None else stats.filter(keep))
+        return self.scan_file_table(flat, stats if keep is None else stats.filter(keep), partition_values)
 
     def _stats_apart(self, leaf: LeafFile, commit_actions: int) -> _StatsApart | None:
         """The leaf's add stats read on their own, their typing started on a thread; None when

@@ -94,6 +94,53 @@ def test_exit_waits_for_a_stats_typing_in_progress(checkpoint_and_commits: Path)
     assert marker.exists()  # the typing ran to its end before the process exited
 
 
+def test_transactions_and_partitions_are_done_while_the_stats_are_typed(
+    checkpoint_and_commits: Path, monkeypatch
+) -> None:
+    """What the typed files need besides the checkpoint's stats (its typed partition values, the
+    snapshot's transactions and domains) is done while the stats are still being typed, not
+    after: the stats typing is the longest part of the load and the rest only waited for it."""
+    monkeypatch.setattr(snapshot_module, "LEAF_THREADS", 2)
+    path = str(checkpoint_and_commits)
+    whole = DeltaTable(path).snapshot().files()
+    events: list[str] = []
+    others_done = threading.Event()
+    real_typed = snapshot_module.typed_stats
+    real_txn = snapshot_module.Snapshot._transactions_with
+    real_pv = snapshot_module.Snapshot.typed_partitions
+
+    def slow_typing(md, stats, parsed, n, *a, **k):
+        out = real_typed(md, stats, parsed, n, *a, **k)
+        if n > 10:  # the checkpoint's 80 adds: ends once the rest is done (at most 2 s)
+            others_done.wait(2.0)
+            events.append("checkpoint stats typed")
+        return out
+
+    def note(event: str) -> None:
+        events.append(event)
+        if {"transactions", "checkpoint partitions typed"} <= set(events):
+            others_done.set()
+
+    def transactions(self, checkpoint_txn):
+        note("transactions")
+        return real_txn(self, checkpoint_txn)
+
+    def partitions(self, raw):
+        if raw.num_rows > 10:  # the checkpoint's 80 adds, not the commits' 2
+            note("checkpoint partitions typed")
+        return real_pv(self, raw)
+
+    monkeypatch.setattr(snapshot_module, "typed_stats", slow_typing)
+    monkeypatch.setattr(snapshot_module.Snapshot, "_transactions_with", transactions)
+    monkeypatch.setattr(snapshot_module.Snapshot, "typed_partitions", partitions)
+    snap = DeltaTable(path).snapshot()
+    files = snap.files()
+    assert files.equals(whole)
+    assert snap.transactions == {}
+    assert sorted(events[:2]) == ["checkpoint partitions typed", "transactions"], events
+    assert events[2:] == ["checkpoint stats typed"], events
+
+
 def test_a_load_once_the_pools_take_no_work_runs_on_threads_of_its_own(
     checkpoint_and_commits: Path, monkeypatch
 ) -> None:
