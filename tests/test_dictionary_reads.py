@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
@@ -252,3 +253,53 @@ def test_a_column_added_later_reads_null_from_older_files(tmp_path: Path, datase
     want[None] = want.get(None, 0) + ROWS - 10
     assert counts == want
     assert any(pa.types.is_dictionary(s.field("flag").type) for s in dataset_schemas), dataset_schemas
+
+
+def _small_rows(k: int, n: int = 50) -> pa.Table:
+    """``n`` rows of the table's columns with ids after the large files' (small append ``k``)."""
+    return _rows(FILES + k).slice(0, n)
+
+
+def test_unfiltered_scan_reads_small_files_without_dictionaries(tmp_path: Path, monkeypatch) -> None:
+    """A large file (the flag's dictionary pays) among many small ones (appends, change-data
+    files): an unfiltered scan reads the small files plain and declares the flag as strings (the
+    scanner turns the large file's dictionary into strings); a filtered scan keeps dictionaries
+    for every file. The rows are those in memory either way."""
+    path = tmp_path / "mixed"
+    write_deltalake(str(path), _rows(0))
+    small = [_small_rows(k) for k in range(4)]
+    for t in small:
+        write_deltalake(str(path), t, mode="append")
+    data = pa.concat_tables([_rows(0), *small])
+    files = dd.DeltaTable(str(path)).snapshot().files().sort_by("size")
+    sizes = files.column("size").to_pylist()
+    # the large file is "large" at this test's scale: between the small files and it
+    monkeypatch.setattr(reader_module, "SMALL_FILE_BYTES", (sizes[-2] + sizes[-1]) // 2, raising=False)
+    scans: list[tuple[pa.Schema, list[tuple[str, frozenset]]]] = []
+    real = ds.FileSystemDataset
+
+    def recording(fragments, schema, *args, **kwargs):
+        formats = [(f.path, frozenset(f.format.read_options.dictionary_columns)) for f in fragments]
+        scans.append((schema, formats))
+        return real(fragments, schema, *args, **kwargs)
+
+    monkeypatch.setattr(reader_module.ds, "FileSystemDataset", recording)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(path))
+    got = ctx.sql("SELECT id, flag, name FROM t").to_arrow_table().sort_by("id")
+    assert got.to_pylist() == data.select(["id", "flag", "name"]).sort_by("id").to_pylist()
+    read = [fmt for _, formats in scans for fmt in formats]
+    small_read = [cols for p, cols in read if p.endswith(tuple(files.column("path").to_pylist()[:-1]))]
+    assert len(small_read) == len(small), read
+    assert all(cols == frozenset() for cols in small_read), read
+    assert all(s.field("flag").type == pa.string() for s, _ in scans), scans
+    # filtered: every file with the format's dictionaries, the flag declared as one
+    scans.clear()
+    sql = "SELECT id, flag FROM t WHERE id > 5"
+    got = ctx.sql(sql).to_arrow_table().sort_by("id")
+    assert (
+        got.to_pylist()
+        == data.filter(pc.greater(data.column("id"), 5)).select(["id", "flag"]).sort_by("id").to_pylist()
+    )
+    assert scans and all("flag" in cols for _, formats in scans for _, cols in formats), scans
+    assert all(pa.types.is_dictionary(s.field("flag").type) for s, _ in scans), scans
