@@ -374,7 +374,8 @@ class UnitReader:
         2x slower that way, so they keep the plain decode. A scan whose ``read`` columns (the
         physical names of the file columns it reads; None: any) hold no string column is not
         affected by the choice, and does not wait for a footer read (TPC-H selective queries:
-        one footer read less before the scan starts).
+        one footer read less before the scan starts). An unfiltered scan of many small files
+        reads those without dictionaries (:meth:`_small_files_format`).
         """
         with self._lock:  # held while choosing: scan partitions start together, one reads the footer
             if self._fmt is None:
