@@ -127,8 +127,8 @@ def ours_python(path: str, start: int, end: int, columns: list[str] | None = Non
 @prepared
 def pyarrow_floor(path: str, start: int, end: int):
     """The decode floor of ours: one pyarrow dataset scan of the files the feed reads, with the
-    reader's own format (dictionary columns, no pre-buffering) and read-ahead, their stored columns
-    only -> pa.Table. No log, planning, change-feed or partition columns, no DataFusion: what
+    reader's own formats (dictionary columns for large files, none for small ones; no
+    pre-buffering) and read-ahead, their stored columns only -> pa.Table. No log, planning, change-feed or partition columns, no DataFusion: what
     ``table_changes()`` pays on top of this is ours to cut; this itself is pyarrow's decoding.
     The files are listed untimed (by our planning, so the file list is exactly the feed's)."""
     import pyarrow as pa
@@ -136,11 +136,16 @@ def pyarrow_floor(path: str, start: int, end: int):
 
     from delta_datafusion import DeltaTable
     from delta_datafusion.read.batches import MIN_BATCH_SIZE
-    from delta_datafusion.read.reader import LOCAL_READAHEAD
+    from delta_datafusion.read.reader import LOCAL_READAHEAD, _small_file
 
     scan = DeltaTable(path).changes(start, end)
     units = scan.scan_units()
-    fmt = scan.feed.reader()._format(units[0])  # the format the reader chooses for this read
+    reader = scan.feed.reader()
+    fmt = reader._format(units[0])  # the format the reader chooses for this read
+    # ... and the one it reads small files with, declaring strings as strings (see
+    # UnitReader._small_files_format): the rows then come as the feed's (not as dictionaries)
+    small_fmt = reader._small_files_format(fmt, units, True)
+    formats = [small_fmt if small_fmt is not None and _small_file(u) else fmt for u in units]
     fs = scan.feed.storage.arrow_fs
     locations = [u.location for u in units]
     # the stored columns: a data file's, and the change type that change-data files add
@@ -148,9 +153,11 @@ def pyarrow_floor(path: str, start: int, end: int):
     schema = pa.unify_schemas(
         [fmt.make_fragment(u.location, fs).physical_schema.remove_metadata() for u in samples]
     )
+    if small_fmt is not None:
+        schema = pa.schema([reader.rs.physical.field(f.name) for f in schema])
 
     def run():
-        parts = [fmt.make_fragment(loc, fs) for loc in locations]
+        parts = [f.make_fragment(loc, fs) for f, loc in zip(formats, locations, strict=True)]
         dataset = ds.FileSystemDataset(parts, schema, fmt, fs)
         return dataset.scanner(batch_size=MIN_BATCH_SIZE, use_threads=True, **LOCAL_READAHEAD).to_table()
 
