@@ -20,7 +20,7 @@ from .errors import DeltaError, LogCorruptError
 from .log.actions import DV_TYPE, partition_values_type
 from .partition_values import map_to_struct
 from .storage import Storage
-from .strings import any_contains, any_contains_byte, starts_with_byte
+from .strings import any_contains, any_contains_byte, percent_decode, starts_with_byte
 
 #: Columns of the flat, raw add table that replay produces (before typing stats/partitions).
 RAW_ADD_FIELDS = [
@@ -169,10 +169,13 @@ def _dv_column(dv: pa.Array, n: int) -> pa.Array:
 
 
 def decode_paths(paths: pa.Array) -> pa.Array:
-    """URL-decode log paths; rows without a '%' stay as they are (see :func:`_unquote_by_folder`)."""
+    """URL-decode log paths: all at once on their bytes (:func:`~.strings.percent_decode`); when
+    that gives bytes that are not UTF-8, the rows with a '%' as ``unquote`` decodes them (see
+    :func:`_unquote_by_folder`)."""
     paths = as_array(paths)
-    if not any_contains_byte(paths, ord("%")):
-        return paths
+    decoded = percent_decode(paths)
+    if decoded is not None:
+        return decoded
     has_pct = pc.fill_null(pc.match_substring(paths, "%"), False)
     if pc.all(has_pct).as_py():
         return _unquote_by_folder(paths)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def string_bytes(strings: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -56,3 +57,62 @@ def starts_with_byte(strings: pa.Array, byte: int) -> np.ndarray:
     if strings.null_count:
         out &= strings.is_valid().to_numpy(zero_copy_only=False)
     return out
+
+
+#: Value of each byte as a hex digit, -1 for the others.
+_HEX = np.full(256, -1, np.int16)
+_HEX[np.frombuffer(b"0123456789", np.uint8)] = np.arange(10)
+_HEX[np.frombuffer(b"abcdef", np.uint8)] = np.arange(10, 16)
+_HEX[np.frombuffer(b"ABCDEF", np.uint8)] = np.arange(10, 16)
+
+
+def percent_decode(strings: pa.Array) -> pa.Array | None:
+    """Every ``%XX`` escape (two hex digits, in one string) replaced by its byte, for all strings
+    in one pass over the data buffer; a '%' without two hex digits after it stays. ``strings``
+    itself when it has no escape; None when the decoded bytes are not all UTF-8, which Python's
+    ``unquote`` replaces per run of escapes (the caller's exact path). Otherwise equal to
+    ``unquote`` of each string: a decoded lead byte can only be completed by bytes of its own run
+    of escapes, as the literal text around it is UTF-8 of its own (125k paths, 1% with escapes:
+    13.7 -> 4 ms, a Python call per escaped file name before)."""
+    n = len(strings)
+    if n == 0:
+        return strings
+    offsets, data = string_bytes(strings)
+    lo = int(offsets[0])
+    buf = data[lo : int(offsets[-1])]
+    pct = np.flatnonzero(buf == ord("%"))
+    if len(pct) == 0:
+        return strings
+    rel = offsets - lo
+    row = np.searchsorted(rel, pct, side="right") - 1
+    fits = pct + 3 <= rel[row + 1]  # two more bytes of its own string follow
+    pct, row = pct[fits], row[fits]
+    high, low = _HEX[buf[pct + 1]], _HEX[buf[pct + 2]]
+    escaped = (high >= 0) & (low >= 0)
+    esc = pct[escaped]
+    if len(esc) == 0:
+        return strings
+    out = buf.copy()
+    out[esc] = (high[escaped] * 16 + low[escaped]).astype(np.uint8)
+    keep = np.ones(len(buf), bool)
+    keep[esc + 1] = False
+    keep[esc + 2] = False
+    # Arrow's filter copies the runs of kept bytes whole (numpy's boolean index: 2.9 -> 1.7 ms)
+    kept = pc.filter(pa.Array.from_buffers(pa.uint8(), len(out), [None, pa.py_buffer(out)]), pa.array(keep))
+    removed = np.zeros(n + 1, offsets.dtype)
+    removed[1:] = np.cumsum(np.bincount(row[escaped], minlength=n)) * 2
+    validity = None
+    if strings.null_count:  # a bitmap of its own, from bit 0 (the new offsets start at 0)
+        valid = strings.is_valid().to_numpy(zero_copy_only=False)
+        validity = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    decoded = pa.Array.from_buffers(
+        strings.type,
+        n,
+        [validity, pa.py_buffer((rel - removed).astype(offsets.dtype)), kept.buffers()[1]],
+        null_count=strings.null_count,
+    )
+    try:
+        decoded.validate(full=True)
+    except pa.ArrowInvalid:
+        return None
+    return decoded
