@@ -1829,6 +1829,22 @@ def test_decoded_paths_equal_unquote_on_random_escapes(large: bool):
 
 
 @pytest.mark.parametrize("large", [False, True])
+def test_relative_paths_resolve_under_the_root_in_either_string_type(large: bool, tmp_path: Path):
+    """Relative log paths get the table root put before them (a large_string array too: the
+    join with the root's string scalar had no kernel for it); nulls stay null, absolute ones
+    resolve on their own."""
+    from delta_datafusion.replay import resolve_paths
+    from delta_datafusion.storage import Storage
+
+    storage = Storage(str(tmp_path))
+    typ = pa.large_string() if large else pa.string()
+    got = resolve_paths(storage, pa.array(["a/b.parquet", None, "", "é/x y.parquet", "/abs/c.parquet"], typ))
+    root = storage.root.rstrip("/") + "/"
+    assert got.type == typ
+    assert got.to_pylist() == [root + "a/b.parquet", None, root, root + "é/x y.parquet", "/abs/c.parquet"]
+
+
+@pytest.mark.parametrize("large", [False, True])
 def test_path_byte_checks_see_only_their_own_strings(large: bool):
     """The byte-level checks behind path decoding and resolution: sliced arrays, nulls whose
     slots hold bytes, empty strings, large offsets."""
