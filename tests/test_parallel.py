@@ -1105,6 +1105,34 @@ def test_state_made_ahead_is_the_finished_state_without_keys(generated, name):
 
 
 @pytest.mark.parametrize("name", WITH_LEAVES)
+def test_phase_two_reads_only_the_add_fields_it_types(generated, name, monkeypatch):
+    """A leaf's adds are read without ``dataChange`` and ``tags``, which no scan-metadata column
+    holds (the generator writes both); the results stay ``scan_metadata()``'s, for several splits."""
+    from delta_datafusion.parallel import state as state_mod
+
+    g = generated[name]
+    read: list[pa.Schema] = []
+    real = state_mod.read_leaf
+
+    def recording(storage, leaf, columns=None):
+        table = real(storage, leaf, columns)
+        read.append(table.schema)
+        return table
+
+    monkeypatch.setattr(state_mod, "read_leaf", recording)
+    batches, after = sequential(g.path)
+    expected = reference_files(g.path)
+    for split_name in ("one-per-worker", "split-leaves-2", "row-group-round-robin-3"):
+        read.clear()
+        assert_same_files(run_split(batches, after, SPLITS[split_name]), expected, f"{name} {split_name}")
+        adds = [{f.name for f in schema.field("add").type} for schema in read if "add" in schema.names]
+        assert adds, f"{name} {split_name}: no leaf with adds read"
+        for fields in adds:
+            assert {"path", "partitionValues", "size", "modificationTime", "stats"} <= fields
+            assert not fields & {"dataChange", "tags"}, fields
+
+
+@pytest.mark.parametrize("name", WITH_LEAVES)
 @pytest.mark.parametrize("split_name", ["one-per-worker", "split-leaves-5", "row-group-round-robin-3"])
 def test_leaves_typed_ahead_equal_scan_metadata(generated, name, split_name):
     """Every add of a leaf typed before the seen keys are known, the touched ones dropped after:

@@ -27,7 +27,7 @@ from ..log.actions import checkpoint_read_errors, file_action_types, partition_v
 from ..log.checkpoint import LEAF_WHAT, LeafFile, read_leaf, table_ids
 from ..log.segment import checkpoint_file_version
 from ..protocol import Metadata, Protocol
-from ..replay import flatten_file_actions, touched_files, with_keys
+from ..replay import RAW_ADD_FIELDS, flatten_file_actions, touched_files, with_keys
 from ..scan import Scan, ScanMetadata
 from ..snapshot import TableVersionView, project_raw
 from ..storage import Storage
@@ -78,6 +78,12 @@ _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
     "leaves": list,
     "checkpoint_table_id": str,
 }
+
+
+#: The add fields phase two reads: those the typed files take, not ``dataChange`` (scan metadata
+#: has no column for it) nor ``tags`` (a map per add; 1M adds in 8 sidecars: the reads 285 ->
+#: 264 ms CPU).
+LEAF_ADD_COLUMNS = [f"add.{f}" for f in RAW_ADD_FIELDS if f != "dataChange"]
 
 
 def _package_version() -> str:
@@ -341,7 +347,9 @@ class ParallelState:
         if not sidecar:
             self._check_same_file(leaf, location)
         table = read_leaf(
-            self.storage, replace(leaf, path=location), ["add"] if sidecar else ["add", "metaData.id"]
+            self.storage,
+            replace(leaf, path=location),
+            LEAF_ADD_COLUMNS if sidecar else [*LEAF_ADD_COLUMNS, "metaData.id"],
         )
         if "metaData" in table.column_names:
             self._check_same_table(table.column("metaData"), leaf)
