@@ -53,6 +53,7 @@ from delta_datafusion.parallel import (
 )
 from delta_datafusion.parallel import execute as par_execute
 from delta_datafusion.parallel import state as par_state
+from delta_datafusion.parallel.state import LeafAdds
 from delta_datafusion.scan import ScanMetadata
 
 REPO = Path(__file__).resolve().parents[1]
@@ -1650,7 +1651,58 @@ def test_leaf_queue_names_the_leaves_no_thread_scanned() -> None:
     leaves = [LeafFile("/t/_delta_log/_sidecars/a.parquet"), LeafFile("/t/_delta_log/b.parquet", 0, (2, 3))]
     queue = par_execute._LeafQueue(leaves)
     taken = queue.take()
-    assert taken is not None and taken[1] == leaves[0]
-    queue.put(taken[0], ScanMetadata(pa.table({"path": pa.array([], pa.string())})))
+    assert isinstance(taken, tuple) and taken[1] == leaves[0]
+    (piece,) = queue.read(taken[0], LeafAdds(leaves[0], None, pa.table({"path": pa.array([], pa.string())})))
+    queue.put(piece, ScanMetadata(pa.table({"path": pa.array([], pa.string())})))
     with pytest.raises(ParallelStateError, match=r"not scanned: b\.parquet row groups \[2, 3\]$"):
         queue.results()
+
+
+def _adds(leaf: LeafFile, rows: int) -> LeafAdds:
+    return LeafAdds(leaf, None, pa.table({"path": pa.array([f"f{i}" for i in range(rows)], pa.string())}))
+
+
+def test_leaf_queue_offers_the_last_leaves_in_pieces(monkeypatch) -> None:
+    """Once no leaf is left to hand out, a leaf read is split into a piece per thread and the
+    pieces are offered: a thread out of leaves waits for them (not ending while another still
+    reads) and takes one; the reader takes back what nobody took. Batches come back in order."""
+    monkeypatch.setattr(par_execute, "TAIL_PIECE_ROWS", 10)
+    a, b, c = (LeafFile(f"/t/_delta_log/_sidecars/{n}.parquet") for n in "abc")
+    queue = par_execute._LeafQueue([a, b, c], threads=2)
+    (ia, _), (ib, _) = queue.take(), queue.take()
+    (whole,) = queue.read(ia, _adds(a, 100))  # c is still to hand out: a stays whole
+    assert whole.adds.flat.num_rows == 100
+    ic, leaf = queue.take()
+    assert leaf == c
+    got: list = []
+    waiter = threading.Thread(target=lambda: got.append(queue.take()))
+    waiter.start()  # no leaf left, b and c being read: it waits for their pieces
+    waiter.join(0.2)
+    assert waiter.is_alive()
+    b_own, b_offered = queue.read(ib, _adds(b, 25))
+    waiter.join(10)
+    assert got == [b_offered] and b_offered.adds.flat.num_rows + b_own.adds.flat.num_rows == 25
+    (c_whole,) = queue.read(ic, _adds(c, 19))  # no two pieces of 10 rows: whole
+    assert not queue.reclaim(b_offered)  # the waiting thread has it
+    assert queue.take() is None  # no leaf, no piece, nobody reading
+    for piece, name in ((whole, "a"), (b_offered, "b1"), (c_whole, "c"), (b_own, "b0")):
+        queue.put(piece, ScanMetadata(pa.table({"path": [name]})))
+    assert [m.files.column("path")[0].as_py() for m in queue.results()] == ["a", "b0", "b1", "c"]
+    alone = par_execute._LeafQueue([a], threads=3)
+    i, _ = alone.take()
+    own, *offered = alone.read(i, _adds(a, 30))
+    assert [p.adds.flat.num_rows for p in (own, *offered)] == [10, 10, 10]
+    assert all(alone.reclaim(p) for p in offered) and alone.take() is None
+
+
+@pytest.mark.parametrize("name", ["v2-json", "v2-parquet", "multi"])
+@pytest.mark.parametrize("workers", [2, 3])
+def test_run_parallel_shares_the_last_leaves_between_threads(generated, name, workers, monkeypatch):
+    """On threads, the leaves read once none is left to hand out come back in pieces (a batch
+    each, typed by whichever thread is free); the files stay scan_metadata()'s."""
+    monkeypatch.setattr(par_execute, "TAIL_PIECE_ROWS", 1, raising=False)
+    g = generated[name]
+    out = run_parallel(DeltaTable(g.path).snapshot().scan(), workers=workers)
+    assert_same_files(concat_files(out), reference_files(g.path), f"{name} workers={workers}")
+    leaves = [b.extra["leaf"] for b in out if "leaf" in b.extra]
+    assert len(leaves) > len(set(leaves)), leaves

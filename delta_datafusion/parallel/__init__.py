@@ -25,7 +25,8 @@ Modules, by job:
 * ``execute``: :func:`run_parallel` runs both phases on local threads or any
   ``concurrent.futures.Executor`` (process pools get state bytes and return tables through
   ``/dev/shm``), :func:`run_with_dask` on a ``distributed.Client``. On threads the leaves start
-  while the commits replay (:meth:`SequentialPhase.prepare`), handed out one at a time.
+  while the commits replay (:meth:`SequentialPhase.prepare`), handed out one at a time (the
+  last ones split between the threads).
 """
 
 from .execute import (
