@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import pyarrow as pa
 
+from ..predicate import literal_count
 from ..scan import ScanMetadata
+from ..scan_unit import FileUnits
 from ..snapshot import Snapshot
 from .dataset import DeltaDataset, ScanPlanInfo, row_counts_wanted
 
@@ -21,6 +24,25 @@ def provider_schema(snapshot: Snapshot) -> pa.Schema:
     return snapshot.schema.remove_metadata()
 
 
+#: Plans of predicates with more literals than this are not kept (a key as large as the filter,
+#: hashed and compared on every query; the change feed's plan cache has the same bound).
+PLAN_KEY_MAX_LITERALS = 500
+
+
+def plan_key(pred: Any, row_counts: bool) -> Hashable | None:
+    """What a table scan's plan depends on besides its snapshot: the pushed filter (the package's
+    predicate tree, whose literals compare by type and value) and whether rows may be counted
+    from the log. None: not kept (a long filter, or one that cannot be hashed)."""
+    if pred is not None and literal_count(pred) > PLAN_KEY_MAX_LITERALS:
+        return None
+    key = (pred, row_counts)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     """A DataFusion-ready dataset over one snapshot (whose checkpoint, read when the first query
     plans, is listed again if a log cleanup removed it since: see ``Snapshot._files``)."""
@@ -28,12 +50,19 @@ def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     reader = scan.reader()
     label = label or snapshot.table_root
 
+    def plan(pred: Any, row_counts: bool) -> tuple[FileUnits, int, int]:
+        files, total, after_parts = snapshot.select_files(pred, row_counts)
+        return ScanMetadata(files).scan_units(snapshot, pred), total, after_parts
+
     def planner(pred: Any) -> tuple[list, ScanPlanInfo]:
-        files, total, after_parts = snapshot.select_files(pred, row_counts_wanted())
-        info = ScanPlanInfo(
-            label, snapshot.version, "" if pred is None else str(pred), total, after_parts, files.num_rows, 0
+        row_counts = row_counts_wanted()
+        units, total, after_parts = snapshot.remembered_plan(
+            plan_key(pred, row_counts), lambda: plan(pred, row_counts)
         )
-        return ScanMetadata(files).scan_units(snapshot, pred), info
+        info = ScanPlanInfo(
+            label, snapshot.version, "" if pred is None else str(pred), total, after_parts, len(units), 0
+        )
+        return units, info
 
     # the commits table_changes() on this table may take: those whose file time came with the
     # snapshot's listing (one read after the registration could be a rewritten file's; local
