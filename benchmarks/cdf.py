@@ -128,8 +128,9 @@ def ours_python(path: str, start: int, end: int, columns: list[str] | None = Non
 def pyarrow_floor(path: str, start: int, end: int):
     """The decode floor of ours: one pyarrow dataset scan of the files the feed reads, with the
     reader's own formats (dictionary columns for large files, none for small ones; no
-    pre-buffering) and read-ahead, their stored columns only -> pa.Table. No log, planning, change-feed or partition columns, no DataFusion: what
-    ``table_changes()`` pays on top of this is ours to cut; this itself is pyarrow's decoding.
+    pre-buffering) and read-ahead, their stored columns only -> pa.Table. No log, planning,
+    change-feed or partition columns, no DataFusion: what ``table_changes()`` pays on top of
+    this is ours to cut; this itself is pyarrow's decoding.
     The files are listed untimed (by our planning, so the file list is exactly the feed's)."""
     import pyarrow as pa
     import pyarrow.dataset as ds
