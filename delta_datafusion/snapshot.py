@@ -686,9 +686,10 @@ class Snapshot(TableVersionView):
         its files were read as this snapshot's. The check reads one more column, the metaData
         row's id (as the parallel phase two does)."""
         ckpt = self.segment.checkpoint
+        partitioned = bool(self.metadata.partition_columns)
         if not (self.metadata_from_checkpoint and ckpt is not None and leaf.path == ckpt.parts[0].path):
-            return read_leaf(self.storage, leaf, columns)
-        table = read_leaf(self.storage, leaf, [*(columns or LEAF_COLUMNS), "metaData.id"])
+            return read_leaf(self.storage, leaf, columns, partitioned)
+        table = read_leaf(self.storage, leaf, [*(columns or LEAF_COLUMNS), "metaData.id"], partitioned)
         if "metaData" not in table.column_names:
             return table
         ids = set(table_ids(table.column("metaData")))
@@ -814,7 +815,9 @@ class Snapshot(TableVersionView):
             return None
         try:
             with arrow_threads(False):  # a few columns: cheaper on one thread (21k adds: 2.1 -> 1.6 ms)
-                table = read_leaf(self.storage, leaf, _LEAF_STATS_COLUMNS)
+                table = read_leaf(
+                    self.storage, leaf, _LEAF_STATS_COLUMNS, bool(self.metadata.partition_columns)
+                )
             if "add" not in table.column_names:
                 return None
             adds = table.column("add")

@@ -980,9 +980,9 @@ def test_a_checkpoint_on_an_object_store_is_read_once_for_its_files(tmp_path: Pa
     reads: list[object] = []
     real = snapshot_module.read_leaf
 
-    def spy(storage, leaf, columns=None):
+    def spy(storage, leaf, columns=None, *more):
         reads.append(columns)
-        return real(storage, leaf, columns) if columns is not None else real(storage, leaf)
+        return real(storage, leaf, columns, *more) if columns is not None else real(storage, leaf)
 
     snapshot_module.LEAF_THREADS, old = 2, snapshot_module.LEAF_THREADS
     try:

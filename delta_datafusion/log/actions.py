@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -445,19 +446,31 @@ def _short(e: Exception) -> str:
 def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
     """Open a checkpoint part once per table handle for the planning reads (protocol/metaData,
     sidecar references, inline actions), which run on one thread. Leaf reads, which may run on
-    several threads, use :func:`log.checkpoint.open_leaf` instead."""
+    several threads, use :func:`log.checkpoint.open_leaf` instead, but for a small local leaf
+    still the file this opened (see :data:`log.checkpoint.SHARED_READER_MAX_ROWS`)."""
     cache = storage.__dict__.setdefault("_log_parquet", {})
     pf = cache.get(path)
     if pf is None:
-        pf = (
-            pq.ParquetFile(path, filesystem=storage.arrow_fs)
-            if storage.is_local
-            else pq.ParquetFile(storage.open_remote(path))
-        )
+        if storage.is_local:
+            opened = file_identity(path)  # before the open: a file replaced meanwhile differs
+            pf = pq.ParquetFile(path, filesystem=storage.arrow_fs)
+            pf.delta_identity = opened  # see log.checkpoint.SHARED_READER_MAX_ROWS
+        else:
+            pf = pq.ParquetFile(storage.open_remote(path))
         if len(cache) > 64:
             cache.clear()
         cache[path] = pf
     return pf
+
+
+def file_identity(path: str) -> tuple[int, ...] | None:
+    """What tells a local file from another written under its name since (device, inode, size,
+    modification time in ns); None when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def forget_parquet(storage: Storage, paths: Iterable[str]) -> None:

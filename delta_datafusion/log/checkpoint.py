@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import posixpath
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -25,6 +26,7 @@ from ..storage import FileInfo, Storage, normalized_path
 from .actions import (
     checkpoint_read_errors,
     commit_schema,
+    file_identity,
     find_protocol_and_metadata,
     open_parquet,
     parse_json_actions,
@@ -317,10 +319,45 @@ def _all_null(md: pq.FileMetaData, column: str, row_groups: Sequence[int] | None
     return len(groups) > 0
 
 
-def read_leaf(storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None) -> pa.Table:
+#: A local leaf of at most this many rows whose footer the planning reads parsed (a classic
+#: checkpoint's one file: its protocol and metaData were read through that handle) is read through
+#: their handle, under its lock, not a reader of its own: opening one (a ParquetFile, its schema's
+#: paths) was ~1 ms of CPU of a 96-file table's registration and first query (li_flat), more than
+#: the read of its adds. Only while the file is the one the handle opened (same device, inode, size
+#: and modification time): a table written again since has another file under the name, read anew
+#: (and found to be another table's). Larger leaves get a reader of their own, read while other
+#: reads of the table run; so does a partitioned table's leaf whose partition values a reader of its
+#: own reads as dictionaries (:func:`dictionary_leaves`; an unpartitioned table's are empty maps,
+#: dictionary-encoded too, read as they come); and a leaf on an object store.
+SHARED_READER_MAX_ROWS = 10_000
+
+
+@contextlib.contextmanager
+def _shared_or_own_reader(storage: Storage, leaf: LeafFile, partitioned: bool) -> Iterator[pq.ParquetFile]:
+    """The planning reads' handle of a small leaf (see :data:`SHARED_READER_MAX_ROWS`), held
+    under their lock; else :func:`open_leaf`'s reader of its own."""
+    planned = storage.__dict__.get("_log_parquet", {}).get(leaf.path)
+    opened = getattr(planned, "delta_identity", None)  # local files only
+    if (
+        opened is not None
+        and planned.metadata.num_rows <= SHARED_READER_MAX_ROWS
+        and file_identity(leaf.path) == opened  # not a file written again under its name since
+        and not (partitioned and dictionary_leaves(planned.metadata, leaf.row_groups))
+    ):
+        with storage.__dict__.setdefault("_log_parquet_lock", threading.Lock()):
+            yield planned
+        return
+    with open_leaf(storage, leaf.path, dictionaries=True, row_groups=leaf.row_groups) as pf:
+        yield pf
+
+
+def read_leaf(
+    storage: Storage, leaf: LeafFile, columns: Sequence[str] | None = None, partitioned: bool = True
+) -> pa.Table:
     """Read a leaf's action columns (whole file or the given row groups); those of
-    :data:`SKIPPED_WHEN_NULL` only when some row has a value."""
-    leaf_file = open_leaf(storage, leaf.path, dictionaries=True, row_groups=leaf.row_groups)
+    :data:`SKIPPED_WHEN_NULL` only when some row has a value. ``partitioned=False``: the table
+    has no partition columns (see :data:`SHARED_READER_MAX_ROWS`)."""
+    leaf_file = _shared_or_own_reader(storage, leaf, partitioned)
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), leaf_file as pf:
         if "/_sidecars/" in leaf.path and not {"add", "remove"} & set(pf.schema_arrow.names):
             raise LogCorruptError(
