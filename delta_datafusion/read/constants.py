@@ -117,11 +117,48 @@ class ConstantColumns:
             self._scanned_only = None if order == list(range(len(scanned))) else order
         #: each value's array, made once for this read
         self.values = RepeatedValues()
+        #: the columns a unit may give (or must: not scanned) as (output position, name, field,
+        #: scanned or not), when the other output columns are the scanned ones in their order:
+        #: each batch then takes those in place (None: arranged from all the batch's columns)
+        self._in_place = self._in_place_columns(list(fields), valued, len(scanned))
+
+    def _in_place_columns(
+        self, fields: list[pa.Field], valued: Collection[str], n_scanned: int
+    ) -> list[tuple[int, str, pa.Field, bool]] | None:
+        if [at for _, _, at in self._columns if at is not None] != list(range(n_scanned)):
+            return None  # scanned in another order, or read only by a filter
+        return [
+            (i, name, fields[i], at is not None)
+            for i, (name, _, at) in enumerate(self._columns)
+            if at is None or name in valued
+        ]
 
     def complete(self, batch: pa.RecordBatch, unit: ScanUnit) -> pa.RecordBatch:
         """``batch`` (the scanned columns of ``unit``'s file) as the output columns."""
         if self._as_scanned:  # count(*) too: the rows without columns (arrays would give none)
             return batch if self._scanned_only is None else batch.select(self._scanned_only)
+        if self._in_place is not None:
+            out = self._completed_in_place(batch, unit)
+            if out.schema.equals(self.schema, check_metadata=True):
+                return out
+        return self._arranged(batch, unit)
+
+    def _completed_in_place(self, batch: pa.RecordBatch, unit: ScanUnit) -> pa.RecordBatch:
+        """The unit's values added to (or put over) the batch's own columns, at their places:
+        ~1 us a column, where taking the batch's columns as Python objects and making a batch of
+        them (:meth:`_arranged`) costs ~20 us a batch (the full feed: 334 batches)."""
+        n = batch.num_rows
+        for i, name, field, scanned in self._in_place:
+            given, value = unit_value(unit, name)
+            if not scanned:  # a value the unit lacks is NULL, as the scanner read it
+                batch = batch.add_column(i, field, self.values.array(name, field.type, value, n))
+            elif given:
+                batch = batch.set_column(i, field, self.values.array(name, field.type, value, n))
+        return batch
+
+    def _arranged(self, batch: pa.RecordBatch, unit: ScanUnit) -> pa.RecordBatch:
+        """The output columns picked from the batch's columns and the unit's values (scanned
+        columns not in the output order, or some only read by a filter)."""
         n = batch.num_rows
         scanned = batch.columns
         arrays = []
