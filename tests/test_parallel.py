@@ -1706,3 +1706,23 @@ def test_run_parallel_shares_the_last_leaves_between_threads(generated, name, wo
     assert_same_files(concat_files(out), reference_files(g.path), f"{name} workers={workers}")
     leaves = [b.extra["leaf"] for b in out if "leaf" in b.extra]
     assert len(leaves) > len(set(leaves)), leaves
+
+
+def test_with_seen_keys_keeps_everything_else_of_the_state(generated):
+    """A state made before the commits replayed, given its seen keys (SequentialPhase.prepare),
+    is the state with those keys and every other argument kept: the table id that refuses another
+    table's checkpoint, the leaves it may read, the predicate, the parsed metadata it shares."""
+    import inspect
+
+    from delta_datafusion import predicate as P
+
+    _, after = sequential(generated["classic"].path, predicate=P.gt(P.col("id"), 20_000))
+    state = after.state
+    assert state.checkpoint_table_id is not None and state.leaves and state.predicate is not None
+    params = set(inspect.signature(ParallelState.__init__).parameters) - {"self"}
+    assert set(state._arguments()) == params  # no constructor argument left out
+    assert state.with_seen_keys(state.seen_keys) == state
+    other = state.with_seen_keys(pa.array(["b", "a", "b"]))
+    assert sorted(other.seen_keys.to_pylist()) == ["a", "b"]
+    assert {**other.header(), "num_keys": 0} == {**state.header(), "num_keys": 0}
+    assert other.metadata is state.metadata and other.storage is state.storage

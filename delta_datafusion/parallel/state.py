@@ -267,22 +267,26 @@ class ParallelState:
     def with_seen_keys(self, seen_keys: pa.Array) -> ParallelState:
         """This state with other seen keys (a state made before the commits were replayed, see
         :meth:`SequentialPhase.prepare`), sharing its storage and parsed metadata."""
-        return ParallelState(
-            table_root=self.table_root,
-            storage_options=self.storage_options,
-            version=self.version,
-            checkpoint_version=self.checkpoint_version,
-            protocol=self.protocol_action,
-            metadata=self.metadata_action,
-            seen_keys=_unique_keys(seen_keys),
-            columns=self.columns,
-            predicate=self.predicate,
-            leaves=self.leaves,
-            checkpoint_table_id=self.checkpoint_table_id,
-            _storage=self.storage,
-            _metadata=self.metadata,
-            _protocol=self.protocol,
-        )
+        return ParallelState(**{**self._arguments(), "seen_keys": _unique_keys(seen_keys)})
+
+    def _arguments(self) -> dict[str, Any]:
+        """The constructor's arguments that make this state again (parsed metadata shared)."""
+        return {
+            "table_root": self.table_root,
+            "storage_options": self.storage_options,
+            "version": self.version,
+            "checkpoint_version": self.checkpoint_version,
+            "protocol": self.protocol_action,
+            "metadata": self.metadata_action,
+            "seen_keys": self.seen_keys,
+            "columns": self.columns,
+            "predicate": self.predicate,
+            "leaves": self.leaves,
+            "checkpoint_table_id": self.checkpoint_table_id,
+            "_storage": self.storage,
+            "_metadata": self.metadata,
+            "_protocol": self.protocol,
+        }
 
     # -- the work of one leaf ---------------------------------------------------------------------
     def check_leaf(self, leaf: LeafFile) -> None:
