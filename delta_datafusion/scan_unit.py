@@ -81,7 +81,7 @@ def check_deletion_vectors(files: pa.Table) -> None:
         return
     dv = files.column("deletion_vector").combine_chunks()
     names = [f.name for f in dv.type]
-    if "storageType" not in names:
+    if "storageType" not in names or dv.null_count == len(dv):  # no descriptor: nothing to refuse
         return
     children = dict(zip(names, dv.flatten(), strict=True))  # nulls of the struct included
     no_type = pc.equal(pc.fill_null(children.pop("storageType"), ""), "")
