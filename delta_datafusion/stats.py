@@ -90,7 +90,10 @@ def _cast_from_parse(arr: pa.Array, target: pa.DataType) -> pa.Array:
             done = _cast_leaves([children[i] for i in positions], typ)
             for i, a in zip(positions, done, strict=True):
                 children[i] = a
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=pc.invert(arr.is_valid()))
+        # no null object: no mask to compute (two compute calls a struct, every query's stats);
+        # a struct without children takes its length from its mask
+        mask = pc.invert(arr.is_valid()) if arr.null_count or not children else None
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
     try:
         return _cast_leaf(arr, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):

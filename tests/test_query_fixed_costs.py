@@ -10,7 +10,7 @@ import pytest
 
 import delta_datafusion as dd
 import delta_datafusion.datafusion  # noqa: F401 - register_table
-from delta_datafusion import replay, scan_unit
+from delta_datafusion import replay, scan_unit, stats
 from delta_datafusion.log.actions import DV_TYPE
 
 
@@ -69,3 +69,30 @@ def test_files_without_deletion_vectors_are_not_checked_field_by_field(
     )
     with pytest.raises(dd.errors.DeletionVectorError, match="/t/b"):
         scan_unit.check_deletion_vectors(bad)
+
+
+def test_parsed_stats_without_null_objects_are_built_without_a_mask(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each struct of the parsed stats (the whole object, minValues, maxValues, nullCount) was
+    rebuilt with its nulls as a mask computed by two compute calls, also when it had none."""
+    parsed = pa.array(
+        [{"numRecords": 3, "minValues": {"a": 1}}, {"numRecords": 4, "minValues": {"a": 2}}],
+        pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("a", pa.int64())]))]),
+    )
+    target = pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("a", pa.int32())]))])
+    spy = _ComputeSpy()
+    monkeypatch.setattr(stats, "pc", spy)
+    out = stats._cast_from_parse(parsed, target)
+    assert out.type == target and out.to_pylist() == parsed.to_pylist()
+    assert "invert" not in spy.used
+    # an object missing (a file without minValues) still comes out null
+    holed = pa.array(
+        [{"numRecords": 3, "minValues": None}, None],
+        pa.struct([("numRecords", pa.int64()), ("minValues", pa.struct([("a", pa.int64())]))]),
+    )
+    out = stats._cast_from_parse(holed, target)
+    assert out.to_pylist() == [{"numRecords": 3, "minValues": None}, None]
+    assert out.null_count == 1 and out.field("minValues").null_count == 2
+    # a struct of no fields (no column with bounds) keeps its length from its mask
+    empty = pa.struct([("minValues", pa.struct([]))])
+    out = stats._cast_from_parse(pa.array([{"minValues": {}}] * 3, empty), empty)
+    assert len(out) == 3 and len(out.field("minValues")) == 3 and out.null_count == 0
