@@ -4,13 +4,17 @@ test pins one piece of such work away, and checks that the result is what it was
 
 from __future__ import annotations
 
+import deltalake
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
+from datafusion import SessionContext
 
 import delta_datafusion as dd
 import delta_datafusion.datafusion  # noqa: F401 - register_table
 from delta_datafusion import replay, scan_unit, stats
+from delta_datafusion.log import checkpoint
 from delta_datafusion.log.actions import DV_TYPE
 
 
@@ -96,3 +100,54 @@ def test_parsed_stats_without_null_objects_are_built_without_a_mask(monkeypatch:
     empty = pa.struct([("minValues", pa.struct([]))])
     out = stats._cast_from_parse(pa.array([{"minValues": {}}] * 3, empty), empty)
     assert len(out) == 3 and len(out.field("minValues")) == 3 and out.null_count == 0
+
+
+def _small_checkpointed_table(path) -> None:
+    for i in range(3):
+        deltalake.write_deltalake(str(path), pa.table({"x": [i, i + 10]}), mode="append")
+    deltalake.DeltaTable(str(path)).create_checkpoint()
+
+
+def test_a_small_checkpoint_is_read_on_the_callers_thread(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint of a few rows decodes in microseconds: its protocol and metaData, and its adds,
+    are read without handing their columns to pyarrow's pool and waiting for it."""
+    _small_checkpointed_table(tmp_path)
+    threaded: list[bool] = []
+    read = pq.ParquetFile.read
+
+    def spying(self, *args, **kwargs):
+        threaded.append(kwargs.get("use_threads", True))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spying)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(tmp_path))
+    assert ctx.sql("SELECT sum(x) AS s FROM t").to_pydict() == {"s": [sum(range(3)) + sum(range(10, 13))]}
+    assert len(threaded) == 2 and not any(threaded)  # protocol/metaData, then the adds
+
+
+def test_a_checkpoints_leaf_paths_are_listed_once_a_read(tmp_path) -> None:
+    """The checkpoint columns read only when some row has a value (txn, domainMetadata) are
+    looked up in the footer on one listing of its leaf paths, not one listing each (a
+    ColumnSchema object per leaf and column: ~0.1 ms of a 60-leaf checkpoint's read)."""
+    _small_checkpointed_table(tmp_path)
+    snap = dd.DeltaTable(str(tmp_path)).snapshot()
+    leaf = snap.checkpoint_manifest.leaves[0]
+    md = pq.ParquetFile(leaf.path).metadata
+    paths = checkpoint.leaf_paths(md)
+    assert len(paths) == md.num_columns and "add.path" in paths and "txn.appId" in paths
+    listed: list[int] = []
+    real = checkpoint.leaf_paths
+
+    def counting(metadata):
+        listed.append(metadata.num_columns)
+        return real(metadata)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(checkpoint, "leaf_paths", counting)
+        table = checkpoint.read_leaf(snap.storage, leaf, None, False)
+    assert listed == [md.num_columns]
+    # both all null here: not read, as with a listing each
+    assert "add" in table.column_names and not {"txn", "domainMetadata"} & set(table.column_names)
+    for column in ("txn", "domainMetadata"):
+        assert checkpoint._all_null(md, column, None, paths) == checkpoint._all_null(md, column, None)

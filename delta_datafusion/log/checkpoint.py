@@ -20,7 +20,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..arrow_threads import use_threads
 from ..errors import LogCorruptError, MissingLogFileError
 from ..storage import FileInfo, Storage, normalized_path
 from .actions import (
@@ -34,6 +33,7 @@ from .actions import (
     present_columns,
     protocol_from_checkpoint_row,
     read_parquet_actions,
+    small_read_threads,
 )
 from .segment import Checkpoint
 
@@ -301,12 +301,23 @@ SKIPPED_WHEN_NULL = frozenset(
 )
 
 
-def _all_null(md: pq.FileMetaData, column: str, row_groups: Sequence[int] | None) -> bool:
+def leaf_paths(md: pq.FileMetaData) -> list[str]:
+    """The dotted path of each leaf column of a parquet file, in column order (each costs a
+    ColumnSchema object: listed once for all the columns a read asks about)."""
+    schema = md.schema
+    return [schema.column(j).path for j in range(md.num_columns)]
+
+
+def _all_null(
+    md: pq.FileMetaData, column: str, row_groups: Sequence[int] | None, paths: Sequence[str] | None = None
+) -> bool:
     """Whether the footer's statistics show every value under ``column`` (a top-level column or
-    ``top.field``, none of them repeated) null in the row groups read; unknown counts are not."""
+    ``top.field``, none of them repeated) null in the row groups read; unknown counts are not.
+    ``paths``: :func:`leaf_paths` of ``md``, if listed already."""
     prefix = column + "."
     schema = md.schema
-    leaves = [j for j in range(md.num_columns) if (schema.column(j).path + ".").startswith(prefix)]
+    paths = leaf_paths(md) if paths is None else paths
+    leaves = [j for j, path in enumerate(paths) if (path + ".").startswith(prefix)]
     if not leaves or any(schema.column(j).max_repetition_level for j in leaves):
         return False
     groups = range(md.num_row_groups) if row_groups is None else row_groups
@@ -366,10 +377,13 @@ def read_leaf(
         present = present_columns(pf, columns or LEAF_COLUMNS)
         if SKIPPED_WHEN_NULL.intersection(present):
             md = pf.metadata
+            paths = leaf_paths(md)
             present = [
-                c for c in present if c not in SKIPPED_WHEN_NULL or not _all_null(md, c, leaf.row_groups)
+                c
+                for c in present
+                if c not in SKIPPED_WHEN_NULL or not _all_null(md, c, leaf.row_groups, paths)
             ]
-        threads = use_threads()
+        threads = small_read_threads(pf)
         if leaf.row_groups is None:
             return pf.read(columns=present, use_threads=threads)
         return pf.read_row_groups(list(leaf.row_groups), columns=present, use_threads=threads)
