@@ -87,16 +87,37 @@ def test_a_larger_checkpoint_gets_a_reader_of_its_own(tmp_path, monkeypatch):
 
 
 def test_a_partitioned_checkpoint_read_as_dictionaries_gets_a_reader_of_its_own(tmp_path, monkeypatch):
-    """Its partition values are read as dictionaries (what the shared handle does not): two opens a
-    snapshot, as before; with no dictionary to read, one."""
+    """Past DICTIONARY_READ_MIN_ROWS adds its partition values are read as dictionaries (what the
+    shared handle does not): two opens a snapshot; with no dictionary to read, one."""
     _table(tmp_path, partitioned=True, after=1)
     ckpt = next((tmp_path / "_delta_log").glob("*.checkpoint.parquet"))
     assert checkpoint.dictionary_leaves(pq.ParquetFile(ckpt).metadata, None)
     expected = _files(tmp_path)
+    monkeypatch.setattr(checkpoint, "DICTIONARY_READ_MIN_ROWS", 0)
     opened = _opened(monkeypatch)
     assert _files(tmp_path) == expected
     assert _checkpoint_opens(opened) == 2
     monkeypatch.setattr(checkpoint, "dictionary_leaves", lambda md, row_groups: [])
     opened.clear()
     assert _files(tmp_path) == expected
+    assert _checkpoint_opens(opened) == 1
+
+
+def test_a_small_partitioned_checkpoint_is_opened_once(tmp_path, monkeypatch):
+    """A partitioned table's checkpoint of a few adds is read through the handle that read its
+    protocol and metaData, its partition values as plain strings (the TPC-H li_part table's 112
+    adds: its checkpoint was opened twice a fresh query); the files and a query's rows are the
+    same as through a reader of its own."""
+    _table(tmp_path, partitioned=True, after=1)
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "SHARED_READER_MAX_ROWS", -1)
+        expected = _files(tmp_path)
+    opened = _opened(monkeypatch)
+    assert _files(tmp_path) == expected
+    assert _checkpoint_opens(opened) == 1
+    opened.clear()
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(tmp_path))
+    got = ctx.sql("SELECT region, sum(x) AS s FROM t WHERE region = 'a' GROUP BY region").to_pydict()
+    assert got == {"region": ["a"], "s": [0 + 1 + 20 + 21]}
     assert _checkpoint_opens(opened) == 1

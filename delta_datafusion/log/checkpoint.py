@@ -337,10 +337,16 @@ def _all_null(
 #: the read of its adds. Only while the file is the one the handle opened (same device, inode, size
 #: and modification time): a table written again since has another file under the name, read anew
 #: (and found to be another table's). Larger leaves get a reader of their own, read while other
-#: reads of the table run; so does a partitioned table's leaf whose partition values a reader of its
-#: own reads as dictionaries (:func:`dictionary_leaves`; an unpartitioned table's are empty maps,
-#: dictionary-encoded too, read as they come); and a leaf on an object store.
+#: reads of the table run; so does a partitioned table's leaf of more than
+#: DICTIONARY_READ_MIN_ROWS rows whose partition values a reader of its own reads as dictionaries
+#: (:func:`dictionary_leaves`; an unpartitioned table's are empty maps, dictionary-encoded too,
+#: read as they come); and a leaf on an object store.
 SHARED_READER_MAX_ROWS = 10_000
+#: A partitioned table's leaf of at most this many rows is read through the shared handle even
+#: where a reader of its own would read its partition values as dictionaries: their strings
+#: decode in microseconds, and the second open of the checkpoint cost more (li_part, 112 adds:
+#: ParquetFile opens a fresh query 2 -> 1).
+DICTIONARY_READ_MIN_ROWS = 1_000
 
 
 @contextlib.contextmanager
@@ -353,7 +359,11 @@ def _shared_or_own_reader(storage: Storage, leaf: LeafFile, partitioned: bool) -
         opened is not None
         and planned.metadata.num_rows <= SHARED_READER_MAX_ROWS
         and file_identity(leaf.path) == opened  # not a file written again under its name since
-        and not (partitioned and dictionary_leaves(planned.metadata, leaf.row_groups))
+        and not (
+            partitioned
+            and planned.metadata.num_rows > DICTIONARY_READ_MIN_ROWS
+            and dictionary_leaves(planned.metadata, leaf.row_groups)
+        )
     ):
         with storage.__dict__.setdefault("_log_parquet_lock", threading.Lock()):
             yield planned
