@@ -240,6 +240,27 @@ def test_footers_parsed_from_one_tail_read(table, monkeypatch):
     assert set(unit_versions(units)) == {0}  # both cdc files (ids 10..19, 150..159) pruned
 
 
+def test_local_ranged_reads_open_no_file_object(tmp_path, monkeypatch):
+    """A local ranged read (a footer's tail for planning) reads the bytes without a buffered
+    Python file object (opening one cost more than the footer read); at the end of the file it
+    gives the bytes there are, past it none."""
+    from delta_datafusion.storage import Storage, store
+
+    path = tmp_path / "blob"
+    path.write_bytes(bytes(range(100)))
+
+    def no_open(*args, **kwargs):
+        raise AssertionError(f"a file object opened: {args}")
+
+    monkeypatch.setattr(store, "open", no_open, raising=False)
+    storage = Storage(str(tmp_path))
+    assert storage.read_range(str(path), 40, 5) == bytes(range(40, 45))
+    assert storage.read_range(str(path), 98, 5) == bytes([98, 99])
+    assert storage.read_range(str(path), 200, 5) == b""
+    with pytest.raises(FileNotFoundError):
+        storage.read_range(str(tmp_path / "gone"), 0, 5)
+
+
 def test_footer_tail_read_falls_back(tmp_path):
     """A size the log gets wrong (the tail does not end with the footer) and a footer larger than
     the first read (a wide table) give the statistics pyarrow's reader gives."""

@@ -404,9 +404,7 @@ class Storage:
         a whole block (s3fs: 50 MB) for a deletion vector of a few bytes."""
         with self.request_errors("read", path):
             if self.is_local:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    return f.read(length)
+                return _local_range(path, offset, length)
             data = self.fs.cat_file(path, start=offset, end=offset + length)
             if len(data) > length:  # an HTTP server that ignores Range sends the whole file
                 data = data[offset : offset + length]
@@ -440,3 +438,27 @@ class Storage:
         for location, size in files:
             if size:
                 sizes[strip(location)] = int(size)
+
+
+def _local_range(path: str, offset: int, length: int) -> bytes:
+    """``length`` bytes of a local file at ``offset`` (fewer at its end), read on a bare
+    descriptor: opening a buffered file object costs more than reading a parquet footer (the
+    cdf benchmark's key-range planning reads 204 change-data footers: 31 -> 13 us a file)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    try:
+        out = _pread(fd, length, offset)
+        while 0 < len(out) < length:  # a read may stop short of the end (a signal)
+            more = _pread(fd, length - len(out), offset + len(out))
+            if not more:
+                break
+            out += more
+        return out
+    finally:
+        os.close(fd)
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, length, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows
+    return os.read(fd, length)
