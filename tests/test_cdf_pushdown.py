@@ -291,6 +291,43 @@ def test_footer_tail_read_falls_back(tmp_path):
     }
 
 
+def test_local_footer_tail_is_read_small(tmp_path, monkeypatch):
+    """A local file's footer comes from a tail of at most 16 KB (a second read of the
+    rest costs a system call there, copying a 64 KB tail more than the footer's parse); a footer
+    larger than that (300 columns) is read whole by a second read. Both give what pyarrow's
+    reader gives."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.changes import footers
+    from delta_datafusion.storage import Storage
+
+    storage = Storage(str(tmp_path))
+    rng = np.random.default_rng(0)
+    big = tmp_path / "big.parquet"
+    pq.write_table(pa.table({"id": rng.integers(0, 1 << 40, 20_000)}), big, compression="none")
+    wide = tmp_path / "wide.parquet"
+    pq.write_table(pa.table({f"column_{i:03d}": [i, i + 7] for i in range(300)}), wide)
+    assert os.path.getsize(big) > footers.FOOTER_READ
+    assert 16 * 1024 < pq.read_metadata(wide).serialized_size < footers.FOOTER_READ
+    lengths: list[int] = []
+    orig = Storage.read_range
+
+    def read_range(self, path, offset, length):
+        lengths.append(length)
+        return orig(self, path, offset, length)
+
+    monkeypatch.setattr(Storage, "read_range", read_range)
+    for path, wanted in ((big, frozenset({"id"})), (wide, frozenset({"column_000", "column_299"}))):
+        expected = footers.read_footer(storage, str(path), wanted)  # opened by pyarrow's reader
+        lengths.clear()
+        got = footers.read_footer(storage, str(path), wanted, os.path.getsize(path))
+        assert got == expected and set(got.columns) == set(wanted)
+        assert lengths[0] <= 16 * 1024, (path.name, lengths)
+        assert len(lengths) == (1 if path == big else 2)
+
+
 def test_footer_parser_failure_falls_back_to_the_reader(tmp_path, monkeypatch):
     """The footer parser is pyarrow's private unpickler of FileMetaData: should it fail where
     pyarrow's reader does not, the statistics still come (from the reader), and pruning stays."""
