@@ -764,6 +764,36 @@ def test_streamed_first_row_group_comes_in_batches_doubling_in_size(tmp_path: Pa
     assert sizes == [FIRST_BATCH_ROWS, FIRST_BATCH_ROWS, 2 * FIRST_BATCH_ROWS, 4 * FIRST_BATCH_ROWS, 34464]
 
 
+def test_streamed_first_row_group_is_decoded_at_the_handed_sizes(tmp_path: Path, monkeypatch) -> None:
+    """The doubling batches are decoded at their sizes (pyarrow's reader takes a new batch size
+    for its next batch), not decoded in first-batch sizes and joined: no batch is copied, and the
+    rows are those of the file, in order."""
+    from delta_datafusion.read import reader as reader_module
+    from delta_datafusion.read.reader import FIRST_BATCH_ROWS
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, pa.table({"id": pa.array(range(100_000), pa.int64())}))  # one row group
+    joined: list[int] = []
+    real = pa.concat_batches
+
+    def spy(batches, *args, **kwargs):
+        joined.append(len(batches))
+        return real(batches, *args, **kwargs)
+
+    monkeypatch.setattr(reader_module.pa, "concat_batches", spy)
+    batches = list(dd.DeltaTable(path).snapshot().scan().to_batches())
+    monkeypatch.setattr(reader_module.pa, "concat_batches", real)
+    assert [b.num_rows for b in batches] == [
+        FIRST_BATCH_ROWS,
+        FIRST_BATCH_ROWS,
+        2 * FIRST_BATCH_ROWS,
+        4 * FIRST_BATCH_ROWS,
+        34464,
+    ]
+    assert joined == []
+    assert pa.Table.from_batches(batches).column("id").to_pylist() == list(range(100_000))
+
+
 def test_streamed_first_row_group_batches_hold_at_most_the_scans_batch_size(tmp_path: Path) -> None:
     """The doubling batches stop at the scan's batch size, also one that is not a multiple of the
     first batch's (200,000: a batch of 204,800 rows, which the Python API then cut into 200,000
