@@ -1499,7 +1499,7 @@ def test_value_arrays_a_read_keeps_are_bounded(monkeypatch):
     for v in range(10):
         got = columns.complete(rows_only, ScanUnit(f"f{v}", 1, {"p": v}))
         assert got.column(0).to_pylist() == [v] * 1000
-        assert sum(a.nbytes for a in columns.values._arrays.values()) <= constants.CACHED_BYTES
+        assert sum(a.nbytes for _, a in columns.values._arrays.values()) <= constants.CACHED_BYTES
     assert len(columns.values._arrays) == 3
 
 
@@ -2475,6 +2475,39 @@ def test_planning_across_schema_changes_keeps_no_schema_alive(tmp_path):
         and any(isinstance(f, dict) and f.get("name") == "marker_column_7f3a" for f in o)
     ]
     assert held == []
+
+
+def test_value_arrays_are_found_without_hashing_the_column_type():
+    """A read's value arrays are found by column and value and their type compared, not hashed
+    (a timestamp type with a time zone costs ~1.2 us to hash, and every batch asks for three or
+    four arrays): a type that refuses to be hashed still gets its array made once, then slices
+    of it; the same column and value asked as another type gets an array of that type."""
+    from delta_datafusion.read.constants import RepeatedValues
+
+    class Unhashed(pa.ExtensionType):
+        def __init__(self):
+            super().__init__(pa.timestamp("us", tz="UTC"), "test.unhashed")
+
+        def __arrow_ext_serialize__(self):
+            return b""
+
+        @classmethod
+        def __arrow_ext_deserialize__(cls, storage_type, serialized):
+            return cls()
+
+        def __hash__(self):
+            raise AssertionError("the column type was hashed")
+
+    values = RepeatedValues()
+    typ = Unhashed()
+    first = values.array("c", typ, None, 5)
+    again = values.array("c", typ, None, 3)
+    assert first.type == typ and again.type == typ and again.null_count == 3
+    assert values._arrays[("c", type(None), None)][1] is first  # made once, sliced since
+    seven = values.array("v", pa.int64(), 7, 4)
+    assert values.array("v", pa.int64(), 7, 2).buffers()[1].address == seven.buffers()[1].address
+    as_int32 = values.array("v", pa.int32(), 7, 2)
+    assert as_int32.type == pa.int32() and as_int32.to_pylist() == [7, 7]
 
 
 def test_unit_values_are_put_into_the_scanned_batch_in_place(monkeypatch):

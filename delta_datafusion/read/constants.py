@@ -61,29 +61,35 @@ class RepeatedValues:
     threads (one read's batches are made on one thread)."""
 
     def __init__(self) -> None:
-        # (column, its type, value's type, value) -> an array of that value, the longest made so far
-        self._arrays: dict[tuple[str, pa.DataType, type, Any], pa.Array] = {}
+        # (column, value's type, value) -> (the column's type, an array of that value of that type,
+        # the longest made so far). The type is compared, not hashed: hashing a timestamp type
+        # with a time zone costs ~1.2 us, and each batch asks for three or four arrays (the cdf
+        # benchmark's full feed: 1,156 asks); a reader asks with the same type object each time.
+        self._arrays: dict[tuple[str, type, Any], tuple[pa.DataType, pa.Array]] = {}
         self._bytes = 0
 
     def array(self, name: str, typ: pa.DataType, value: Any, n: int) -> pa.Array:
         """``n`` rows of ``value`` (None: NULL) as column ``name`` of type ``typ``."""
-        key = (name, typ, type(value), value_key(value))  # -0.0 and 0.0 apart
+        key = (name, type(value), value_key(value))  # -0.0 and 0.0 apart
         try:
-            arr = self._arrays.get(key)
+            found = self._arrays.get(key)
         except TypeError:  # an unhashable value: made for this batch
-            arr, key = None, None
+            found, key = None, None
+        arr = None
+        if found is not None and (found[0] is typ or found[0].equals(typ)):
+            arr = found[1]
         if arr is None or len(arr) < n:
             arr = pa.nulls(n, typ) if value is None else repeated(pa.scalar(value, typ), n)
             if key is not None:
-                self._keep(key, arr)
+                self._keep(key, typ, arr)
         return arr if len(arr) == n else arr.slice(0, n)
 
-    def _keep(self, key: tuple[str, pa.DataType, type, Any], arr: pa.Array) -> None:
+    def _keep(self, key: tuple[str, type, Any], typ: pa.DataType, arr: pa.Array) -> None:
         old = self._arrays.pop(key, None)
-        self._bytes += arr.nbytes - (old.nbytes if old is not None else 0)
-        self._arrays[key] = arr
+        self._bytes += arr.nbytes - (old[1].nbytes if old is not None else 0)
+        self._arrays[key] = (typ, arr)
         while self._bytes > CACHED_BYTES and len(self._arrays) > 1:
-            self._bytes -= self._arrays.pop(next(iter(self._arrays))).nbytes
+            self._bytes -= self._arrays.pop(next(iter(self._arrays)))[1].nbytes
 
 
 class ConstantColumns:
@@ -124,11 +130,11 @@ class ConstantColumns:
 
     def _in_place_columns(
         self, fields: list[pa.Field], valued: Collection[str], n_scanned: int
-    ) -> list[tuple[int, str, pa.Field, bool]] | None:
+    ) -> list[tuple[int, str, pa.Field, pa.DataType, bool]] | None:
         if [at for _, _, at in self._columns if at is not None] != list(range(n_scanned)):
             return None  # scanned in another order, or read only by a filter
         return [
-            (i, name, fields[i], at is not None)
+            (i, name, fields[i], fields[i].type, at is not None)
             for i, (name, _, at) in enumerate(self._columns)
             if at is None or name in valued
         ]
@@ -148,12 +154,13 @@ class ConstantColumns:
         ~1 us a column, where taking the batch's columns as Python objects and making a batch of
         them (:meth:`_arranged`) costs ~20 us a batch (the full feed: 334 batches)."""
         n = batch.num_rows
-        for i, name, field, scanned in self._in_place:
+        array = self.values.array
+        for i, name, field, typ, scanned in self._in_place:
             given, value = unit_value(unit, name)
             if not scanned:  # a value the unit lacks is NULL, as the scanner read it
-                batch = batch.add_column(i, field, self.values.array(name, field.type, value, n))
+                batch = batch.add_column(i, field, array(name, typ, value, n))
             elif given:
-                batch = batch.set_column(i, field, self.values.array(name, field.type, value, n))
+                batch = batch.set_column(i, field, array(name, typ, value, n))
         return batch
 
     def _arranged(self, batch: pa.RecordBatch, unit: ScanUnit) -> pa.RecordBatch:
