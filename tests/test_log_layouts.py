@@ -1564,6 +1564,27 @@ def test_one_bad_stats_string_does_not_send_its_batch_row_by_row(monkeypatch: py
         assert sum(slow_rows) <= stats_mod.ROW_BY_ROW_MAX, (bad, slow_rows)
 
 
+def test_stats_strings_that_are_not_one_whole_object_each_are_garbage_not_shifted():
+    """Stats are joined to their files by position, so each string must give exactly its own
+    object: a string holding half an object (its other half in the next string) or two objects
+    is garbage (null stats: the file is kept), and the others keep their own stats. Joined as
+    plain lines, the halves parsed as one object and the pair as two, the count matched, and the
+    files after them got their neighbours' stats (wrong numRecords and bounds, files pruned)."""
+    from delta_datafusion import stats as stats_mod
+    from delta_datafusion.arrow_threads import arrow_threads
+
+    good = [json.dumps({"numRecords": i, "minValues": {"id": i}, "nullCount": {"id": 0}}) for i in range(40)]
+    odd = ['{"numRecords": 100, "minValues":', '{"id": 7}}', '{"numRecords": 200}{"numRecords": 300}']
+    for at in (0, 20, 40):
+        values = good[:at] + odd + good[at:]
+        got = stats_mod.parse_stats_json(pa.array(values), STATS_TYPE).to_pylist()
+        assert got == [_stats_of_json(v) for v in values], at
+        assert got[at : at + 3] == [None, None, None]
+        # without the pyarrow pool too (the parallel phase parses on its own thread)
+        with arrow_threads(False):
+            assert stats_mod.parse_stats_json(pa.array(values), STATS_TYPE).to_pylist() == got
+
+
 def test_stats_parsed_one_by_one_keep_every_digit():
     """Stats strings next to a garbage one are parsed one by one; their decimal bounds keep
     every digit as in a clean batch (they went through a Python float: 1.12345678901234567891
