@@ -316,6 +316,10 @@ def _run_ahead(
 
 #: Fewest adds of a piece when the last leaves' adds are shared between threads (see :class:`_LeafQueue`).
 TAIL_PIECE_ROWS = 16_384
+#: Pieces per thread a last leaf is split into: the threads end within about a piece of each
+#: other (1M adds in 8 sidecars on 2 threads, 2 pieces a leaf of ~75 ms each: their ends a
+#: median 63-84 ms apart in two sets of 15-16 runs; 7 pieces of ~21 ms: 21-34 ms).
+TAIL_PIECES_PER_THREAD = 4
 
 
 @dataclass(frozen=True, eq=False)  # offered pieces are told apart by identity
@@ -333,10 +337,11 @@ class _LeafQueue:
     with a static share; their batches come back in the leaves' order.
 
     The last leaves are the exception: once no leaf is left to hand out, a leaf just read is split
-    into a piece per thread, offered to the threads that have nothing left to do (the reader
-    types those nobody took itself). A thread with no leaf left waits for such pieces while others
-    still read, so the threads end within part of a leaf of each other instead of one typing a
-    whole last leaf alone (1M adds in 8 sidecars on 2 threads: ~200 ms a leaf)."""
+    into :data:`TAIL_PIECES_PER_THREAD` pieces per thread (of :data:`TAIL_PIECE_ROWS` adds at
+    least), offered to the threads that have nothing left to do (the reader types those nobody
+    took itself). A thread with no leaf left waits for such pieces while others still read, so
+    the threads end within a piece of each other instead of one typing a whole last leaf alone
+    (1M adds in 8 sidecars on 2 threads: ~200 ms a leaf)."""
 
     def __init__(self, leaves: list[LeafFile], threads: int = 1):
         self._leaves = leaves
@@ -371,7 +376,7 @@ class _LeafQueue:
         n = adds.flat.num_rows
         with self._cond:
             self._reading -= 1
-            parts = self._threads if self._next >= len(self._leaves) else 1
+            parts = self._threads * TAIL_PIECES_PER_THREAD if self._next >= len(self._leaves) else 1
             parts = max(1, min(parts, n // TAIL_PIECE_ROWS))
             bounds = [n * k // parts for k in range(parts + 1)]
             pieces = [
