@@ -146,20 +146,23 @@ def _build_table(quick: bool) -> None:
 
 def _summary(files):
     """Primitive projection of the file table: cheap to fingerprint, still identifies every row.
-    Its four columns are chosen before they are combined: combining all nine (stats, partition
-    values: ~200 MB of fresh memory at 1M files) was a serial 0.14-0.54 s tail of every case,
-    the benchmark's own cost, not the replay's."""
+    Only its four values are combined: combining all nine columns (stats, partition values:
+    ~200 MB of fresh memory at 1M files) was a serial 0.14-0.54 s tail of every case, and the
+    whole stats and DV structs before taking a field of each still 12-120 ms (5-6 ms now): the
+    benchmark's own cost, not the replay's."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    files = files.select(["path", "size", "stats", "deletion_vector"]).combine_chunks()
-    dv = files.column("deletion_vector")
+    def field(column: str, name: str):
+        chunks = [pc.struct_field(chunk, name) for chunk in files.column(column).chunks]
+        return pa.chunked_array(chunks, files.schema.field(column).type.field(name).type).combine_chunks()
+
     return pa.table(
         {
-            "path": files.column("path"),
-            "size": files.column("size"),
-            "num_records": pc.struct_field(files.column("stats"), "numRecords"),
-            "dv": pc.struct_field(dv, "pathOrInlineDv"),
+            "path": files.column("path").combine_chunks(),
+            "size": files.column("size").combine_chunks(),
+            "num_records": field("stats", "numRecords"),
+            "dv": field("deletion_vector", "pathOrInlineDv"),
         }
     )
 
