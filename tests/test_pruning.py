@@ -1480,3 +1480,39 @@ def test_merges_in_flight_keep_their_place_before_large_batches() -> None:
         out = list(dsm.coalesce_small(iter(batches), None))
         assert pa.Table.from_batches(out).column("id").to_pylist() == list(range(sum(sizes)))
         assert len(out) < len(batches)
+
+
+def test_stats_that_are_not_one_object_a_file_prune_nothing(tmp_path: Path) -> None:
+    """A commit whose stats strings are not one whole JSON object each (half an object in one
+    file's stats and its rest in the next, two objects in a third) must leave those files with
+    unknown stats, kept by every filter. Parsed as plain lines, the halves made one object and
+    the pair two, the count matched, and the second file took the pair's first object (ids
+    1000..1000) as its own: ``id = 25`` pruned the file that holds it (no rows)."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": pa.array(range(10), pa.int64())}))
+    adds = []
+    for k in (1, 2, 3):
+        name = f"part-{k}.parquet"
+        pq.write_table(pa.table({"id": pa.array(range(10 * k, 10 * k + 10), pa.int64())}), path / name)
+        adds.append(add_action(path, name))
+    far = '{"numRecords": 10, "minValues": {"id": 1000}, "maxValues": {"id": 1000}, "nullCount": {"id": 0}}'
+    adds[0]["stats"] = '{"numRecords": 10, "minValues":'
+    adds[1]["stats"] = '{"id": 10}, "maxValues": {"id": 19}, "nullCount": {"id": 0}}'
+    adds[2]["stats"] = far + far
+    write_commit(path, 1, [{"add": a} for a in adds])
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(path))
+    for wanted in (5, 15, 25, 35):
+        got = ctx.sql(f"SELECT id FROM t WHERE id = {wanted}").to_arrow_table().column("id").to_pylist()
+        assert got == [wanted], (wanted, got)
+    files = dd.DeltaTable(str(path)).snapshot().files()
+    num_records = dict(
+        zip(
+            files.column("path").to_pylist(),
+            files.column("stats").combine_chunks().field("numRecords").to_pylist(),
+            strict=True,
+        )
+    )
+    assert [num_records[f"part-{k}.parquet"] for k in (1, 2, 3)] == [None, None, None]
