@@ -335,3 +335,32 @@ def python_schema_catalog(tables: set[str]) -> Any:
     catalog = Catalog.memory_catalog()
     catalog.register_schema("s", Names())
     return catalog
+
+
+def count_stats_parses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """From now on, the number of stats strings of each ``stats.parse_stats_json`` call."""
+    import delta_datafusion.stats as stats
+
+    parsed: list[int] = []
+    parse = stats.parse_stats_json
+
+    def counting(strings, *args, **kwargs):
+        parsed.append(len(strings))
+        return parse(strings, *args, **kwargs)
+
+    monkeypatch.setattr(stats, "parse_stats_json", counting)
+    return parsed
+
+
+def record_read_threads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """From now on, the ``use_threads`` of each ``pq.ParquetFile.read`` call (pyarrow's default
+    when not given: True)."""
+    threaded: list[bool] = []
+    read = pq.ParquetFile.read
+
+    def spying(self, *args, **kwargs):
+        threaded.append(kwargs.get("use_threads", True))
+        return read(self, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetFile, "read", spying)
+    return threaded

@@ -57,7 +57,7 @@ from delta_datafusion.parallel.state import LeafAdds
 from delta_datafusion.scan import ScanMetadata
 
 REPO = Path(__file__).resolve().parents[1]
-from conftest import CORPUS, MANIFEST, corpus_table, one_row_appends  # noqa: E402
+from conftest import CORPUS, MANIFEST, corpus_table, one_row_appends, record_read_threads  # noqa: E402
 
 BENCH = REPO / "benchmarks"
 if str(BENCH) not in sys.path:
@@ -1391,14 +1391,7 @@ def test_single_threaded_leaf_tasks(generated, name, monkeypatch):
     assert isinstance(after, Parallel) and len(after.files) >= 2
     # these leaves are small enough to be read on the caller's thread anyway: as large ones
     monkeypatch.setattr(actions, "THREADED_READ_MIN_ROWS", 0)
-    seen: list[bool] = []
-    read = pq.ParquetFile.read
-
-    def spy(self, *args, **kwargs):
-        seen.append(kwargs.get("use_threads", True))
-        return read(self, *args, **kwargs)
-
-    monkeypatch.setattr(pq.ParquetFile, "read", spy)
+    seen = record_read_threads(monkeypatch)
     single = concat_files(ParallelScanMetadata(after.state, after.files, arrow_threads=False))
     assert seen and not any(seen)
     assert use_threads()

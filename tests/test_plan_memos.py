@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import deltalake
 import pyarrow as pa
+from conftest import count_stats_parses
 from datafusion import SessionContext
 
 import delta_datafusion as dd
@@ -18,20 +19,12 @@ def test_planning_types_a_candidate_set_once_per_snapshot(tmp_path, monkeypatch)
     what a snapshot of its own keeps."""
     import pyarrow.compute as pc
 
-    import delta_datafusion.stats as stats
     from delta_datafusion.scan import as_predicate
 
     for i, region in enumerate(["a", "b", "a", "c"]):
         rows = pa.table({"region": [region] * 3, "x": [10 * i, 10 * i + 1, 10 * i + 2]})
         deltalake.write_deltalake(str(tmp_path), rows, mode="append", partition_by=["region"])
-    parsed: list[int] = []
-    parse = stats.parse_stats_json
-
-    def counting(strings, *args, **kwargs):
-        parsed.append(len(strings))
-        return parse(strings, *args, **kwargs)
-
-    monkeypatch.setattr(stats, "parse_stats_json", counting)
+    parsed = count_stats_parses(monkeypatch)
     snap = DeltaTable(str(tmp_path)).snapshot()
     on_x = as_predicate(pc.field("x") > 15, snap.schema)
     on_both = as_predicate((pc.field("x") > 15) & (pc.field("region") == "a"), snap.schema)

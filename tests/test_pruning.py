@@ -37,7 +37,7 @@ import pyarrow as pa
 import pytest
 
 pytest.importorskip("deltalake")
-from conftest import CORPUS, add_action, corpus_table, write_commit  # noqa: E402
+from conftest import CORPUS, add_action, corpus_table, count_stats_parses, write_commit  # noqa: E402
 from datafusion import SessionContext  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
@@ -339,17 +339,9 @@ def test_unfiltered_scan_of_stored_columns_parses_no_stats(
     """A scan without a filter that reads a stored column opens every file, so no row count is
     taken from the log: the files' stats JSON is not parsed for it (every query parsed it for
     numRecords, ~0.8 ms over 100 files). count(*) still parses it and counts from the log."""
-    import delta_datafusion.stats as stats
 
     ctx, _ = session
-    parsed: list[int] = []
-    parse = stats.parse_stats_json
-
-    def counting(strings, *args, **kwargs):
-        parsed.append(len(strings))
-        return parse(strings, *args, **kwargs)
-
-    monkeypatch.setattr(stats, "parse_stats_json", counting)
+    parsed = count_stats_parses(monkeypatch)
     want = sorted(ctx.sql(query.replace("FROM t", "FROM ref")).to_pylist(), key=str)
     got = sorted(ctx.sql(query).to_pylist(), key=str)
     if "LIMIT" in query:
@@ -388,17 +380,9 @@ def test_partition_filtered_scan_of_stored_columns_parses_no_stats(
     stats (the JSON was parsed for a numRecords nothing used: ~0.5-1 ms of a TPC-H query
     ``WHERE l_shipmode = 'AIR'`` over 16 files). A filter naming a data column, or a count taken
     from the log, still parses them."""
-    import delta_datafusion.stats as stats
 
     ctx, _ = session
-    parsed: list[int] = []
-    parse = stats.parse_stats_json
-
-    def counting(strings, *args, **kwargs):
-        parsed.append(len(strings))
-        return parse(strings, *args, **kwargs)
-
-    monkeypatch.setattr(stats, "parse_stats_json", counting)
+    parsed = count_stats_parses(monkeypatch)
     fresh = SessionContext()  # a snapshot of its own: no typed stats kept from earlier queries
     ds = dd.register_table(fresh, "t", str(table_path))
     want = sorted(ctx.sql(query.format("ref")).to_pylist(), key=str)

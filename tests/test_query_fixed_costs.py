@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from conftest import record_read_threads
 from datafusion import SessionContext
 
 import delta_datafusion as dd
@@ -112,14 +113,7 @@ def test_a_small_checkpoint_is_read_on_the_callers_thread(tmp_path, monkeypatch:
     """A checkpoint of a few rows decodes in microseconds: its protocol and metaData, and its adds,
     are read without handing their columns to pyarrow's pool and waiting for it."""
     _small_checkpointed_table(tmp_path)
-    threaded: list[bool] = []
-    read = pq.ParquetFile.read
-
-    def spying(self, *args, **kwargs):
-        threaded.append(kwargs.get("use_threads", True))
-        return read(self, *args, **kwargs)
-
-    monkeypatch.setattr(pq.ParquetFile, "read", spying)
+    threaded = record_read_threads(monkeypatch)
     ctx = SessionContext()
     dd.register_table(ctx, "t", str(tmp_path))
     assert ctx.sql("SELECT sum(x) AS s FROM t").to_pydict() == {"s": [sum(range(3)) + sum(range(10, 13))]}
