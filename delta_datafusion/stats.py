@@ -209,9 +209,11 @@ def _parse_objects(stats: pa.Array, parse_type: pa.DataType) -> pa.StructArray:
         return pa.concat_arrays(parts)
 
 
-#: Each stats string is parsed as the value of this field of a line of its own.
+#: Each stats string is parsed as the value of this field of a line of its own (in a batch
+#: and row by row alike).
 WRAPPED_FIELD = "s"
-_WRAP_SEPARATOR = "}\n{" + f'"{WRAPPED_FIELD}":'
+_WRAP_OPEN = "{" + f'"{WRAPPED_FIELD}":'
+_WRAP_SEPARATOR = "}\n" + _WRAP_OPEN
 
 
 def _wrapped_lines(strings: pa.Array) -> pa.Buffer:
@@ -247,7 +249,7 @@ def _parse_rows_individually(stats: pa.Array, parse_type: pa.DataType) -> pa.Arr
     """Slow path for batches containing malformed stats: parse each row, garbage -> null. Rows
     stay Arrow arrays (a round trip through Python objects fails on a decimal that pyarrow's
     JSON reader parsed beyond its type's precision)."""
-    schema = pa.schema([pa.field("s", parse_type)])
+    schema = pa.schema([pa.field(WRAPPED_FIELD, parse_type)])
     opts = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
     missing = pa.nulls(1, parse_type)
     out = []
@@ -270,12 +272,16 @@ def _parse_one(text: str, obj: dict, opts: pajson.ParseOptions) -> pa.Array:
     as 1.1234567890123457), else from Python's reading of it (e.g. a key given twice)."""
 
     def row(line: str) -> pa.Array:
-        return pajson.read_json(io.BytesIO(line.encode()), parse_options=opts).column("s").combine_chunks()
+        return (
+            pajson.read_json(io.BytesIO(line.encode()), parse_options=opts)
+            .column(WRAPPED_FIELD)
+            .combine_chunks()
+        )
 
     try:  # newlines outside strings (valid JSON has no others) are whitespace
-        return row('{"s":' + text.replace("\r", " ").replace("\n", " ") + "}")
+        return row(_WRAP_OPEN + text.replace("\r", " ").replace("\n", " ") + "}")
     except pa.ArrowInvalid:
-        return row(json.dumps({"s": obj}))
+        return row(json.dumps({WRAPPED_FIELD: obj}))
 
 
 def coerce_parsed(stats_parsed: pa.Array, physical_type: pa.DataType) -> pa.StructArray:
