@@ -40,7 +40,7 @@ from ..schema import logical_to_physical_names
 from ..stats import typed_stats, widened_columns
 from ..timestamps import CommitTimeline
 from .change_types import change_type_candidates, change_type_literals, without_column
-from .footers import FooterStats, footer_stats, footer_type_ok, typed_values
+from .footers import FooterStats, footer_stats, footer_type_ok, stores_column, typed_values
 from .schema_compat import appends_columns, incompatible_columns, layout_changes, retyped_columns
 from .sources import (
     KIND_ADD,
@@ -628,10 +628,38 @@ class ChangeFeed:
         wanted = {self._physical_names.get(c, c) for c in columns}
         by_id = self._field_ids is not None
         infos = footer_stats(self.storage, list(zip(locations, sizes, strict=True)), wanted, by_id)
+        if CHANGE_TYPE in wanted:
+            self._refuse_cdc_without_change_type(sel, infos, is_cdc[sel])
         stats, ranges = self._footer_struct(infos, wanted, is_cdc[sel])
         keep = self._keep(pred, sel, stats=stats, type_ranges=ranges)
         dropped = set(sel[~keep].tolist())
         return np.asarray([r for r in rows if r not in dropped], dtype=np.int64), len(sel)
+
+    def _refuse_cdc_without_change_type(
+        self, sel: np.ndarray, infos: list[FooterStats | None], cdc: np.ndarray
+    ) -> None:
+        """A change data file must store ``_change_type`` (PROTOCOL.md). Without it the read gives
+        NULL change types, which the reader refuses, but only in rows that reach it: a filter on
+        ``_change_type`` drops them first and the commit would read as changing nothing. The
+        filter is what reads these footers, so it is refused here. Footers with statistics of
+        the column (every writer's) need no more; the others are looked at again (an unreadable
+        footer is left to the read to report)."""
+        for k, info in enumerate(infos):
+            if not cdc[k] or info is None or CHANGE_TYPE in info.columns:
+                continue
+            row = (
+                self.sources.slice(int(sel[k]), 1)
+                .select(["path", "location", "size", "version"])
+                .to_pylist()[0]
+            )
+            if stores_column(self.storage, row["location"], row["size"], CHANGE_TYPE) is False:
+                commit = self._commit_file(row["version"])
+                raise ChangeDataFeedError(
+                    f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the change data file "
+                    f"{row['path']} of version {row['version']}{logged_in(commit)} has no {CHANGE_TYPE} column, "
+                    "which a change data file must store (PROTOCOL.md, Change Data Files): the change type of "
+                    "its rows is unknown"
+                )
 
     def _footer_struct(
         self, infos: list[FooterStats | None], wanted: set[str], cdc: np.ndarray

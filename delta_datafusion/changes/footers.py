@@ -129,6 +129,17 @@ def read_footer(
     return FooterStats(md.num_rows, cols, wanted, _field_ids(schema, wanted) if ids else None)
 
 
+def stores_column(storage: Storage, location: str, size: int | None, name: str) -> bool | None:
+    """Whether the file stores ``name`` as a top-level column; None when its footer cannot be
+    read (the read reports that). For the rare file whose footer gives no statistics of it."""
+    try:
+        md = _parsed_footer(storage, location, size)
+    except Exception:  # noqa: BLE001 - the read reports an unreadable file
+        return None
+    schema = md.schema
+    return any(n == name and schema.column(j).path == name for j, n in enumerate(schema.names))
+
+
 def _field_ids(schema: Any, wanted: frozenset[str]) -> dict[str, str]:
     """The parquet field ids of the ``wanted`` top-level columns of a footer's schema."""
     out = {}
