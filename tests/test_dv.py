@@ -966,6 +966,50 @@ def test_change_feed_deleted_rows_outside_the_new_adds_tight_bounds(
     ]
 
 
+def test_change_feed_deleted_rows_outside_the_new_adds_wide_bounds(tmp_path: Path) -> None:
+    """Wide bounds (``tightBounds: false``) bound the *valid* values of the logical file
+    (PROTOCOL.md, Per-file Statistics): bounds tight to the rows still live are wide bounds too.
+    The rows a new deletion vector deletes are not among them, so the re-added file's wide
+    statistics say nothing of the change feed's delete rows: pruning by them dropped id 4."""
+    from delta_datafusion.changes import clear_cache
+
+    table = tmp_path / "t"
+    (table / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(5), pa.int64())}), table / "part-0.parquet")
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+    conf = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+
+    def stats(hi: int, tight: bool) -> str:
+        bounds = {"minValues": {"id": 0}, "maxValues": {"id": hi}, "nullCount": {"id": 0}}
+        return json.dumps({"numRecords": 5, **bounds, "tightBounds": tight})
+
+    add = add_action(table, "part-0.parquet")
+    removed = {**add, "deletionTimestamp": 1, "extendedFileMetadata": True}  # no stats, as Spark
+    new = {**add, "stats": stats(3, False), "deletionVector": _inline_dv([4])}
+    _write_log(
+        table,
+        [
+            [
+                _dv_protocol(["deletionVectors"]),
+                _metadata_action(schema, conf),
+                {"add": {**add, "stats": stats(4, True)}},
+            ],
+            [{"remove": removed}, {"add": new}],
+        ],
+    )
+    for predicate in (None, "id = 4", "id > 3", "id >= 4 AND _change_type = 'delete'"):
+        clear_cache()
+        got = dd_changes(table, 1, predicate)
+        assert got == [{"id": 4, "_change_type": "delete"}], predicate
+
+
+def dd_changes(table: Path, start: int, predicate: str | None) -> list[dict[str, Any]]:
+    import delta_datafusion as dd
+
+    t = dd.DeltaTable(str(table)).changes(start, predicate=predicate).to_table()
+    return t.select(["id", "_change_type"]).to_pylist()
+
+
 @pytest.mark.parametrize(
     "empty",
     [

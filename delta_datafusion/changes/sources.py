@@ -142,7 +142,7 @@ def dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> l
     # (change type, the vector whose rows are read, the vector whose rows are left out, the
     # statistics that bound those rows)
     for change, only, drop, stats in (
-        ("delete", new_dv, old_dv, _stats_of_newly_deleted(readds, removes, idx)),
+        ("delete", new_dv, old_dv, _stats_of_newly_deleted(removes, idx)),
         ("insert", old_dv, new_dv, None),
     ):
         selected = pc.and_(only.is_valid(), pc.invert(same))
@@ -154,15 +154,13 @@ def dv_update_pieces(readds: pa.Table, removes: pa.Table, rem_pk: pa.Array) -> l
     return pieces
 
 
-def _stats_of_newly_deleted(readds: pa.Table, removes: pa.Table, idx: pa.Array) -> pa.Array:
-    """Statistics bounding the rows a new deletion vector deletes. The new add's may not: with
-    ``tightBounds`` they describe only the rows still live. The remove's describe the rows live
-    before (those rows among them), so they are used, or the add's when known to be wide (not
-    tight), else none (no pruning)."""
-    new = readds.column("stats").combine_chunks().cast(pa.string())
-    old = removes.column("stats").combine_chunks().cast(pa.string()).take(idx)
-    wide = pc.fill_null(pc.match_substring_regex(new, r'"tightBounds"\s*:\s*false'), False)
-    return pc.if_else(old.is_valid(), old, pc.if_else(wide, new, pa.scalar(None, pa.string())))
+def _stats_of_newly_deleted(removes: pa.Table, idx: pa.Array) -> pa.Array:
+    """Statistics bounding the rows a new deletion vector deletes: the remove's, which describe
+    the rows live before (those rows among them), or none (no pruning by the log; planning then
+    reads the file's footer). The new add's never do: tight bounds describe only the rows still
+    live, and wide ones (``tightBounds: false``) bound only those too (PROTOCOL.md: "<= all valid
+    values"), which bounds tight to the live rows satisfy."""
+    return removes.column("stats").combine_chunks().cast(pa.string()).take(idx)
 
 
 def piece(
