@@ -98,6 +98,14 @@ class Protocol:
         )
 
     @property
+    def supports_change_data_feed(self) -> bool:
+        """Does ``delta.enableChangeDataFeed`` bind this protocol's writers? From writer version
+        4, and at version 7 only with the changeDataFeed writer feature (PROTOCOL.md, Writer
+        Requirements for AddCDCFile): other writers may commit an UPDATE without its cdc files."""
+        v = self.min_writer_version
+        return v >= 4 and (v < 7 or "changeDataFeed" in self.writer_features)
+
+    @property
     def supports_column_mapping(self) -> bool:
         """Reader version 2, or 3 with the columnMapping feature. The mode property is allowed on
         other tables but means nothing there (their files use the logical names)."""

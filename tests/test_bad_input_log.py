@@ -127,7 +127,8 @@ def test_unparseable_partition_value(copy_corpus_table):
     metadata = next(a["metaData"] for a in v0 if "metaData" in a)
     metadata["configuration"] = {**metadata.get("configuration", {}), "delta.enableChangeDataFeed": "true"}
     commit = [json.loads(line) for line in commit_path(t, 1).read_text().splitlines()]
-    write_commit(t, 1, [{"metaData": metadata}, *commit])
+    upgrade = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}}  # binds writers to the property
+    write_commit(t, 1, [upgrade, {"metaData": metadata}, *commit])
     with pytest.raises(LogCorruptError) as info:
         DeltaTable(str(t)).changes(1, 1).to_table()
     assert str(info.value).endswith(f"(data file x=abc/f.parquet of version 1 in {commit_path(t, 1)})"), (

@@ -715,7 +715,18 @@ def test_removed_file_with_dv_contributes_live_rows(tmp_path, copy_corpus_table)
             "createdTime": md.created_time,
         }
     }
-    write_commit(p, v, [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, meta])
+    # Spark adds the changeDataFeed writer feature with the property (without it the property
+    # binds no writer: see test_cdf_protocol_rules.py)
+    proto = snap.protocol
+    upgraded = {
+        "protocol": {
+            "minReaderVersion": proto.min_reader_version,
+            "minWriterVersion": proto.min_writer_version,
+            "readerFeatures": sorted(proto.reader_features),
+            "writerFeatures": sorted(proto.writer_features | {"changeDataFeed"}),
+        }
+    }
+    write_commit(p, v, [{"commitInfo": {"operation": "SET TBLPROPERTIES"}}, upgraded, meta])
     remove = {
         "remove": {
             "path": f["path"].replace(" ", "%20"),

@@ -19,7 +19,7 @@ import pytest
 
 import delta_datafusion as dd
 from delta_datafusion.changes import clear_cache
-from delta_datafusion.errors import ChangeDataFeedError
+from delta_datafusion.errors import CdfNotEnabledError, ChangeDataFeedError
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}}
@@ -128,3 +128,62 @@ def test_change_data_file_without_its_change_type_column_is_refused_under_every_
         error = info.value if isinstance(info.value, dd.DeltaError) else dd.from_datafusion(info.value)
         assert isinstance(error, ChangeDataFeedError), (read.__name__, info.value)
         assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)
+
+
+# --------------------------------------------------------------------------------------------
+# where the change data feed is enabled
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        {"minReaderVersion": 1, "minWriterVersion": 2},
+        {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly"]},
+    ],
+    ids=["writer-2", "writer-7-without-the-feature"],
+)
+def test_property_without_protocol_support_is_not_an_enabled_feed(tmp_path, protocol):
+    """``delta.enableChangeDataFeed`` binds writers only from writer version 4, and at version 7
+    only with the ``changeDataFeed`` writer feature (PROTOCOL.md, Writer Requirements for
+    AddCDCFile): below that, an UPDATE may be committed without its cdc files, and its rewritten
+    files would read as every row deleted and inserted again. delta-kernel-rs (the feature
+    enabled = supported by the protocol and set), Spark and deltalake (both upgrade the protocol
+    with the property) agree; the feed was read from the property alone."""
+    t = tmp_path / "t"
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"]})
+    write_file(t, "b.parquet", {"id": [1, 2], "p": ["x", "z"]})
+    write_log(
+        t,
+        [
+            [{"protocol": protocol}, metadata(), add(t, "a.parquet")],
+            [remove("a.parquet"), add(t, "b.parquet")],  # an UPDATE of row 2, no cdc file
+        ],
+    )
+    for start, end in ((0, 1), (1, 1)):
+        with pytest.raises(CdfNotEnabledError, match=f"version {start}"):
+            feed_api(t, start, end)
+
+
+def test_feed_is_enabled_from_the_protocol_upgrade_on(tmp_path):
+    """The property set at version 1 under writer version 2, the protocol upgraded at version 2:
+    the feed can be read from version 2 on, and a range over version 1 names it."""
+    t = tmp_path / "t"
+    for name, i in (("a.parquet", 1), ("b.parquet", 2), ("c.parquet", 3)):
+        write_file(t, name, {"id": [i], "p": ["x"]})
+    write_log(
+        t,
+        [
+            [
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                metadata(conf={}),
+                add(t, "a.parquet"),
+            ],
+            [metadata(), add(t, "b.parquet")],
+            [PROTOCOL, add(t, "c.parquet")],
+        ],
+    )
+    assert feed_api(t, 2, 2) == [{"id": 3, "p": "x", "_change_type": "insert", "_commit_version": 2}]
+    for start in (0, 1):
+        with pytest.raises(CdfNotEnabledError, match=f"version {start}"):
+            feed_api(t, start, 2)

@@ -568,9 +568,12 @@ def test_change_feed_footer_pruning_matches_columns_by_field_id(tmp_path: Path) 
         return actions[1]
 
     file = {"path": "a.parquet", "partitionValues": {}, "size": size, "dataChange": True}
+    protocol = _id_mode_start({"type": "struct", "fields": []}, 0)[0]
+    # changeDataFeed binds writers to the property
+    protocol["protocol"]["writerFeatures"] = ["columnMapping", "changeDataFeed"]
     commits = [
         [
-            _id_mode_start({"type": "struct", "fields": []}, 0)[0],
+            protocol,
             metadata(2),
             {"add": file | {"modificationTime": 0}},
         ],

@@ -176,7 +176,7 @@ def _variant_table(
                     "minReaderVersion": 3,
                     "minWriterVersion": 7,
                     "readerFeatures": features,
-                    "writerFeatures": features,
+                    "writerFeatures": features + ["changeDataFeed"],
                 }
             },
             {

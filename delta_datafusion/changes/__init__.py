@@ -20,9 +20,10 @@ delta-kernel-rs ``table_changes``:
   timestamp range that selected the commit;
 * timestamps resolve to versions like time travel: a start timestamp selects the first commit at
   or after it, an end timestamp the last commit at or before it; ``end`` is inclusive;
-* the change data feed must be enabled (``delta.enableChangeDataFeed``) at the start version and in
-  every ``metaData`` action inside the range, else :class:`~.errors.CdfNotEnabledError` names the
-  version. Protocols in the range must be readable.
+* the change data feed must be enabled (``delta.enableChangeDataFeed``, under a protocol that binds
+  writers to it: writer version 4 to 6, or 7 with the ``changeDataFeed`` feature) at the start
+  version and at every ``metaData`` or ``protocol`` action inside the range, else
+  :class:`~.errors.CdfNotEnabledError` names the version. Protocols in the range must be readable.
 * the output schema is the end version's schema plus ``_change_type``, ``_commit_version`` and
   ``_commit_timestamp``. Schema changes inside the range are allowed as long as the columns read
   are compatible (same physical column, same or widened type, same partitioning); columns added

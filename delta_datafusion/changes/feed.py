@@ -148,12 +148,7 @@ class ChangeFeed:
         read.update((c.version, c) for c in read_commits(storage, wanted))
         commits = [read[v] for v, _ in in_range]
         start_snap = Snapshot(storage, segment, [read[v] for v, _ in segment.commits])
-        if not start_snap.metadata.change_data_feed_enabled:
-            raise CdfNotEnabledError(
-                f"change data feed is not enabled at version {start} of {where} (table property "
-                f"delta.enableChangeDataFeed is not 'true'); it must be enabled for every version of the range "
-                f"{start}..{end}"
-            )
+        _require_feed(start_snap.metadata, start_snap.protocol, start, where, start, end, None)
         # Walk the protocol/metaData actions of the range (byte search: cheap for big commits).
         segments: list[tuple[int, Metadata]] = [(start, start_snap.metadata)]
         if start > 0 and commits and find_protocol_and_metadata(commits[0].data, commits[0].info.path)[1]:
@@ -190,13 +185,9 @@ class ChangeFeed:
             if p is not None:
                 in_force = md if md is not None else segments[-1][1]
                 protocol.check_readable(c.info.path, in_force.schema_json)
+            if md is not None or p is not None:
+                _require_feed(current, protocol, c.version, where, start, end, md is not None)
             if md is not None:
-                if not md.change_data_feed_enabled:
-                    raise CdfNotEnabledError(
-                        f"change data feed is not enabled at version {c.version} of {where} (its metaData "
-                        f"action does not set delta.enableChangeDataFeed=true); the range {start}..{end} must "
-                        f"have it enabled for every version"
-                    )
                 segments.append((c.version, md))
         self.protocol = protocol
         self.metadata: Metadata = segments[-1][1]
@@ -870,6 +861,35 @@ def reuse_commits(
         ):
             out[v] = CommitData(v, info, c.data)
     return out
+
+
+def _require_feed(
+    md: Metadata, protocol: Protocol, version: int, where: str, start: int, end: int, changed: bool | None
+) -> None:
+    """The change data feed must be enabled at every version of the range: the property set and
+    the protocol binding writers to it (delta-kernel-rs: the feature enabled). ``changed``: the
+    version's commit has a metaData action (True), only a protocol action (False), or it is the
+    start (None)."""
+    if md.change_data_feed_enabled and protocol.supports_change_data_feed:
+        return
+    if not md.change_data_feed_enabled:
+        why = (
+            "its metaData action does not set delta.enableChangeDataFeed=true"
+            if changed
+            else "table property delta.enableChangeDataFeed is not 'true'"
+        )
+    else:
+        features = ", ".join(sorted(protocol.writer_features)) or "none"
+        why = (
+            f"delta.enableChangeDataFeed is set, but its protocol (writer version {protocol.min_writer_version}"
+            + (f", writer features: {features}" if protocol.min_writer_version >= 7 else "")
+            + ") does not support the changeDataFeed feature, so writers need not have written the cdc files "
+            "of its updates (PROTOCOL.md, Writer Requirements for AddCDCFile)"
+        )
+    raise CdfNotEnabledError(
+        f"change data feed is not enabled at version {version} of {where} ({why}); it must be enabled for "
+        f"every version of the range {start}..{end}"
+    )
 
 
 def _ict_of(md: Metadata, where: str) -> tuple[int, int] | None:
