@@ -19,7 +19,7 @@ import pytest
 
 import delta_datafusion as dd
 from delta_datafusion.changes import clear_cache
-from delta_datafusion.errors import CdfNotEnabledError, ChangeDataFeedError
+from delta_datafusion.errors import CdfNotEnabledError, ChangeDataFeedError, UnsupportedFeatureError
 
 CDF = {"delta.enableChangeDataFeed": "true"}
 PROTOCOL = {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}}
@@ -130,6 +130,115 @@ def test_change_data_file_without_its_change_type_column_is_refused_under_every_
         assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)
 
 
+def test_change_data_file_storing_change_types_without_statistics_is_read(tmp_path):
+    """The refusal above looks at the file's columns, not its statistics: a change data file
+    written without statistics of ``_change_type`` is read and filtered as any other."""
+    t = tmp_path / "t"
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"]})
+    images = pa.table(
+        {"id": [2, 2], "p": ["y", "z"], "_change_type": ["update_preimage", "update_postimage"]}
+    )
+    (t / "_change_data").mkdir()
+    pq.write_table(images, t / "_change_data/c.parquet", write_statistics=False)
+    write_log(t, [[PROTOCOL, metadata(), add(t, "a.parquet")], [cdc(t, "_change_data/c.parquet")]])
+    post = [{"id": 2, "p": "z", "_change_type": "update_postimage", "_commit_version": 1}]
+    assert feed_sql(t, 1, 1, "_change_type = 'update_postimage'") == post
+    assert feed_api(t, 1, 1, "_change_type <> 'update_preimage' AND id = 2") == post
+
+
+def test_a_commit_with_cdc_files_contributes_only_them(tmp_path):
+    """Reader Requirements for AddCDCFile: a commit with ``cdc`` actions is read from them only,
+    its ``add`` / ``remove`` actions with ``dataChange = true`` skipped; a data file may be both
+    added and a change data file (``_change_type`` filled for every row): its rows count once."""
+    t = tmp_path / "t"
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"]})
+    write_file(t, "b.parquet", {"id": [2], "p": ["z"]})
+    images = {"id": [2, 2], "p": ["y", "z"], "_change_type": ["update_preimage", "update_postimage"]}
+    write_file(t, "_change_data/c.parquet", images)
+    write_file(t, "d.parquet", {"id": [3], "p": ["w"], "_change_type": ["insert"]})
+    write_log(
+        t,
+        [
+            [PROTOCOL, metadata(), add(t, "a.parquet")],
+            [remove("a.parquet"), add(t, "b.parquet"), cdc(t, "_change_data/c.parquet")],
+            [add(t, "d.parquet"), cdc(t, "d.parquet")],
+        ],
+    )
+    expected = [
+        {"id": 2, "p": "z", "_change_type": "update_postimage", "_commit_version": 1},
+        {"id": 2, "p": "y", "_change_type": "update_preimage", "_commit_version": 1},
+        {"id": 3, "p": "w", "_change_type": "insert", "_commit_version": 2},
+    ]
+    assert feed_sql(t, 1, 2) == expected
+    assert feed_api(t, 1, 2) == expected
+    assert feed_sql(t, 1, 2, "_change_type = 'delete' OR p = 'x'") == []
+    assert feed_sql(t, 1, 2, "_change_type = 'insert'") == expected[2:]
+    # the table itself reads d.parquet without its _change_type column
+    assert dd.DeltaTable(str(t)).snapshot().scan().to_table().to_pylist() == [
+        {"id": 2, "p": "z"},
+        {"id": 3, "p": "w"},
+    ]
+
+
+def test_a_data_file_storing_change_types_is_read_with_its_actions_change_type(tmp_path):
+    """Data files of a table with the feed enabled may store ``_change_type`` (PROTOCOL.md, Note
+    for non-change data readers). Read through an ``add`` or ``remove`` of a commit without cdc
+    files, its rows are inserts or deletes whatever the column holds."""
+    t = tmp_path / "t"
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"], "_change_type": ["update_postimage"] * 2})
+    write_log(t, [[PROTOCOL, metadata()], [add(t, "a.parquet")], [remove("a.parquet")]])
+    inserted = [
+        {"id": i, "p": p, "_change_type": "insert", "_commit_version": 1} for i, p in ((1, "x"), (2, "y"))
+    ]
+    deleted = [
+        {"id": i, "p": p, "_change_type": "delete", "_commit_version": 2} for i, p in ((1, "x"), (2, "y"))
+    ]
+    assert feed_sql(t, 0, 2) == inserted + deleted
+    assert feed_api(t, 0, 2) == inserted + deleted
+    assert feed_sql(t, 0, 2, "_change_type = 'update_postimage'") == []
+    assert feed_sql(t, 0, 2, "_change_type IN ('delete', 'update_postimage') AND id = 2") == deleted[1:]
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_remove_without_extended_file_metadata(tmp_path, partitioned):
+    """A remove may leave out ``size`` and ``partitionValues`` (``extendedFileMetadata`` false or
+    absent). Its rows are still the file's: read, counted and filtered as those of the add it
+    removes; in a partitioned table the deleted rows' partition values are unknown, so it is
+    refused (test_cdf.py::test_a_remove_without_partition_values_is_refused covers its message)."""
+    t = tmp_path / "t"
+    stats = json.dumps(
+        {"numRecords": 2, "minValues": {"id": 1}, "maxValues": {"id": 2}, "nullCount": {"id": 0}}
+    )
+    if partitioned:
+        write_file(t, "p=x/a.parquet", {"id": [1, 2]})
+        first = [PROTOCOL, metadata(parts=("p",)), add(t, "p=x/a.parquet", {"p": "x"}, stats=stats)]
+        write_log(t, [first, [remove("p=x/a.parquet", extendedFileMetadata=False)]])
+        with pytest.raises(ChangeDataFeedError, match="p=x/a.parquet at version 1"):
+            feed_api(t, 1, 1)
+        return
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"]})
+    first = [PROTOCOL, metadata(), add(t, "a.parquet", stats=stats)]
+    write_log(t, [first, [remove("a.parquet", extendedFileMetadata=False)]])
+    deleted = [
+        {"id": i, "p": p, "_change_type": "delete", "_commit_version": 1} for i, p in ((1, "x"), (2, "y"))
+    ]
+    for start in (0, 1):  # the add's stats in the range or not
+        assert feed_sql(t, start, 1, "_commit_version = 1") == deleted
+        assert feed_sql(t, start, 1, "id = 2 AND _commit_version = 1") == deleted[1:]
+        assert feed_sql(t, start, 1, "id > 2") == []
+        assert feed_api(t, start, 1, "_change_type = 'delete'") == deleted
+
+
+def test_a_file_removed_and_added_again_unchanged_in_one_commit_is_no_change(tmp_path):
+    """The same path removed and added in one commit with the same (here: no) deletion vector
+    changes no row: delta-kernel-rs pairs them and finds no row whose state changed."""
+    t = tmp_path / "t"
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"]})
+    write_log(t, [[PROTOCOL, metadata(), add(t, "a.parquet")], [remove("a.parquet"), add(t, "a.parquet")]])
+    assert feed_sql(t, 1, 1) == []
+    assert [r["_commit_version"] for r in feed_api(t, 0, 1)] == [0, 0]
+
+
 # --------------------------------------------------------------------------------------------
 # where the change data feed is enabled
 # --------------------------------------------------------------------------------------------
@@ -187,3 +296,43 @@ def test_feed_is_enabled_from_the_protocol_upgrade_on(tmp_path):
     for start in (0, 1):
         with pytest.raises(CdfNotEnabledError, match=f"version {start}"):
             feed_api(t, start, 2)
+
+
+def test_feed_disabled_and_enabled_again_inside_the_range_names_the_disabled_version(tmp_path):
+    """Enabled at 0, disabled at 1, enabled again at 2: every version of a range must have it
+    (delta-kernel-rs checks each metaData action); the error names version 1, and 2..2 reads."""
+    t = tmp_path / "t"
+    for name, i in (("a.parquet", 1), ("b.parquet", 2), ("c.parquet", 3)):
+        write_file(t, name, {"id": [i], "p": ["x"]})
+    write_log(
+        t,
+        [
+            [PROTOCOL, metadata(), add(t, "a.parquet")],
+            [metadata(conf={}), add(t, "b.parquet")],
+            [metadata(conf={"delta.enableChangeDataFeed": "TRUE"}), add(t, "c.parquet")],
+        ],
+    )
+    for start in (0, 1):
+        with pytest.raises(CdfNotEnabledError, match="version 1"):
+            feed_api(t, start, 2)
+    assert feed_sql(t, 2, 2) == [{"id": 3, "p": "x", "_change_type": "insert", "_commit_version": 2}]
+
+
+def test_protocol_upgrade_to_an_unknown_reader_feature_inside_the_range(tmp_path):
+    """Every protocol of the range must be readable (delta-kernel-rs checks each protocol action
+    in the range): an upgrade to a reader feature this reader does not know refuses the ranges
+    over it, naming its commit file; the versions before it still read."""
+    t = tmp_path / "t"
+    for name, i in (("a.parquet", 1), ("b.parquet", 2)):
+        write_file(t, name, {"id": [i], "p": ["x"]})
+    later = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["laterFeature"],
+        "writerFeatures": ["laterFeature", "changeDataFeed"],
+    }
+    write_log(t, [[PROTOCOL, metadata(), add(t, "a.parquet")], [{"protocol": later}, add(t, "b.parquet")]])
+    assert [r["id"] for r in feed_api(t, 0, 0)] == [1]
+    with pytest.raises(UnsupportedFeatureError, match="laterFeature") as info:
+        feed_api(t, 0, 1)
+    assert "00000000000000000001.json" in str(info.value)
