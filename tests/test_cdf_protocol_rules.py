@@ -130,6 +130,24 @@ def test_change_data_file_without_its_change_type_column_is_refused_under_every_
         assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)
 
 
+@pytest.mark.parametrize("where", [None, "_change_type = 'update_preimage'", "_change_type <> 'insert'"])
+def test_change_data_file_with_null_change_types_is_refused_under_every_filter(tmp_path, where):
+    """Change types are never NULL (PROTOCOL.md: one of the four, "filled for all rows"). A NULL
+    one was refused when the rows reached the reader unfiltered, but a filter on
+    ``_change_type`` dropped that row and the feed answered with the others only."""
+    t = tmp_path / "t"
+    write_file(t, "a.parquet", {"id": [1, 2], "p": ["x", "y"]})
+    images = {"id": [2, 2], "p": ["y", "z"], "_change_type": ["update_preimage", None]}
+    write_file(t, "_change_data/c.parquet", images)
+    write_log(t, [[PROTOCOL, metadata(), add(t, "a.parquet")], [cdc(t, "_change_data/c.parquet")]])
+    for read in (feed_sql, feed_api):
+        with pytest.raises(Exception) as info:
+            read(t, 1, 1, where)
+        error = info.value if isinstance(info.value, dd.DeltaError) else dd.from_datafusion(info.value)
+        assert isinstance(error, ChangeDataFeedError), (read.__name__, info.value)
+        assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)
+
+
 def test_change_data_file_storing_change_types_without_statistics_is_read(tmp_path):
     """The refusal above looks at the file's columns, not its statistics: a change data file
     written without statistics of ``_change_type`` is read and filtered as any other."""

@@ -629,28 +629,36 @@ class ChangeFeed:
     def _refuse_cdc_without_change_type(
         self, sel: np.ndarray, infos: list[FooterStats | None], cdc: np.ndarray
     ) -> None:
-        """A change data file must store ``_change_type`` (PROTOCOL.md). Without it the read gives
-        NULL change types, which the reader refuses, but only in rows that reach it: a filter on
-        ``_change_type`` drops them first and the commit would read as changing nothing. The
-        filter is what reads these footers, so it is refused here. Footers with statistics of
-        the column (every writer's) need no more; the others are looked at again (an unreadable
+        """A change data file must store a change type for every row (PROTOCOL.md). Without the
+        column, or with NULLs in it, the read gives NULL change types, which the reader refuses,
+        but only in rows that reach it: a filter on ``_change_type`` drops them first and the
+        commit would read as changing less, or nothing. The filter is what reads these footers,
+        so it is refused here: by the footer's null count of the column; a footer without
+        statistics of it (no writer's) is looked at again for the column itself (an unreadable
         footer is left to the read to report)."""
         for k, info in enumerate(infos):
-            if not cdc[k] or info is None or CHANGE_TYPE in info.columns:
+            if not cdc[k] or info is None:
                 continue
+            found = info.columns.get(CHANGE_TYPE)
+            if found is not None and not found[2]:
+                continue  # stored, no NULL (or an unknown null count: the reader checks what it reads)
             row = (
                 self.sources.slice(int(sel[k]), 1)
                 .select(["path", "location", "size", "version"])
                 .to_pylist()[0]
             )
-            if stores_column(self.storage, row["location"], row["size"], CHANGE_TYPE) is False:
-                commit = self._commit_file(row["version"])
-                raise ChangeDataFeedError(
-                    f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the change data file "
-                    f"{row['path']} of version {row['version']}{logged_in(commit)} has no {CHANGE_TYPE} column, "
-                    "which a change data file must store (PROTOCOL.md, Change Data Files): the change type of "
-                    "its rows is unknown"
-                )
+            if found is not None:
+                why = f"holds {found[2]} NULL {CHANGE_TYPE} value(s)"
+            elif stores_column(self.storage, row["location"], row["size"], CHANGE_TYPE) is False:
+                why = f"has no {CHANGE_TYPE} column"
+            else:
+                continue
+            commit = self._commit_file(row["version"])
+            raise ChangeDataFeedError(
+                f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the change data file "
+                f"{row['path']} of version {row['version']}{logged_in(commit)} {why}; a change data file "
+                "stores the change type of every row (PROTOCOL.md, Change Data Files)"
+            )
 
     def _footer_struct(
         self, infos: list[FooterStats | None], wanted: set[str], cdc: np.ndarray

@@ -192,11 +192,15 @@ class UnitReader:
         for batch in batches:
             if batch.column(CHANGE_TYPE).null_count:
                 cdc = [u.location for u in units if u.has_change_type_column]
-                which = self._without_change_type(cdc) or (
-                    cdc[0] if len(cdc) == 1 else f"one of {len(cdc)} read together, the first {cdc[0]}"
-                )
+                missing = self._without_change_type(cdc)
+                if missing is not None:
+                    raise ChangeDataFeedError(
+                        f"table {self.label}: a change data file has no {CHANGE_TYPE} column ({missing})"
+                    )
+                which = cdc[0] if len(cdc) == 1 else f"one of {len(cdc)} read together, the first {cdc[0]}"
                 raise ChangeDataFeedError(
-                    f"table {self.label}: a change data file has no {CHANGE_TYPE} column ({which})"
+                    f"table {self.label}: a change data file holds a NULL {CHANGE_TYPE} ({which}); a change "
+                    "data file stores the change type of every row"
                 )
             yield batch
 
