@@ -31,7 +31,7 @@ from .read_errors import ReadErrors
 
 # Facts read once from a data file's footer, per (location, size)
 _FOOTER_LOCK = threading.Lock()
-_VIEW_CACHE: dict[tuple[str, int], frozenset[str]] = {}
+_FILTER_TYPES_CACHE: dict[tuple[str, int], tuple[frozenset[str], frozenset[tuple[str, Zones]]]] = {}
 _ID_CACHE: dict[tuple[str, int], dict[str, tuple[str, pa.DataType]] | None] = {}
 #: A footer fact not known: the footer could not be read (not cached; the read reports why).
 _UNREAD = object()
@@ -120,17 +120,36 @@ class FileChecks:
                     out.add(phys[name])
         return frozenset(out)
 
-    def stores_views(self, unit: ScanUnit, columns: frozenset[str]) -> bool:
-        """Does the file store one of ``columns`` as string_view/binary_view (footer read once,
-        cached)? Also when its footer cannot be read now: the row-selection path, which casts
-        views, reads the footer itself and reports a failed read."""
-        views = self._footer_fact(
-            _VIEW_CACHE,
-            unit,
-            lambda schema: frozenset(f.name for f in schema if is_view(f.type)),
-            None,
-        )
-        return views is None or not views.isdisjoint(columns)
+    def filtered_timestamp_columns(self, predicate: Any) -> dict[str, Zones]:
+        """Physical name -> :func:`timestamp_zones` of the table's type, for the file columns
+        holding timestamps that the predicate reads."""
+        from ..predicate import referenced_columns
+
+        phys = self.rs.to_physical()
+        out = {}
+        for name in referenced_columns(predicate):
+            idx = self.rs.logical.get_field_index(name)
+            if idx >= 0 and name in self.rs.file_columns:
+                zones = timestamp_zones(self.rs.physical.field(idx).type)
+                if zones:
+                    out[phys[name]] = zones
+        return out
+
+    def filter_trips_on(self, unit: ScanUnit, text: frozenset[str], times: dict[str, Zones]) -> bool:
+        """Does pyarrow's filter fail on the file's stored types? It does on a ``text`` column
+        stored as string_view/binary_view, and on a ``times`` column whose timestamps the file
+        stores with the other kind of time zone than the table (naive in a ``timestamp`` column,
+        UTC in a ``timestamp_ntz`` one: their row-group statistics, of the stored type, are
+        judged against the table type's literal). Such files are read by rows, cast, then
+        filtered. Footer read once, cached; also True when it cannot be read now: the
+        row-selection path reads the footer itself and reports a failed read."""
+        facts = self._footer_fact(_FILTER_TYPES_CACHE, unit, _filter_type_facts, None)
+        if facts is None:
+            return True
+        views, zones = facts
+        if not views.isdisjoint(text):
+            return True
+        return any(name in times and other_zone(stored, times[name]) for name, stored in zones)
 
     def refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
         """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
@@ -219,6 +238,34 @@ class FileChecks:
                 pass
             cache[key] = found
         return found
+
+
+#: (path of struct field names under a column, does the timestamp there have a time zone)
+Zones = frozenset[tuple[tuple[str, ...], bool]]
+
+
+def timestamp_zones(t: pa.DataType, path: tuple[str, ...] = ()) -> Zones:
+    """The timestamps of a type, through struct fields (the fields a filter compares), each by
+    its path and whether it has a time zone."""
+    if pa.types.is_timestamp(t):
+        return frozenset({(path, t.tz is not None)})
+    if pa.types.is_struct(t):
+        return frozenset().union(*(timestamp_zones(f.type, (*path, f.name)) for f in t))
+    return frozenset()
+
+
+def other_zone(stored: Zones, declared: Zones) -> bool:
+    """Does a file store a timestamp of the table's (by its path) with the other kind of zone?"""
+    wanted = dict(declared)
+    return any(path in wanted and wanted[path] != zoned for path, zoned in stored)
+
+
+def _filter_type_facts(schema: pa.Schema) -> tuple[frozenset[str], frozenset[tuple[str, Zones]]]:
+    """A file's columns that pyarrow's filter may fail on: those holding views, and the
+    timestamps of each column holding some (see :meth:`FileChecks.filter_trips_on`)."""
+    views = frozenset(f.name for f in schema if is_view(f.type))
+    zones = ((f.name, timestamp_zones(f.type)) for f in schema)
+    return views, frozenset((name, z) for name, z in zones if z)
 
 
 def _fact_key(fact: Any) -> Any:

@@ -264,14 +264,17 @@ class UnitReader:
             plain = [u for u, renamed in zip(plain, by_id, strict=True) if not renamed]
         if plain and predicate is not None:
             text_cols = self.checks.filtered_text_columns(predicate)
-            if text_cols:
+            time_cols = self.checks.filtered_timestamp_columns(predicate)
+            if text_cols or time_cols:
                 # pyarrow cannot compare a string literal with a string_view column stored by some
-                # writers (delta-rs UPDATE/MERGE); files storing a filtered column as a view are
-                # read, cast, then filtered.
-                viewed = [self.checks.stores_views(u, text_cols) for u in plain]
-                if any(viewed):
-                    selected = selected + [u for u, v in zip(plain, viewed, strict=True) if v]
-                    plain = [u for u, v in zip(plain, viewed, strict=True) if not v]
+                # writers (delta-rs UPDATE/MERGE), nor a timestamp literal with the statistics of
+                # a file storing the column with the other kind of time zone (delta-rs < 0.15
+                # wrote naive timestamps in `timestamp` columns): such files are read, cast, then
+                # filtered.
+                odd = [self.checks.filter_trips_on(u, text_cols, time_cols) for u in plain]
+                if any(odd):
+                    selected = selected + [u for u, v in zip(plain, odd, strict=True) if v]
+                    plain = [u for u, v in zip(plain, odd, strict=True) if not v]
         if plain and predicate is not None:
             # A predicate on a unit's own constants (partition values, change-feed columns) that
             # planning proved TRUE for the unit needs no row filter (a partition-pruned TPC-H
