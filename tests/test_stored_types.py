@@ -379,3 +379,21 @@ def test_id_mode_lists_and_maps_of_structs_found_by_field_id_only(tmp_path: Path
         ]
     assert got.to_pylist() == want
     assert ctx.sql("SELECT count(*) AS n FROM t WHERE cardinality(l) = 2").to_pydict()["n"] == [3]
+
+
+def test_change_feed_filters_a_timestamp_stored_naive(tmp_path: Path) -> None:
+    """The change feed reads a table's files with the same reader: its inserts from a file of
+    naive timestamps in a ``timestamp`` column, filtered on it, failed as the table read did."""
+    times = [dt.datetime(2024, 1, 1), dt.datetime(1900, 1, 1)]
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "ts": pa.array(times, pa.timestamp("us"))})
+    root = _table(tmp_path / "t", [_column("id", "long"), _column("ts", "timestamp")], [(data, {})])
+    commit = root / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    actions[1]["metaData"]["configuration"] = {"delta.enableChangeDataFeed": "true"}
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(root))
+    where = "ts > TIMESTAMP '2000-01-01T00:00:00Z'"
+    got = ctx.sql(f"SELECT id, _change_type FROM table_changes('t', 0) WHERE {where}").to_pylist()
+    assert got == [{"id": 1, "_change_type": "insert"}]
