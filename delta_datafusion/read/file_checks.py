@@ -149,7 +149,10 @@ class FileChecks:
         views, zones = facts
         if not views.isdisjoint(text):
             return True
-        return any(name in times and other_zone(stored, times[name]) for name, stored in zones)
+        # a text-only filter does not walk the file's timestamp columns
+        return bool(times) and any(
+            name in times and other_zone(stored, times[name]) for name, stored in zones
+        )
 
     def refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
         """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
