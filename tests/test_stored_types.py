@@ -415,3 +415,43 @@ def test_nested_timestamp_stored_naive_filtered_by_the_python_api(tmp_path: Path
     after = pa.scalar(dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), pa.timestamp("us", "UTC"))
     scan = dd.DeltaTable(str(root)).snapshot().scan(columns=["id"], predicate=pc.field("s", "ts") > after)
     assert scan.to_table().to_pylist() == [{"id": 1}]
+
+
+def test_int96_timestamps_keep_the_dataset_path_under_a_filter(tmp_path: Path, monkeypatch) -> None:
+    """Spark writes `timestamp` columns as INT96 by default, which pyarrow reads as naive
+    timestamps but never judges by statistics (INT96 has none it uses): a filter on them works
+    in the dataset path, so such files are not sent to the slower row-selection path (a1e61c7
+    sent them there, with naive INT64 timestamps, which do need it)."""
+    from delta_datafusion.read import selected_rows
+
+    read_by_rows: list[str] = []
+    plain_read = selected_rows.SelectedRows.read
+
+    def spy(self, unit, *args, **kwargs):
+        read_by_rows.append(Path(unit.location).name)
+        return plain_read(self, unit, *args, **kwargs)
+
+    monkeypatch.setattr(selected_rows.SelectedRows, "read", spy)
+    times = [dt.datetime(2024, 1, 1), dt.datetime(1900, 1, 1)]
+    ids = pa.array([1, 2], pa.int64())
+    s_type = {"type": "struct", "fields": [_column("ts", "timestamp")]}
+    int96 = pa.table(
+        {"id": ids, "ts": pa.array(times, pa.timestamp("us")), "s": pa.array([{"ts": t} for t in times])}
+    )
+    naive = pa.table(
+        {"id": pa.array([3, 4], pa.int64()), "ts": pa.array(times, pa.timestamp("us")), "s": int96["s"]}
+    )
+    fields = [_column("id", "long"), _column("ts", "timestamp"), _column("s", s_type)]
+    files = [(int96, {"use_deprecated_int96_timestamps": True}), (naive, {})]
+    root = _table(tmp_path / "t", fields, files)
+    assert pq.ParquetFile(root / "part-0.parquet").schema.column(1).physical_type == "INT96"  # the premise
+    assert _filtered(root, "ts > TIMESTAMP '2000-01-01T00:00:00Z'") == _filtered_in_memory(
+        root, "ts > TIMESTAMP '2000-01-01T00:00:00Z'"
+    )
+    assert read_by_rows == ["part-1.parquet"]
+    # a struct's INT96 field too (its leaf is found among the file's columns), by a nested predicate
+    read_by_rows.clear()
+    after = pa.scalar(dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc), pa.timestamp("us", "UTC"))
+    scan = dd.DeltaTable(str(root)).snapshot().scan(columns=["id"], predicate=pc.field("s", "ts") > after)
+    assert sorted(scan.to_table().column("id").to_pylist()) == [1, 3]
+    assert read_by_rows == ["part-1.parquet"]

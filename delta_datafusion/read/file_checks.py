@@ -143,7 +143,7 @@ class FileChecks:
         judged against the table type's literal). Such files are read by rows, cast, then
         filtered. Footer read once, cached; also True when it cannot be read now: the
         row-selection path reads the footer itself and reports a failed read."""
-        facts = self._footer_fact(_FILTER_TYPES_CACHE, unit, _filter_type_facts, None)
+        facts = self._footer_fact(_FILTER_TYPES_CACHE, unit, _filter_type_facts, None, whole_footer=True)
         if facts is None:
             return True
         views, zones = facts
@@ -215,14 +215,16 @@ class FileChecks:
         self,
         cache: dict,
         unit: ScanUnit,
-        derive: Callable[[pa.Schema], Any],
+        derive: Callable[[Any], Any],
         unreadable: Any,
         depends_on: Any = None,
+        whole_footer: bool = False,
     ) -> Any:
-        """``derive(file schema)`` of a data file, cached per file (data files never change, so the
-        footer is read once per process) and per ``depends_on`` (whatever else ``derive`` reads);
-        ``unreadable`` when the footer cannot be read (the read itself reports that). Each cache is
-        bounded like the other per-file caches."""
+        """``derive(file schema)`` of a data file (``whole_footer``: of its footer), cached per
+        file (data files never change, so the footer is read once per process) and per
+        ``depends_on`` (whatever else ``derive`` reads); ``unreadable`` when the footer cannot be
+        read (the read itself reports that). Each cache is bounded like the other per-file
+        caches."""
         key = (unit.location, unit.size, depends_on)
         with _FOOTER_LOCK:
             if key in cache:
@@ -230,7 +232,7 @@ class FileChecks:
         footer = probed_footer(unit.location, self.storage.arrow_fs)
         if footer is None:
             return unreadable  # not cached: the failure may pass
-        found = derive(footer.schema.to_arrow_schema())
+        found = derive(footer if whole_footer else footer.schema.to_arrow_schema())
         with _FOOTER_LOCK:
             if len(cache) >= 65536:
                 cache.clear()
@@ -250,11 +252,43 @@ Zones = frozenset[tuple[tuple[str, ...], bool]]
 def timestamp_zones(t: pa.DataType, path: tuple[str, ...] = ()) -> Zones:
     """The timestamps of a type, through struct fields (the fields a filter compares), each by
     its path and whether it has a time zone."""
+    return _zones(t, path, frozenset(), 0)[0]
+
+
+def _zones(t: pa.DataType, path: tuple[str, ...], skipped: frozenset[int], leaf: int) -> tuple[Zones, int]:
+    """:func:`timestamp_zones` of a file column whose first parquet leaf column is ``leaf``,
+    leaving out the timestamps stored in the ``skipped`` leaves; and the leaves the column has
+    (a struct's fields, a list's or a map's values: parquet stores them in schema order)."""
+    if isinstance(t, pa.BaseExtensionType):
+        t = t.storage_type
     if pa.types.is_timestamp(t):
-        return frozenset({(path, t.tz is not None)})
+        return (frozenset() if leaf in skipped else frozenset({(path, t.tz is not None)})), 1
     if pa.types.is_struct(t):
-        return frozenset().union(*(timestamp_zones(f.type, (*path, f.name)) for f in t))
-    return frozenset()
+        found: set[tuple[tuple[str, ...], bool]] = set()
+        used = 0
+        for f in t:
+            zones, n = _zones(f.type, (*path, f.name), skipped, leaf + used)
+            found |= zones
+            used += n
+        return frozenset(found), used
+    return frozenset(), _leaves(t)
+
+
+def _leaves(t: pa.DataType) -> int:
+    """The parquet leaf columns of a column of Arrow type ``t``."""
+    if isinstance(t, pa.BaseExtensionType):
+        return _leaves(t.storage_type)
+    if pa.types.is_struct(t):
+        return sum(_leaves(f.type) for f in t)
+    if pa.types.is_map(t):
+        return _leaves(t.key_type) + _leaves(t.item_type)
+    if pa.types.is_dictionary(t):
+        return _leaves(t.value_type)
+    lists = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    lists += (pa.types.is_list_view, pa.types.is_large_list_view)
+    if any(k(t) for k in lists):
+        return _leaves(t.value_type)
+    return 1
 
 
 def other_zone(stored: Zones, declared: Zones) -> bool:
@@ -263,12 +297,27 @@ def other_zone(stored: Zones, declared: Zones) -> bool:
     return any(path in wanted and wanted[path] != zoned for path, zoned in stored)
 
 
-def _filter_type_facts(schema: pa.Schema) -> tuple[frozenset[str], frozenset[tuple[str, Zones]]]:
+def _filter_type_facts(footer: pq.FileMetaData) -> tuple[frozenset[str], frozenset[tuple[str, Zones]]]:
     """A file's columns that pyarrow's filter may fail on: those holding views, and the
-    timestamps of each column holding some (see :meth:`FileChecks.filter_trips_on`)."""
+    timestamps of each column holding some (see :meth:`FileChecks.filter_trips_on`), but for
+    INT96 ones: pyarrow reads them as naive timestamps and judges them by no statistics, so a
+    filter on them does not fail (Spark writes `timestamp` columns so by default: such files
+    keep the dataset path). Were the leaves not found as counted, every timestamp counts."""
+    schema = footer.schema.to_arrow_schema()
     views = frozenset(f.name for f in schema if is_view(f.type))
-    zones = ((f.name, timestamp_zones(f.type)) for f in schema)
-    return views, frozenset((name, z) for name, z in zones if z)
+    int96 = frozenset(
+        i for i in range(footer.num_columns) if footer.schema.column(i).physical_type == "INT96"
+    )
+    if int96 and sum(_leaves(f.type) for f in schema) != footer.num_columns:
+        int96 = frozenset()
+    zones = []
+    leaf = 0
+    for f in schema:
+        found, n = _zones(f.type, (), int96, leaf)
+        leaf += n
+        if found:
+            zones.append((f.name, found))
+    return views, frozenset(zones)
 
 
 def _fact_key(fact: Any) -> Any:
