@@ -226,6 +226,10 @@ STORED = {
 }
 
 
+#: the parquet physical type of the cases that name one
+PHYSICAL = {"decimal_int32": "INT32", "decimal_int64": "INT64", "decimal_fixed": "FIXED_LEN_BYTE_ARRAY"}
+
+
 @pytest.mark.parametrize("name", sorted(STORED))
 def test_filters_on_columns_stored_as_another_type(tmp_path: Path, name: str) -> None:
     """Each stored type, filtered through SQL, gives the unfiltered read's rows that pass (the
@@ -242,8 +246,13 @@ def test_filters_on_columns_stored_as_another_type(tmp_path: Path, name: str) ->
     )
     without = pa.table({"id": pa.array([5, 6, 7], pa.int64()), "c": stored})
     fields = [_column("id", "long"), _column("c", delta_type)]
+    opts = {"store_decimal_as_integer": True} if name in ("decimal_int32", "decimal_int64") else {}
     for deleted in (None, [1]):
-        root = _table(tmp_path / f"t{deleted is not None}", fields, [(with_null, {}), (without, {})], deleted)
+        root = _table(
+            tmp_path / f"t{deleted is not None}", fields, [(with_null, opts), (without, opts)], deleted
+        )
+        physical = pq.ParquetFile(root / "part-0.parquet").schema.column(1).physical_type
+        assert physical == PHYSICAL.get(name, physical)  # the premise: the encoding named
         rows = _filtered_in_memory(root, "true")
         assert [r["id"] for r in rows] == ([1, 3, 4, 5, 7] if deleted else [1, 2, 3, 4, 5, 6, 7])
         assert rows[0]["c"] is not None
