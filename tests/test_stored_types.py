@@ -4,8 +4,8 @@ memory), whatever the file stores.
 
 Each table is hand-written (one ``_delta_log`` commit over parquet files written here), so the
 stored types are exactly those named: writers differ in what they store for one Delta type
-(delta-rs before 0.15 stored a ``timestamp`` column of naive Arrow timestamps without
-``isAdjustedToUTC``; Spark stores INT96; others milliseconds or nanoseconds), and type widening
+(delta-rs releases before its ``timestamp_ntz`` support, early 2024, stored a ``timestamp``
+column of naive Arrow timestamps, without ``isAdjustedToUTC``; Spark stores INT96; others milliseconds or nanoseconds), and type widening
 leaves files of the old type (PROTOCOL.md, Type Widening). delta-kernel-rs reads any timestamp
 as the table's timestamp type (ensure_data_types: "timestamps are able to be cast between each
 other"), as the unfiltered read here does.

@@ -268,9 +268,9 @@ class UnitReader:
             if text_cols or time_cols:
                 # pyarrow cannot compare a string literal with a string_view column stored by some
                 # writers (delta-rs UPDATE/MERGE), nor a timestamp literal with the statistics of
-                # a file storing the column with the other kind of time zone (delta-rs < 0.15
-                # wrote naive timestamps in `timestamp` columns): such files are read, cast, then
-                # filtered.
+                # a file storing the column with the other kind of time zone (delta-rs releases
+                # before its timestamp_ntz support, early 2024, wrote naive timestamps in
+                # `timestamp` columns): such files are read, cast, then filtered.
                 odd = [self.checks.filter_trips_on(u, text_cols, time_cols) for u in plain]
                 if any(odd):
                     selected = selected + [u for u, v in zip(plain, odd, strict=True) if v]
