@@ -401,6 +401,7 @@ def test_change_feed_filters_a_timestamp_stored_naive(tmp_path: Path) -> None:
     commit = root / "_delta_log" / f"{0:020d}.json"
     actions = [json.loads(line) for line in commit.read_text().splitlines()]
     actions[1]["metaData"]["configuration"] = {"delta.enableChangeDataFeed": "true"}
+    actions[0]["protocol"]["minWriterVersion"] = 4  # the property binds writers from version 4
     commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
     ctx = SessionContext()
     dd.register(ctx)
