@@ -198,7 +198,8 @@ def _fmt_epoch(value: int, unit: str) -> str:
     per_sec = {"s": 1, "ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}[unit]
     secs, frac = divmod(value, per_sec)
     try:
-        text = (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=secs)).strftime("%Y-%m-%dT%H:%M:%S")
+        # isoformat: strftime's %Y leaves years below 1000 unpadded on glibc ('1-01-01')
+        text = (_dt.datetime(1970, 1, 1) + _dt.timedelta(seconds=secs)).isoformat(timespec="seconds")
     except OverflowError:  # past Python's years 1..9999, which Arrow's timestamps hold
         text = str(np.datetime64(secs, "s"))
     if frac:

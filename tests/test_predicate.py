@@ -729,6 +729,18 @@ def test_str_of_dates_and_timestamps_past_python_years():
     assert str(before) == "TIMESTAMP '-7537-05-18T18:39:58.5'"
 
 
+def test_str_of_timestamps_before_the_year_1000_has_four_digit_years():
+    """strftime's %Y does not pad years below 1000 (glibc): year 1 printed as '1-01-01', which
+    no SQL reads back; dates were already printed '0001-01-01'."""
+    first = lit(pa.scalar(-62_135_596_799_999_999, pa.timestamp("us", tz="UTC")))
+    assert str(first) == "TIMESTAMP '0001-01-01T00:00:00.000001Z'"
+    assert (
+        str(lit(dt.datetime(999, 12, 31, 23, 59, 59), pa.timestamp("us")))
+        == "TIMESTAMP '0999-12-31T23:59:59'"
+    )
+    assert str(lit(dt.date(1, 1, 1))) == "DATE '0001-01-01'"
+
+
 def test_tree_is_immutable_hashable_and_picklable():
     p = from_pyarrow(TYPED_EXPRS["andor"], SCHEMA)
     with pytest.raises(AttributeError):
