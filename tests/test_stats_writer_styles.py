@@ -5,8 +5,9 @@ Writers differ in how they print bounds: Delta-Spark writes timestamps in the se
 an offset and cuts strings at 32 UTF-16 units with a tie-breaker (``\\x7f`` or U+10FFFF now,
 U+FFFD before, which is no UTF-8 upper bound past the BMP); the Java kernel writes decimals as
 ``BigDecimal.toString`` (``1E+2``, ``1.00000000000E-7``), infinities and NaN as strings and
-timestamp_ntz without a fraction when it is zero; a checkpoint written before a type widening
-keeps the old types in its ``stats_parsed``."""
+timestamp_ntz without a fraction when it is zero; Spark writes a checkpoint's ``stats_parsed``
+timestamps as INT96 (its default output type), and a checkpoint written before a type widening
+keeps the old types there."""
 
 from __future__ import annotations
 
@@ -394,3 +395,71 @@ def test_checkpoint_statistics_in_the_types_before_a_widening(tmp_path: Path) ->
     for where in ("a = 1", "c = 1.25", "d = TIMESTAMP '1969-12-31 00:00:00'", "a = 2147483648", "c = 1000"):
         assert _files_read(ctx, where) == 1, where
     assert _files_read(ctx, "f = 3.4000000953674316") == 2  # the float's old bounds are not used
+
+
+_TS_UTC = 'Timestamp(Microsecond, Some("UTC"))'
+
+
+def _micros(t: dt.datetime) -> int:
+    return (t - dt.datetime(1970, 1, 1, tzinfo=UTC)) // dt.timedelta(microseconds=1)
+
+
+def test_int96_checkpoint_timestamp_statistics_prune(tmp_path: Path) -> None:
+    """Spark writes a checkpoint's ``stats_parsed`` timestamps as INT96 (spark.sql.parquet.
+    outputTimestampType's default). Read as nanoseconds, a year-1 bound (a common placeholder)
+    overflows, and the leaf's cast failed for every file of the checkpoint: no file was pruned by
+    its timestamps. Read as microseconds, each file keeps its own bounds."""
+    groups = [
+        [dt.datetime(1, 1, 1, tzinfo=UTC), dt.datetime(2020, 1, 1, tzinfo=UTC)],
+        [dt.datetime(2021, 5, 5, tzinfo=UTC)],
+        [dt.datetime(2022, 6, 6, 12, tzinfo=UTC), dt.datetime(9999, 12, 31, 23, 59, 59, 999000, tzinfo=UTC)],
+    ]
+    ts = pa.timestamp("us", tz="UTC")
+    root = tmp_path / "int96"
+    commit0: list[dict] = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        _metadata([_field("t", "timestamp")]),
+    ]
+    for i, g in enumerate(groups):
+        commit0.append(_add(root, f"part-{i}.parquet", pa.table({"t": pa.array(g, ts)}), None))
+    _commit(root, 0, commit0)
+    bounds = pa.struct([("t", ts)])
+    parsed_t = pa.struct(
+        [
+            ("numRecords", pa.int64()),
+            ("minValues", bounds),
+            ("maxValues", bounds),
+            ("nullCount", pa.struct([("t", pa.int64())])),
+        ]
+    )
+    parsed = pa.array(
+        [
+            {
+                "numRecords": len(g),
+                "minValues": {"t": min(g)},
+                "maxValues": {"t": max(g)},
+                "nullCount": {"t": 0},
+            }
+            for g in groups
+        ],
+        parsed_t,
+    )
+    _checkpoint(root, commit0, parsed, int96=True)
+    rows = pa.table({"t": pa.array([v for g in groups for v in g], ts)})
+    # DataFusion parses timestamp text through nanoseconds: times outside 1677..2262 as integers
+    year_1000 = f"arrow_cast({_micros(dt.datetime(1000, 1, 1, tzinfo=UTC))}, '{_TS_UTC}')"
+    end_9999 = (
+        f"arrow_cast({_micros(dt.datetime(9999, 12, 31, 23, 59, 59, 998000, tzinfo=UTC))}, '{_TS_UTC}')"
+    )
+    wheres = [
+        "t = '2021-05-05T00:00:00Z'",
+        f"t < {year_1000}",
+        f"t > {end_9999}",
+        "t BETWEEN '2020-01-01T00:00:00Z' AND '2021-06-01T00:00:00Z'",
+    ]
+    ctx = _same_as_in_memory(root, rows, wheres)
+    for where in wheres[:3]:
+        assert _files_read(ctx, where) == 1, where
+    assert dd.DeltaTable(str(root)).snapshot().files().column("stats").to_pylist()[0]["minValues"] == {
+        "t": dt.datetime(1, 1, 1, tzinfo=UTC)
+    }

@@ -442,6 +442,13 @@ def _short(e: Exception) -> str:
 
 # -- checkpoints ---------------------------------------------------------------------------
 
+#: How every reader of a log parquet file (checkpoint part, sidecar) is opened. Spark writes a
+#: checkpoint's ``stats_parsed`` timestamps as INT96 (spark.sql.parquet.outputTimestampType's
+#: default); read as nanoseconds, a bound outside 1677..2262 (a year-1 placeholder) overflowed
+#: and the leaf's cast failed for every file of the checkpoint, whose timestamp bounds were then
+#: all unknown. As microseconds (as data files are read) each keeps its own.
+LOG_PARQUET_OPTIONS: dict[str, str] = {"coerce_int96_timestamp_unit": "us"}
+
 
 def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
     """Open a checkpoint part once per table handle for the planning reads (protocol/metaData,
@@ -453,10 +460,10 @@ def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
     if pf is None:
         if storage.is_local:
             opened = file_identity(path)  # before the open: a file replaced meanwhile differs
-            pf = pq.ParquetFile(path, filesystem=storage.arrow_fs)
+            pf = pq.ParquetFile(path, filesystem=storage.arrow_fs, **LOG_PARQUET_OPTIONS)
             pf.delta_identity = opened  # see log.checkpoint.SHARED_READER_MAX_ROWS
         else:
-            pf = pq.ParquetFile(storage.open_remote(path))
+            pf = pq.ParquetFile(storage.open_remote(path), **LOG_PARQUET_OPTIONS)
         if len(cache) > 64:
             cache.clear()
         cache[path] = pf

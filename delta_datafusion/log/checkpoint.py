@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from ..errors import LogCorruptError, MissingLogFileError
 from ..storage import FileInfo, Storage, normalized_path
 from .actions import (
+    LOG_PARQUET_OPTIONS,
     checkpoint_read_errors,
     commit_schema,
     file_identity,
@@ -272,7 +273,11 @@ def open_leaf(
         as_dictionary = dictionary_leaves(metadata, row_groups) or None
     if storage.is_local:
         pf = pq.ParquetFile(
-            path, filesystem=storage.arrow_fs, metadata=metadata, read_dictionary=as_dictionary
+            path,
+            filesystem=storage.arrow_fs,
+            metadata=metadata,
+            read_dictionary=as_dictionary,
+            **LOG_PARQUET_OPTIONS,
         )
         try:
             yield pf
@@ -280,7 +285,7 @@ def open_leaf(
             pf.close()
     else:
         with storage.open_remote(path) as fh:
-            yield pq.ParquetFile(fh, metadata=metadata, read_dictionary=as_dictionary)
+            yield pq.ParquetFile(fh, metadata=metadata, read_dictionary=as_dictionary, **LOG_PARQUET_OPTIONS)
 
 
 def table_ids(metadata: pa.ChunkedArray) -> list[str]:
