@@ -199,6 +199,9 @@ def _parse_objects(stats: pa.Array, parse_type: pa.DataType) -> pa.StructArray:
         parsed = table.column(WRAPPED_FIELD).combine_chunks()
         return pa.StructArray.from_arrays(parsed.flatten(), fields=list(parse_type))
     except (pa.ArrowInvalid, ValueError):
+        finite = _non_finite_as_null(stats)
+        if finite is not None:  # parsed again whole: a table with NaN in every file stays one parse
+            return _parse_objects(finite, parse_type)
         if n <= ROW_BY_ROW_MAX:
             return _parse_rows_individually(stats, parse_type)
         half = n // 2
@@ -207,6 +210,22 @@ def _parse_objects(stats: pa.Array, parse_type: pa.DataType) -> pa.StructArray:
             _parse_objects(stats.slice(half), parse_type),
         ]
         return pa.concat_arrays(parts)
+
+
+#: A value ``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (colon first: a key or a string's inside
+#: has none before its opening quote, and a string's own quotes are escaped): how Spark (Jackson)
+#: and the Java kernel write a float column's non-finite bounds (Spark's max of a column holding
+#: NaN is NaN). pyarrow reads no float from a string, and the whole object was dropped with it
+#: (numRecords, null counts, every other column's bounds).
+_NON_FINITE_VALUE = r':(\s*)"(?:NaN|-?Infinity)"'
+
+
+def _non_finite_as_null(stats: pa.Array) -> pa.Array | None:
+    """``stats`` with non-finite bounds written as strings read as null (unknown, as NaN bounds are
+    anyway; a string column's bound equal to such a text is unknown too); None when none is."""
+    if not pc.any(pc.match_substring_regex(stats, _NON_FINITE_VALUE)).as_py():
+        return None
+    return pc.replace_substring_regex(stats, _NON_FINITE_VALUE, r":\1null")
 
 
 #: Each stats string is parsed as the value of this field of a line of its own (in a batch

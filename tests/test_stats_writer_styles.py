@@ -146,7 +146,7 @@ def _stats(num: int, mins: dict, maxs: dict, nulls: dict) -> str:
 
 def test_bounds_printed_as_spark_and_the_java_kernel_print_them(tmp_path: Path) -> None:
     """Offsets, truncated milliseconds, decimals in exponent notation, timestamp_ntz without a
-    fraction, NaN / infinite float bounds as strings (the file's stats are then unknown), and
+    fraction, NaN / infinite float bounds as strings (those bounds are then unknown), and
     string maxima cut with each tie-breaker: a U+FFFD one below the row's U+1F600 in UTF-8 must
     not be trusted (it is 35 bytes long)."""
     schema = pa.schema(
@@ -181,7 +181,7 @@ def test_bounds_printed_as_spark_and_the_java_kernel_print_them(tmp_path: Path) 
             '"d":1.00000000000E-7,"f":1.0,"s":"a"},"maxValues":{"t":"2024-01-01T03:30:00.999-08:00",'
             '"n":"1970-01-01T00:00:00.5","d":1E+2,"f":2.0,"s":"b"},"nullCount":{"t":0,"n":0,"d":0,"f":0,"s":0}}',
         ),
-        (  # NaN and infinity as the Java kernel writes them: this file's stats are unknown
+        (  # NaN and infinity as the Java kernel writes them: those bounds are unknown
             {"t": [t1], "n": [n1], "d": [Decimal(-5)], "f": [float("nan")], "s": ["z"]},
             '{"numRecords":1,"minValues":{"t":"2024-01-01T10:00:00.123Z","f":"NaN"},'
             '"maxValues":{"t":"2024-01-01T10:00:00.123Z","f":"Infinity"},"nullCount":{"t":0,"f":0}}',
@@ -276,7 +276,7 @@ def test_bounds_printed_as_spark_and_the_java_kernel_print_them(tmp_path: Path) 
         "s IN ('b', 'zz')",
     ]
     ctx = _same_as_in_memory(root, rows, wheres)
-    # the bounds were read, not ignored: the first file and the one whose stats are unknown
+    # the bounds were read, not ignored: the first file and the one without bounds for the column
     assert _files_read(ctx, "t = '2024-01-01T10:00:00.123456Z'") == 2
     assert _files_read(ctx, "d = 100") == 2
     assert _files_read(ctx, "n < '1969-12-31T23:59:59.001'") == 2
@@ -463,3 +463,54 @@ def test_int96_checkpoint_timestamp_statistics_prune(tmp_path: Path) -> None:
     assert dd.DeltaTable(str(root)).snapshot().files().column("stats").to_pylist()[0]["minValues"] == {
         "t": dt.datetime(1, 1, 1, tzinfo=UTC)
     }
+
+
+def test_non_finite_float_bounds_written_as_strings_leave_the_other_stats_known(tmp_path: Path) -> None:
+    """Spark (Jackson) and the Java kernel write a float column's NaN and infinite bounds as the
+    strings "NaN", "Infinity", "-Infinity" (Spark's max of a column holding NaN is NaN). pyarrow
+    reads no float from a string, and the whole stats object of such a file was dropped: its
+    numRecords (count(*) read the file), its null counts and every other column's bounds. Those
+    bounds are unknown; the rest of the object is kept."""
+    schema = pa.schema([("x", pa.int64()), ("f", pa.float64()), ("s", pa.string())])
+    fields = [_field("x", "long"), _field("f", "double"), _field("s", "string")]
+    nan, inf = float("nan"), float("inf")
+    files = [
+        ({"x": [1, 2], "f": [1.0, nan], "s": ["NaN", "a"]}, '"NaN"', "1.0", '"NaN"'),
+        ({"x": [10, 11], "f": [-inf, inf], "s": ["b", "c"]}, '"-Infinity"', '"Infinity"', '"c"'),
+        ({"x": [20, 21], "f": [nan, nan], "s": ["Infinity", "z"]}, '"NaN"', '"NaN"', '"z"'),
+    ]
+    root = tmp_path / "nonfinite"
+    actions: list[dict] = [{"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}}, _metadata(fields)]
+    for i, (rows, fmin, fmax, smax) in enumerate(files):
+        lo, hi = min(rows["x"]), max(rows["x"])
+        smin = json.dumps(min(rows["s"]))
+        stats = (
+            f'{{"numRecords":2,"minValues":{{"x":{lo},"f":{fmin},"s":{smin}}},'
+            f'"maxValues":{{"x":{hi},"f":{fmax},"s":{smax}}},"nullCount":{{"x":0,"f":0,"s":0}}}}'
+        )
+        actions.append(_add(root, f"part-{i}.parquet", pa.table(rows, schema=schema), stats))
+    _commit(root, 0, actions)
+    typed = dd.DeltaTable(str(root)).snapshot().files().column("stats").to_pylist()
+    assert [s["numRecords"] for s in typed] == [2, 2, 2]
+    assert [s["minValues"]["x"] for s in typed] == [1, 10, 20]
+    assert [(s["minValues"]["f"], s["maxValues"]["f"]) for s in typed] == [
+        (None, 1.0),
+        (None, None),
+        (None, None),
+    ]
+    rows = pa.concat_tables([pa.table(r, schema=schema) for r, *_ in files])
+    wheres = [
+        "x = 10",
+        "x > 1",
+        "f > 0.5",
+        "f < 0.5",
+        "f = 'NaN'::double",
+        "f = 1.0",
+        "s = 'NaN'",
+        "s = 'Infinity'",
+    ]
+    wheres += ["s > 'b'", "f IS NOT NULL", "f <> 1.0"]
+    ctx = _same_as_in_memory(root, rows, wheres)
+    assert _files_read(ctx, "x = 10") == 1
+    assert _files_read(ctx, "s = 'NaN'") == 2  # the second file's b..c exclude it (a min "NaN" is unknown)
+    assert _files_read(ctx, "f = 1.0") == 3  # no float bound but the first file's max: kept
