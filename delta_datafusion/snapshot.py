@@ -385,7 +385,7 @@ def _search_protocol_metadata(
     for part in (itertools.islice(commits, newer), commits):
         for c in part:
             seen.append(c)
-            p, m = find_protocol_and_metadata(c.data, c.info.path)
+            p, m = find_protocol_and_metadata(c.data, c.info.path, c.escaped_letter)
             if (p is not None or m is not None) and found.take(p, m, c.info.path):
                 return found
         if checksum is not None and part is not commits:
@@ -518,7 +518,12 @@ class Snapshot(TableVersionView):
     def commit_log(self) -> CommitLog:
         schema = commit_schema(partition_values_type(self.metadata.physical_partition_columns()))
         blobs = [c.data for c in self._commit_data]
-        actions, counts = parse_json_actions(blobs, schema, [c.info.path for c in self._commit_data])
+        actions, counts = parse_json_actions(
+            blobs,
+            schema,
+            [c.info.path for c in self._commit_data],
+            [c.escaped_letter for c in self._commit_data],
+        )
         versions = pa.array([c.version for c in self._commit_data], pa.int64())
         per_row = pa.array(np.repeat(versions.to_numpy(), counts), pa.int64())
         return CommitLog(self._commit_data, actions, per_row)

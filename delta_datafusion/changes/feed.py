@@ -151,7 +151,11 @@ class ChangeFeed:
         _require_feed(start_snap.metadata, start_snap.protocol, start, where, start, end, None)
         # Walk the protocol/metaData actions of the range (byte search: cheap for big commits).
         segments: list[tuple[int, Metadata]] = [(start, start_snap.metadata)]
-        if start > 0 and commits and find_protocol_and_metadata(commits[0].data, commits[0].info.path)[1]:
+        first = commits[0] if start > 0 and commits else None
+        if (
+            first is not None
+            and find_protocol_and_metadata(first.data, first.info.path, first.escaped_letter)[1]
+        ):
             # The start commit changes the metadata: the files it removes were written under the
             # schema before it, which decides whether they can be read with the end schema.
             try:
@@ -172,7 +176,7 @@ class ChangeFeed:
         for c in commits:
             if c.version == start:
                 continue
-            p, m = find_protocol_and_metadata(c.data, c.info.path)
+            p, m = find_protocol_and_metadata(c.data, c.info.path, c.escaped_letter)
             if p is not None:
                 protocol = Protocol.from_action(p, c.info.path)
                 protocol.check_readable(c.info.path, defer_variant=True)
@@ -351,7 +355,10 @@ class ChangeFeed:
         read_parts = parts + [a for names in aliases.values() for a in names]
         schema = changes_commit_schema(partition_values_type(read_parts))
         actions, counts = parse_json_actions(
-            [c.data for c in commits], schema, [c.info.path for c in commits]
+            [c.data for c in commits],
+            schema,
+            [c.info.path for c in commits],
+            [c.escaped_letter for c in commits],
         )
         per_row = pa.array(
             np.repeat(np.array([c.version for c in commits], dtype=np.int64), counts), pa.int64()
