@@ -307,6 +307,72 @@ def test_incomplete_multi_part_checkpoint_is_ignored(tmp_path: Path):
     assert comparable(snap.files().sort_by("path")) == before
 
 
+def _v2_manifest(table: Path, version: int, name: str, paths: list[str]) -> None:
+    """A V2 checkpoint at ``version`` named ``name`` whose JSON manifest holds the adds of ``paths``."""
+    lines = [
+        {"checkpointMetadata": {"version": version}},
+        {"protocol": _V2_PROTOCOL},
+        metadata_action(_ID_SCHEMA, table_id="t"),
+        *({"add": _add(p)["add"]} for p in paths),
+    ]
+    (log_dir(table) / f"{version:020d}.checkpoint.{name}.json").write_text(
+        "".join(json.dumps(a) + "\n" for a in lines)
+    )
+
+
+_V2_PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["v2Checkpoint"],
+    "writerFeatures": ["v2Checkpoint"],
+}
+_ID_SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+
+
+@pytest.mark.parametrize("hint", [None, "smaller"])
+def test_two_v2_checkpoints_of_one_version_the_greater_name_is_read(tmp_path: Path, hint: str | None):
+    """Complete checkpoints of one version describe one state, but when they disagree the
+    reference readers read the same one: the greatest in Spark's CheckpointInstance order (V2
+    over multi-part over classic, more parts over fewer, then the greater file name), as
+    delta-kernel-rs does, whatever ``_last_checkpoint`` names. This reader took the hint's, else
+    the smaller name (the first listed) and the fewer parts."""
+    t = tmp_path / "t"
+    log_dir(t).mkdir(parents=True)
+    write_commit(
+        t, 0, [{"protocol": _V2_PROTOCOL}, metadata_action(_ID_SCHEMA, table_id="t"), _add("a.parquet")]
+    )
+    smaller, greater = "00000000-0000-4000-8000-000000000001", "ffffffff-0000-4000-8000-000000000002"
+    _v2_manifest(t, 0, smaller, ["a.parquet"])
+    _v2_manifest(t, 0, greater, ["b.parquet"])
+    if hint:
+        name = f"{0:020d}.checkpoint.{smaller}.json"
+        (log_dir(t) / "_last_checkpoint").write_text(
+            json.dumps({"version": 0, "size": 4, "v2Checkpoint": {"path": name, "sizeInBytes": 1}})
+        )
+    snap = DeltaTable(str(t)).snapshot()
+    assert snap.segment.checkpoint.parts[0].name == f"{0:020d}.checkpoint.{greater}.json"
+    assert snap.files().column("path").to_pylist() == ["b.parquet"]
+
+
+def test_two_multi_part_checkpoints_of_one_version_the_one_of_more_parts_is_read(tmp_path: Path):
+    """See test_two_v2_checkpoints_of_one_version_the_greater_name_is_read: of two complete
+    multi-part sets, Spark and delta-kernel-rs read the one of more parts."""
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(5,))
+    classic = pq.read_table(checkpoint_file(t, 5))
+    live = sorted_files(t, 5).column("path").to_pylist()
+    split_checkpoint(t, 5, 3)
+    # a set of 2 parts at the same version that has lost the first live file's add
+    add_paths = pc.struct_field(classic.column("add"), "path")
+    fewer = classic.filter(pc.invert(pc.fill_null(pc.equal(add_paths, live[0]), False)))
+    for i, rows in enumerate([fewer.slice(0, 2), fewer.slice(2)]):
+        pq.write_table(rows, log_dir(t) / f"{5:020d}.checkpoint.{i + 1:010d}.{2:010d}.parquet")
+    (log_dir(t) / "_last_checkpoint").write_text(json.dumps({"version": 5, "size": 1, "parts": 2}))
+    snap = DeltaTable(str(t)).snapshot(version=5)
+    assert len(snap.segment.checkpoint.parts) == 3
+    assert sorted(snap.files().column("path").to_pylist()) == live
+
+
 def test_corpus_multi_part_checkpoint_and_missing_part(copy_corpus_table):
     name = "v1-multi-part-struct-stats-only"
     src = corpus_table(name)

@@ -270,10 +270,12 @@ def test_catalog_query_lists_only_the_named_table(tmp_path: Path, store) -> None
     assert len(root_listings) <= 2, root_listings  # not once per table
 
 
-def test_last_checkpoint_is_read_only_to_choose_between_checkpoints(tmp_path: Path, store) -> None:
-    """``_last_checkpoint`` only matters when one version has several complete checkpoints (the
-    listing decides the rest): a snapshot with one checkpoint per version does not read it; with
-    two at one version it picks the one the hint names."""
+def test_last_checkpoint_is_not_read_and_the_greatest_checkpoint_of_a_version_is(
+    tmp_path: Path, store
+) -> None:
+    """The listing decides, also between complete checkpoints of one version: the greatest in
+    Spark's order (for two V2 checkpoints, the greater name), as delta-kernel-rs takes it, so
+    ``_last_checkpoint`` is never read (it chose here before)."""
     from conftest import corpus_table
 
     fs, root = store
@@ -281,20 +283,17 @@ def test_last_checkpoint_is_read_only_to_choose_between_checkpoints(tmp_path: Pa
     _upload(fs, local, root)
     uri = f"ddcount://{root}"
     want = sorted(dd.DeltaTable(str(local)).snapshot().files().column("path").to_pylist())
-    CALLS.clear()
-    snap = dd.DeltaTable(uri).snapshot()
-    assert sorted(snap.files().column("path").to_pylist()) == want
-    assert not [c for c in CALLS if c[1].endswith("_last_checkpoint")], CALLS
-
-    # a second, unreadable V2 checkpoint at version 2: the hint names the real one
     real = "00000000000000000002.checkpoint.e8fa2696-9728-4e9c-b285-634743fdd4fb.parquet"
-    for decoy in (
-        "00000000000000000002.checkpoint.00000000-0000-0000-0000-000000000000.parquet",
-        "00000000000000000002.checkpoint.ffffffff-ffff-ffff-ffff-ffffffffffff.parquet",
-    ):
-        fs.pipe(f"{root}/_delta_log/{decoy}", b"not a parquet file")
+    smaller = "00000000000000000002.checkpoint.00000000-0000-0000-0000-000000000000.parquet"
+    greater = "00000000000000000002.checkpoint.ffffffff-ffff-ffff-ffff-ffffffffffff.parquet"
+    fs.pipe(f"{root}/_delta_log/{smaller}", b"not a parquet file")
+    hint = fs.cat(f"{root}/_delta_log/_last_checkpoint")
+    fs.pipe(f"{root}/_delta_log/_last_checkpoint", hint.replace(real.encode(), smaller.encode()))
+    CALLS.clear()
     assert sorted(dd.DeltaTable(uri).snapshot().files().column("path").to_pylist()) == want
-    hint = fs.cat(f"{root}/_delta_log/_last_checkpoint").replace(real.encode(), decoy.encode())
+    assert not [c for c in CALLS if c[1].endswith("_last_checkpoint")], CALLS
+    # a greater name at the version is read, whatever the hint names
+    fs.pipe(f"{root}/_delta_log/{greater}", b"not a parquet file")
     fs.pipe(f"{root}/_delta_log/_last_checkpoint", hint)
     with pytest.raises(dd.DeltaError, match="ffffffff"):
         dd.DeltaTable(uri).snapshot().files()

@@ -4,7 +4,8 @@ One listing of ``_delta_log`` is classified into commits, checkpoints (classic s
 multi-part, V2 with a UUID name), version checksums and compaction files. A segment is the newest
 complete checkpoint at or before the version plus the contiguous commits after it.
 
-``_last_checkpoint`` is a hint only: the listing decides. Version checksum files (``NNN.crc``)
+``_last_checkpoint`` is not read: the listing decides, also between complete checkpoints of one
+version (as Spark and delta-kernel-rs choose, see :func:`_pick_checkpoint`). Version checksum files (``NNN.crc``)
 are hints too (see :mod:`.checksum`): they never make a version, a gap or a checkpoint. Log
 compaction files are ignored (reading the commits they summarize gives the same state, so
 ignoring them is never wrong).
@@ -13,7 +14,6 @@ ignoring them is never wrong).
 from __future__ import annotations
 
 import bisect
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,7 +24,6 @@ import pyarrow.compute as pc
 from ..errors import (
     LogCorruptError,
     NonContiguousVersionsError,
-    StorageError,
     TableNotFoundError,
     VersionNotFoundError,
 )
@@ -56,22 +55,6 @@ class LogListing:
     checkpoints: dict[int, list[Checkpoint]] = field(default_factory=dict)
     #: multi-part checkpoints with parts missing (ignored), by version: what is there
     incomplete_checkpoints: dict[int, str] = field(default_factory=dict)
-    #: ``_last_checkpoint`` as listed, and the storage to read it from
-    hint_file: FileInfo | None = None
-    hint_storage: Storage | None = field(default=None, repr=False)
-    _hint: list = field(default_factory=list, init=False, repr=False, compare=False)
-
-    @property
-    def last_checkpoint_hint(self) -> dict | None:
-        """``_last_checkpoint``, read the first time it is needed: only to choose between
-        complete checkpoints of one version (the listing decides everything else), so most
-        snapshots never read it (one request fewer per snapshot on an object store)."""
-        if not self._hint:
-            found = None
-            if self.hint_file is not None and self.hint_storage is not None:
-                found = _read_hint(self.hint_storage, self.hint_file)
-            self._hint.append(found)
-        return self._hint[0]
 
     @property
     def commit_versions(self) -> list[int]:
@@ -251,8 +234,6 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
             listing.checkpoints.setdefault(int(m.group(1)), []).append(
                 Checkpoint(int(m.group(1)), "v2", (f,))
             )
-        elif name == "_last_checkpoint":
-            listing.hint_file, listing.hint_storage = f, storage
     for (version, total), parts in multi.items():
         if total >= 1 and sorted(parts) == list(range(1, total + 1)):  # incomplete sets are ignored
             ckpt = Checkpoint(version, "multi", tuple(parts[i] for i in range(1, total + 1)))
@@ -264,30 +245,20 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
     return listing, versions
 
 
-def _read_hint(storage: Storage, f: FileInfo) -> dict | None:
-    """Read ``_last_checkpoint``; a missing or corrupt hint is ignored (the listing decides)."""
-    try:
-        hint = json.loads(storage.read_bytes(f.path))
-        return hint if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
-    except (OSError, ValueError, RecursionError, StorageError):  # a hint that fails is no hint
-        return None
+#: Spark's order of checkpoint formats (CheckpointInstance.Format): the greater is read.
+_FORMAT_RANK = {"classic": 0, "multi": 1, "v2": 2}
 
 
 def _pick_checkpoint(listing: LogListing, version: int) -> Checkpoint:
-    """Among complete checkpoints at ``version`` prefer the one the hint names, then V2, multi, classic."""
+    """Among complete checkpoints at ``version``, the greatest in Spark's CheckpointInstance order,
+    which delta-kernel-rs follows too: V2 over multi-part over classic, more parts over fewer, the
+    greater file name over the smaller. They describe one state; where they disagree (a writer's
+    bug), this reads what the reference readers read, whatever ``_last_checkpoint`` names (this
+    took its choice, else the first listed: the smaller name, the fewer parts)."""
     options = listing.checkpoints[version]
     if len(options) == 1:
         return options[0]
-    hint = listing.last_checkpoint_hint or {}
-    if hint.get("version") == version:
-        named = (hint.get("v2Checkpoint") or {}).get("path")
-        for c in options:
-            if named and c.parts[0].name == named:
-                return c
-            if not named and hint.get("parts") and c.kind == "multi" and len(c.parts) == hint["parts"]:
-                return c
-    rank = {"v2": 0, "multi": 1, "classic": 2}
-    return sorted(options, key=lambda c: rank[c.kind])[0]
+    return max(options, key=lambda c: (_FORMAT_RANK[c.kind], len(c.parts), c.parts[0].name))
 
 
 def build_segment(listing: LogListing, version: int | None = None) -> LogSegment:
