@@ -39,6 +39,7 @@ from delta_datafusion.errors import (
     SchemaError,
     TableNotFoundError,
     UnsupportedFeatureError,
+    VersionNotFoundError,
 )
 from delta_datafusion.parallel import ParallelScanMetadata
 from delta_datafusion.table import DeltaTable
@@ -157,10 +158,11 @@ def _truncate(path: Path, how: str) -> None:
 TRUNCATIONS = ["half", "empty", "no-footer", "zeroed-body"]
 
 
-@pytest.mark.parametrize("how", TRUNCATIONS)
-@pytest.mark.parametrize(
-    "name", ["simple_table_with_checkpoint", "dv-with-columnmapping", "v1-multi-part-struct-stats-only"]
-)
+CHECKPOINTED = ["simple_table_with_checkpoint", "dv-with-columnmapping", "v1-multi-part-struct-stats-only"]
+
+
+@pytest.mark.parametrize("how", [t for t in TRUNCATIONS if t != "empty"])
+@pytest.mark.parametrize("name", CHECKPOINTED)
 def test_truncated_checkpoint_parquet(copy_corpus_table, name: str, how: str):
     t = copy_corpus_table(name)
     ck = sorted(log_dir(t).glob("*.checkpoint*.parquet"))[-1]
@@ -170,6 +172,23 @@ def test_truncated_checkpoint_parquet(copy_corpus_table, name: str, how: str):
     msg = str(info.value)
     assert str(ck) in msg and "checkpoint parquet" in msg, msg
     assert not isinstance(info.value, MissingLogFileError)
+
+
+@pytest.mark.parametrize("name", CHECKPOINTED)
+def test_an_emptied_checkpoint_parquet_is_no_checkpoint(copy_corpus_table, name: str):
+    """A checkpoint file of 0 bytes is ignored, as Spark and delta-kernel-rs ignore it (it was
+    refused as a truncated one): the older checkpoint and the commits give the version, or the
+    error says the version cannot be rebuilt and that the file was ignored."""
+    t = copy_corpus_table(name)
+    want = sorted(DeltaTable(str(t)).snapshot().files().column("path").to_pylist())
+    ck = sorted(log_dir(t).glob("*.checkpoint*.parquet"))[-1]
+    _truncate(ck, "empty")
+    try:
+        got = sorted(DeltaTable(str(t)).snapshot().files().column("path").to_pylist())
+    except VersionNotFoundError as e:
+        assert "empty checkpoint files (0 bytes) ignored at versions" in str(e) and ck.name in str(e), e
+    else:
+        assert got == want
 
 
 @pytest.mark.parametrize("name", ["v2-checkpoint-parquet", "v2-checkpoint-json"])

@@ -307,6 +307,25 @@ def test_incomplete_multi_part_checkpoint_is_ignored(tmp_path: Path):
     assert comparable(snap.files().sort_by("path")) == before
 
 
+@pytest.mark.parametrize("kind", ["classic", "a part of a multi-part one"])
+def test_a_checkpoint_file_of_0_bytes_is_ignored(tmp_path: Path, kind: str):
+    """As Spark (SnapshotManagement lists checkpoints with ``getLen > 0``) and delta-kernel-rs
+    (``should_process_log_file``): the older checkpoint and the commits after it give the
+    version. This reader refused the table: "cannot read checkpoint parquet: Parquet file size is
+    0 bytes"."""
+    t = tmp_path / "t"
+    build_history(t, checkpoints=(2, 5))
+    before = {v: comparable(sorted_files(t, v)) for v in (5, 7)}
+    if kind == "classic":
+        checkpoint_file(t, 5).write_bytes(b"")
+    else:
+        split_checkpoint(t, 5, 3)[1].write_bytes(b"")
+    snap = DeltaTable(str(t)).snapshot(version=5)
+    assert snap.checkpoint_version == 2
+    for v in (5, 7):
+        assert comparable(sorted_files(t, v)) == before[v]
+
+
 def _v2_manifest(table: Path, version: int, name: str, paths: list[str]) -> None:
     """A V2 checkpoint at ``version`` named ``name`` whose JSON manifest holds the adds of ``paths``."""
     lines = [

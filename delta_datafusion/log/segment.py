@@ -8,7 +8,9 @@ complete checkpoint at or before the version plus the contiguous commits after i
 version (as Spark and delta-kernel-rs choose, see :func:`_pick_checkpoint`). Version checksum files (``NNN.crc``)
 are hints too (see :mod:`.checksum`): they never make a version, a gap or a checkpoint. Log
 compaction files are ignored (reading the commits they summarize gives the same state, so
-ignoring them is never wrong).
+ignoring them is never wrong), and so are checkpoint files of 0 bytes, as Spark and
+delta-kernel-rs ignore them (a writer that failed can leave one; the older checkpoint and the
+commits give the same state).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pyarrow.compute as pc
 
 from ..errors import (
     LogCorruptError,
+    MissingLogFileError,
     NonContiguousVersionsError,
     TableNotFoundError,
     VersionNotFoundError,
@@ -55,6 +58,10 @@ class LogListing:
     checkpoints: dict[int, list[Checkpoint]] = field(default_factory=dict)
     #: multi-part checkpoints with parts missing (ignored), by version: what is there
     incomplete_checkpoints: dict[int, str] = field(default_factory=dict)
+    #: checkpoint files of 0 bytes found so far (ignored), by version: their names (a local
+    #: listing has no sizes: only the checkpoints a segment would use are asked, see
+    #: :func:`_pick_checkpoint`)
+    empty_checkpoints: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def commit_versions(self) -> list[int]:
@@ -245,19 +252,38 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
     return listing, versions
 
 
+def _empty(f: FileInfo) -> bool:
+    """Is the checkpoint file ``f`` (a part, a V2 manifest) of 0 bytes? A local one is asked for its
+    size (a stat; a listing of every checkpoint's took ~0.5 ms of gen3000's 31), which is not
+    kept: one removed since (a log cleanup) is found missing by its read, as before, which lists
+    the log again."""
+    try:
+        return f.size_not_kept() == 0
+    except MissingLogFileError:
+        return False
+
+
 #: Spark's order of checkpoint formats (CheckpointInstance.Format): the greater is read.
 _FORMAT_RANK = {"classic": 0, "multi": 1, "v2": 2}
 
 
-def _pick_checkpoint(listing: LogListing, version: int) -> Checkpoint:
+def _pick_checkpoint(listing: LogListing, version: int) -> Checkpoint | None:
     """Among complete checkpoints at ``version``, the greatest in Spark's CheckpointInstance order,
     which delta-kernel-rs follows too: V2 over multi-part over classic, more parts over fewer, the
     greater file name over the smaller. They describe one state; where they disagree (a writer's
     bug), this reads what the reference readers read, whatever ``_last_checkpoint`` names (this
-    took its choice, else the first listed: the smaller name, the fewer parts)."""
-    options = listing.checkpoints[version]
-    if len(options) == 1:
-        return options[0]
+    took its choice, else the first listed: the smaller name, the fewer parts). None when every
+    one has a file of 0 bytes: ignored, as Spark and delta-kernel-rs ignore them."""
+    options = []
+    for c in listing.checkpoints[version]:
+        empty = [f.name for f in c.parts if _empty(f)]
+        if not empty:
+            options.append(c)
+            continue
+        known = listing.empty_checkpoints.setdefault(version, [])
+        known += [n for n in empty if n not in known]
+    if not options:
+        return None
     return max(options, key=lambda c: (_FORMAT_RANK[c.kind], len(c.parts), c.parts[0].name))
 
 
@@ -271,8 +297,11 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
             f"version {version} does not exist in {listing.log_dir}: available versions are "
             f"{listing.earliest_version()}..{latest}"
         )
-    ckpt_versions = [v for v in listing.checkpoints if v <= version]
-    checkpoint = _pick_checkpoint(listing, max(ckpt_versions)) if ckpt_versions else None
+    checkpoint = None
+    for v in sorted((v for v in listing.checkpoints if v <= version), reverse=True):
+        checkpoint = _pick_checkpoint(listing, v)
+        if checkpoint is not None:
+            break
     start = checkpoint.version + 1 if checkpoint else 0
     wanted = range(start, version + 1)
     missing = missing_versions(listing, start, version)
@@ -285,7 +314,7 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
                 f"; incomplete multi-part checkpoints ignored at versions {', '.join(ignored)}"
                 if ignored
                 else ""
-            )
+            ) + _empty_note(listing, version)
             available = (
                 f"available versions are {listing.earliest_version()}..{latest}"
                 if listing.checkpoints
@@ -309,10 +338,18 @@ def build_segment(listing: LogListing, version: int | None = None) -> LogSegment
             )
         raise NonContiguousVersionsError(
             f"{listing.log_dir}: commit versions are not contiguous, missing "
-            f"{missing} between {start} and {version}"
+            f"{missing} between {start} and {version}{_empty_note(listing, version)}"
         )
     commits = tuple((v, listing.commits[v]) for v in wanted)
     return LogSegment(listing.log_dir, version, checkpoint, commits)
+
+
+def _empty_note(listing: LogListing, version: int) -> str:
+    """What an error adds about the empty checkpoint files ignored at or before ``version``."""
+    empty = [
+        f"{v} ({', '.join(names)})" for v, names in sorted(listing.empty_checkpoints.items()) if v <= version
+    ]
+    return f"; empty checkpoint files (0 bytes) ignored at versions {', '.join(empty)}" if empty else ""
 
 
 def missing_versions(listing: LogListing, lo: int, hi: int) -> str | None:

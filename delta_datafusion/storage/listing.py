@@ -68,6 +68,18 @@ class FileInfo:
         except DeltaError:
             return None
 
+    def size_not_kept(self) -> int | None:
+        """The size, for a check that must not stand in for a later read's own look: a local
+        file's is asked each time and not kept (the read that follows finds a file removed since
+        the listing missing, which lists the log again); None where the listing gave none and the
+        file is not local."""
+        if self._size is not None or self._fs is not None:
+            return self._size
+        try:
+            return os.stat(self.path).st_size
+        except FileNotFoundError as e:
+            raise MissingLogFileError(f"{self.path} disappeared after the folder was listed") from e
+
     @property
     def listed_size(self) -> int | None:
         """The size the listing gave, without asking the filesystem (None for local listings)."""
