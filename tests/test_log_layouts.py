@@ -1802,6 +1802,44 @@ def test_url_encoded_paths_decode_once_and_match_across_encodings(tmp_path: Path
     assert files_summary(DeltaTable(str(t)).snapshot(version=0).files())[0] == ("a b.parquet", 1)
 
 
+def test_a_remove_matches_its_add_in_any_spelling_of_the_path(tmp_path: Path):
+    """Reconciliation keys are decoded paths: a remove spelled with escapes removes an add spelled
+    literally and the other way round (a space, ':' as %3A, a non-ASCII letter as its UTF-8
+    escapes), the table root's own absolute path or file URI matches the relative path, and '+'
+    is a plus, not a space (URL paths are not form data): ``a+b`` and ``a b`` are two files."""
+    t = tmp_path / "t"
+    _plain_table(
+        t,
+        [
+            _add("a%20b.parquet", 1),
+            _add("c d.parquet", 2),
+            _add("x%3Ay.parquet", 3),
+            _add("%C3%A9.parquet", 4),
+            _add("p+q.parquet", 5),
+            _add("r%2Bs.parquet", 6),
+            _add("f.parquet", 7),
+            _add(f"file://{t}/g.parquet", 8),
+        ],
+    )
+    write_commit(
+        t,
+        1,
+        [
+            _remove("a b.parquet"),
+            _remove("c%20d.parquet"),
+            _remove("x:y.parquet"),
+            _remove("é.parquet"),
+            _remove("p q.parquet"),
+            _remove("r s.parquet"),
+            _remove(f"file://{t}/f.parquet"),
+            _remove("g.parquet"),
+        ],
+    )
+    assert files_summary(DeltaTable(str(t)).snapshot().files()) == [("p+q.parquet", 5), ("r+s.parquet", 6)]
+    write_commit(t, 2, [_remove("p%2Bq.parquet"), _remove("r+s.parquet")])
+    assert DeltaTable(str(t)).snapshot().files().num_rows == 0
+
+
 def test_absolute_paths_and_file_uris_are_the_same_file(tmp_path: Path):
     t = tmp_path / "t"
     other = tmp_path / "elsewhere dir"
