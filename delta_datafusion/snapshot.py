@@ -26,6 +26,7 @@ from .errors import (
     DeltaError,
     LogCorruptError,
     MissingLogFileError,
+    MissingMetadataError,
     MissingProtocolError,
     VersionNotFoundError,
 )
@@ -428,7 +429,13 @@ def _checked_protocol_metadata(
     """The actions found, validated (a protocol this reader cannot honour is refused)."""
     where_table = f"{storage.root} at version {segment.version}"
     if found.protocol is None:
-        raise MissingProtocolError(f"{where_table}: no protocol action found in the log")
+        raise MissingProtocolError(
+            f"{where_table}: no protocol action found in the log{_checkpoint_lacks(segment, 'protocol')}"
+        )
+    if found.metadata is None and segment.checkpoint is not None:
+        raise MissingMetadataError(
+            f"{where_table}: no metaData action found in the log{_checkpoint_lacks(segment, 'metaData')}"
+        )
     p_where, m_where = found.p_where, found.m_where
     proto = Protocol.from_action(found.protocol, p_where)
     proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
@@ -445,6 +452,22 @@ def _checked_protocol_metadata(
             raise LogCorruptError(f"{m_where}: in-commit timestamps enabled after its version")
     ckpt = segment.checkpoint
     return proto, md, ckpt is not None and any(m_where == part.path for part in ckpt.parts)
+
+
+def _checkpoint_lacks(segment: LogSegment, action: str) -> str:
+    """What a missing protocol or metaData error adds when the segment starts at a checkpoint: that
+    checkpoint (which must hold both) has none, nor any commit after it; the commits before it are
+    not read, so naming only the table left the damaged file to be found."""
+    ckpt = segment.checkpoint
+    if ckpt is None:
+        return ""
+    files = (
+        ckpt.parts[0].path if len(ckpt.parts) == 1 else f"{len(ckpt.parts)} parts from {ckpt.parts[0].path}"
+    )
+    return (
+        f": the checkpoint of version {ckpt.version} ({files}) holds no {action} action, which every "
+        f"checkpoint must, and no commit after it has one"
+    )
 
 
 class Snapshot(TableVersionView):

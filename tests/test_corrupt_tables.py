@@ -931,3 +931,35 @@ def test_a_page_that_ends_early_is_named(trips: Path) -> None:
     assert re.search(rf"version 5: cannot read data file \S*{re.escape(cdc.name)}: ", str(info.value)), str(
         info.value
     )
+
+
+@pytest.mark.parametrize("lacking", ["protocol", "metaData", "both"])
+def test_a_checkpoint_without_protocol_or_metadata_is_named(tmp_path: Path, lacking: str) -> None:
+    """Every checkpoint holds the protocol and metaData; one without them, and no commit after it
+    with them, was reported as "no protocol action found in the log" naming only the table (the
+    commits before the checkpoint are not read), leaving the damaged file to be found."""
+    import deltalake
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from delta_datafusion.errors import MissingMetadataError, MissingProtocolError
+
+    t = tmp_path / "t"
+    for i in range(3):
+        deltalake.write_deltalake(str(t), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+        if i == 1:
+            deltalake.DeltaTable(str(t)).create_checkpoint()
+    ck = log_dir(t) / f"{1:020d}.checkpoint.parquet"
+    rows = pq.read_table(ck)
+    drop = [c for c in ("protocol", "metaData") if lacking in (c, "both")]
+    keep = (
+        pc.and_(*[rows.column(c).is_null() for c in drop])
+        if len(drop) == 2
+        else rows.column(drop[0]).is_null()
+    )
+    pq.write_table(rows.filter(keep), ck)
+    error = MissingMetadataError if lacking == "metaData" else MissingProtocolError
+    action = "metaData" if lacking == "metaData" else "protocol"
+    with pytest.raises(error, match=rf"{ck}\) holds no {action} action"):
+        DeltaTable(str(t)).snapshot()
