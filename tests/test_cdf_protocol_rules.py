@@ -122,12 +122,7 @@ def test_change_data_file_without_its_change_type_column_is_refused_under_every_
             [cdc(t, "_change_data/c.parquet"), remove("a.parquet")],
         ],
     )
-    for read in (feed_sql, feed_api):
-        with pytest.raises(Exception) as info:
-            read(t, 1, 1, where)
-        error = info.value if isinstance(info.value, dd.DeltaError) else dd.from_datafusion(info.value)
-        assert isinstance(error, ChangeDataFeedError), (read.__name__, info.value)
-        assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)
+    _assert_cdc_file_refused(t, where)
 
 
 @pytest.mark.parametrize("where", [None, "_change_type = 'update_preimage'", "_change_type <> 'insert'"])
@@ -140,12 +135,7 @@ def test_change_data_file_with_null_change_types_is_refused_under_every_filter(t
     images = {"id": [2, 2], "p": ["y", "z"], "_change_type": ["update_preimage", None]}
     write_file(t, "_change_data/c.parquet", images)
     write_log(t, [[PROTOCOL, metadata(), add(t, "a.parquet")], [cdc(t, "_change_data/c.parquet")]])
-    for read in (feed_sql, feed_api):
-        with pytest.raises(Exception) as info:
-            read(t, 1, 1, where)
-        error = info.value if isinstance(info.value, dd.DeltaError) else dd.from_datafusion(info.value)
-        assert isinstance(error, ChangeDataFeedError), (read.__name__, info.value)
-        assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)
+    _assert_cdc_file_refused(t, where)
 
 
 def test_change_data_file_storing_change_types_without_statistics_is_read(tmp_path):
@@ -354,3 +344,14 @@ def test_protocol_upgrade_to_an_unknown_reader_feature_inside_the_range(tmp_path
     with pytest.raises(UnsupportedFeatureError, match="laterFeature") as info:
         feed_api(t, 0, 1)
     assert "00000000000000000001.json" in str(info.value)
+
+
+def _assert_cdc_file_refused(t, where) -> None:
+    """Both routes (SQL and the Python API) refuse version 1's change data file c.parquet, naming
+    it and its _change_type column."""
+    for read in (feed_sql, feed_api):
+        with pytest.raises(Exception) as info:
+            read(t, 1, 1, where)
+        error = info.value if isinstance(info.value, dd.DeltaError) else dd.from_datafusion(info.value)
+        assert isinstance(error, ChangeDataFeedError), (read.__name__, info.value)
+        assert "_change_data/c.parquet" in str(error) and "_change_type" in str(error)

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 from datafusion import SessionContext
 from test_dv import _hand_encode, _z85_encode
+from test_field_ids import _id_mode_start
 
 import delta_datafusion as dd
 from delta_datafusion.dv import DV_MAGIC
@@ -326,22 +327,7 @@ def test_id_mode_lists_and_maps_of_structs_found_by_field_id_only(tmp_path: Path
             ),
         ],
     }
-    features = ["columnMapping"]
-    protocol = {
-        "minReaderVersion": 3,
-        "minWriterVersion": 7,
-        "readerFeatures": features,
-        "writerFeatures": features,
-    }
-    config = {"delta.columnMapping.mode": "id", "delta.columnMapping.maxColumnId": "7"}
-    metadata = {
-        "id": "ids",
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps(schema),
-        "partitionColumns": [],
-        "configuration": config,
-    }
-    actions: list[dict[str, Any]] = [{"protocol": protocol}, {"metaData": metadata}]
+    actions: list[dict[str, Any]] = _id_mode_start(schema, 7)
 
     def pfield(name: str, typ: pa.DataType, fid: int) -> pa.Field:
         return pa.field(name, typ, metadata={"PARQUET:field_id": str(fid)})
