@@ -1282,7 +1282,15 @@ def refusing_web_server(tmp_path) -> Iterator[tuple[Path, str, dict[str, int]]]:
     yield from _web_serving(tmp_path / "served")
 
 
-def _web_serving(folder: Path) -> Iterator[tuple[Path, str, dict[str, int]]]:
+@pytest.fixture
+def ranged_web_server(tmp_path) -> Iterator[tuple[Path, str]]:
+    """:func:`web_server` answering Range requests (``bytes=a-b``) as web servers and object
+    stores' HTTP endpoints do: parquet footers (a checkpoint's) are read by ranges."""
+    for folder, url, _refused in _web_serving(tmp_path / "served", ranges=True):
+        yield folder, url
+
+
+def _web_serving(folder: Path, ranges: bool = False) -> Iterator[tuple[Path, str, dict[str, int]]]:
     import functools
     import threading
     from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -1300,6 +1308,20 @@ def _web_serving(folder: Path) -> Iterator[tuple[Path, str, dict[str, int]]]:
                 self.send_error(status)
                 return None
             return super().send_head()
+
+        def do_GET(self):
+            wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", "")) if ranges else None
+            if wanted is None:
+                return super().do_GET()
+            data = Path(self.translate_path(self.path)).read_bytes()
+            start = int(wanted.group(1))
+            end = min(int(wanted.group(2)) if wanted.group(2) else len(data) - 1, len(data) - 1)
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+            self.send_header("Content-Length", str(end + 1 - start))
+            self.end_headers()
+            self.wfile.write(data[start : end + 1])
+            return None
 
     folder.mkdir()
     server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
@@ -1324,6 +1346,40 @@ def test_a_data_file_a_web_server_answers_404_is_missing(web_server) -> None:
     for uri in (str(folder / "t"), f"{url}/t"):
         with pytest.raises(dd.DataFileNotFoundError, match=re.escape(data.name) + ".* is missing"):
             dd.DeltaTable(uri).snapshot().scan().to_table()
+
+
+def test_a_checkpoint_a_web_server_lists_without_a_size_is_read(ranged_web_server) -> None:
+    """fsspec's HTTP listing gives no sizes ("size": None): the listing read that as 0 bytes, so
+    every checkpoint served over HTTP was ignored as empty, and a table whose commits before its
+    checkpoint were cleaned up failed ("commit 0 is missing ... empty checkpoint files (0 bytes)
+    ignored") though it reads from a local folder. An unknown size is asked of the store, and a
+    checkpoint is ignored only when it is 0 bytes."""
+    deltalake = pytest.importorskip("deltalake")
+    folder, url = ranged_web_server
+    local = folder / "t"
+    for i in range(3):
+        deltalake.write_deltalake(str(local), pa.table({"x": [i]}), mode="append")
+    deltalake.DeltaTable(str(local)).create_checkpoint()
+    deltalake.write_deltalake(str(local), pa.table({"x": [9]}), mode="append")
+    for v in (0, 1):  # a log cleanup up to the checkpoint at version 2
+        (local / "_delta_log" / f"{v:020d}.json").unlink()
+    for uri in (str(local), f"{url}/t"):
+        snap = dd.DeltaTable(uri).snapshot()
+        assert snap.version == 3
+        assert sorted(snap.scan().to_table().column("x").to_pylist()) == [0, 1, 2, 9]
+
+
+def test_a_checkpoint_of_0_bytes_a_web_server_lists_without_a_size_is_ignored(web_server) -> None:
+    """The other side of the rule above: a checkpoint that is 0 bytes on the server (a writer that
+    failed) is still ignored, as from a local folder, and the commits give the table."""
+    deltalake = pytest.importorskip("deltalake")
+    folder, url = web_server
+    local = folder / "t"
+    for i in range(3):
+        deltalake.write_deltalake(str(local), pa.table({"x": [i]}), mode="append")
+    (local / "_delta_log" / f"{2:020d}.checkpoint.parquet").write_bytes(b"")
+    for uri in (str(local), f"{url}/t"):
+        assert sorted(dd.DeltaTable(uri).snapshot().scan().to_table().column("x").to_pylist()) == [0, 1, 2]
 
 
 def test_a_web_server_gives_no_commit_times_and_says_what_to_do(web_server) -> None:

@@ -157,7 +157,7 @@ def read_manifest(
     inline_tables = []
     for part in ckpt.parts:
         if _no_sidecar_rows(storage, part.path):
-            leaves.append(LeafFile(part.path, part.size))
+            leaves.append(LeafFile(part.path, part.size or 0))
             continue
         side = read_parquet_actions(storage, part, ["sidecar"])
         sidecars = _sidecar_rows(side) if side.num_columns else []
@@ -165,7 +165,7 @@ def read_manifest(
             inline_tables.append(read_parquet_actions(storage, part, LEAF_COLUMNS))
             leaves.extend(LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars)
         else:
-            leaves.append(LeafFile(part.path, part.size))
+            leaves.append(LeafFile(part.path, part.size or 0))
     inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None
     if ckpt.kind == "classic" and not inline_tables:
         _require_add_column(storage, ckpt.parts[0].path)

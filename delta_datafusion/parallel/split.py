@@ -129,7 +129,7 @@ def split_leaves(
         size = f.size
         if size <= 0:
             try:
-                size = storage.info(f.path).size
+                size = storage.info(f.path).size or 1  # None: a store that does not tell
             except (OSError, StorageError):  # only a weight for balancing: the read reports it
                 size = 1
         sizes.append(max(1, size))

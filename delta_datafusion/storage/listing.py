@@ -53,8 +53,10 @@ class FileInfo:
         self._size, self._mtime_ms = st.st_size, st.st_mtime_ns // 1_000_000
 
     @property
-    def size(self) -> int:
-        if self._size is None:
+    def size(self) -> int | None:
+        """The size; None where an object store's listing gave none (HTTP): not asked here, as
+        cache keys read it for every commit of a range (a request each)."""
+        if self._size is None and self._fs is None:
             self._stat()
         return self._size
 
@@ -71,10 +73,12 @@ class FileInfo:
     def size_not_kept(self) -> int | None:
         """The size, for a check that must not stand in for a later read's own look: a local
         file's is asked each time and not kept (the read that follows finds a file removed since
-        the listing missing, which lists the log again); None where the listing gave none and the
-        file is not local."""
-        if self._size is not None or self._fs is not None:
+        the listing missing, which lists the log again); a store file's the listing did not give
+        (HTTP) is asked of the store; None where the store cannot tell."""
+        if self._size is not None:
             return self._size
+        if self._fs is not None:
+            return _fs_size(self._fs, self.path)
         try:
             return os.stat(self.path).st_size
         except FileNotFoundError as e:
@@ -120,6 +124,18 @@ def _local_names(path: str) -> list[str]:
     except OSError as e:  # a symlink loop, a name too long, an I/O error: not a crash
         raise StorageError(f"cannot list {path}: {e.strerror or e}") from e
     return names
+
+
+def _fs_size(fs: Any, path: str) -> int | None:
+    """A store file's size its listing did not give (one request); None where the store cannot
+    tell (no Content-Length) or the request fails: the read that follows reports its own error."""
+    try:
+        size = fs.size(path)
+    except FileNotFoundError as e:
+        raise MissingLogFileError(f"{path} disappeared after the folder was listed") from e
+    except Exception:  # noqa: BLE001 - any filesystem's own error: left to the read
+        return None
+    return int(size) if size is not None else None
 
 
 def _fs_mtime_ms(fs: Any, path: str) -> int:

@@ -332,7 +332,10 @@ class Storage:
                 mtime = _mtime_ms(e)
         else:
             mtime = _mtime_ms(e)
-        return FileInfo(path, posixpath.basename(path), int(e.get("size") or 0), mtime, self.fs, _etag(e))
+        # None where the entry has no size (HTTP listings): 0 would read every file as empty
+        size = e.get("size")
+        size = int(size) if size is not None else None
+        return FileInfo(path, posixpath.basename(path), size, mtime, self.fs, _etag(e))
 
     @cached_property
     def _local_files(self) -> Any:
