@@ -131,7 +131,9 @@ class Column:
 
 
 def _scalar_key(s: pa.Scalar) -> Any:
-    """A hashable value identifying a scalar's value (NaN equals NaN)."""
+    """A hashable value identifying a scalar's value (NaN equals NaN; -0.0 differs from 0.0, as
+    in DataFusion's IN lists, which hash the bits: Python's ``-0.0 == 0.0`` let a plan kept for
+    ``pf IN (0.0, ...)`` serve ``pf IN (-0.0, ...)``)."""
     if not s.is_valid:
         return None
     t = s.type
@@ -139,7 +141,7 @@ def _scalar_key(s: pa.Scalar) -> Any:
         return s.value
     if pa.types.is_floating(t):
         v = s.as_py()
-        return "NaN" if math.isnan(v) else v
+        return "NaN" if math.isnan(v) else (v, math.copysign(1.0, v))
     try:
         v = s.as_py()
         hash(v)

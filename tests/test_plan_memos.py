@@ -89,3 +89,35 @@ def test_a_filter_is_planned_once_per_snapshot(tmp_path, monkeypatch):
     for sql, want in queries.items():  # plans again, to the same rows
         assert query(sql) == want, sql
     assert len(planned) == 2 * first
+
+
+def test_plans_of_in_lists_with_zero_and_negative_zero_are_kept_apart(tmp_path):
+    """DataFusion's IN list tells -0.0 from 0.0 (it hashes the bits; ``=`` does not), so ``pf IN
+    (-0.0, ...)`` and ``pf IN (0.0, ...)`` select different partitions of a float column: the
+    second query must not reuse the first's plan (its files, proven to match whole)."""
+    written = []
+    for pf, ids in ((-0.0, [1, 2]), (0.0, [3, 4]), (1.5, [5])):
+        written.append(pa.table({"pf": pa.array([pf] * len(ids), pa.float64()), "id": ids}))
+        deltalake.write_deltalake(str(tmp_path), written[-1], mode="append", partition_by=["pf"])
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(tmp_path))
+    ctx.register_record_batches("mem", [pa.concat_tables(written).to_batches()])
+    for where in (
+        "pf IN (0.0, 2.0, 3.0, 4.0)",
+        "pf IN (-0.0, 2.0, 3.0, 4.0)",
+        "pf NOT IN (0.0, 2.0, 3.0, 4.0)",
+    ):
+        want = ctx.sql(f"SELECT id FROM mem WHERE {where} ORDER BY id").to_pydict()["id"]
+        got = ctx.sql(f"SELECT id FROM t WHERE {where} ORDER BY id").to_pydict()["id"]
+        assert got == want, where
+    assert want == [1, 2, 5]  # the last: -0.0 is not in a list of 0.0
+
+
+def test_literals_of_zero_and_negative_zero_differ():
+    """Literals key plans (and compare predicates): -0.0 and 0.0 are different IN-list items."""
+    from delta_datafusion.predicate import Literal
+
+    zero, neg = Literal(pa.scalar(0.0)), Literal(pa.scalar(-0.0))
+    assert zero != neg and hash(zero) != hash(neg)
+    nan = float("nan")
+    assert Literal(pa.scalar(-0.0)) == neg and Literal(pa.scalar(nan)) == Literal(pa.scalar(nan))

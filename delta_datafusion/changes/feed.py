@@ -561,8 +561,8 @@ class ChangeFeed:
             sel = self._select(pred, footers)
         else:
             # the selection depends only on the feed's sources and its files' footers, which never
-            # change. Predicates compare by value (literals by type and value: 0.0 equals -0.0,
-            # which an IN list may tell apart), so the key holds their SQL text too.
+            # change. Predicates compare by value (literals by type and value; -0.0 and 0.0
+            # differ, as in an IN list); the key holds their SQL text too.
             key = (footers, pred, str(pred))
             sel = self._selections.get_or_make(key, lambda: self._select(pred, footers))
         rows = sel.rows
