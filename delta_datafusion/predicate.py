@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -131,17 +132,17 @@ class Column:
 
 
 def _scalar_key(s: pa.Scalar) -> Any:
-    """A hashable value identifying a scalar's value (NaN equals NaN; -0.0 differs from 0.0, as
-    in DataFusion's IN lists, which hash the bits: Python's ``-0.0 == 0.0`` let a plan kept for
-    ``pf IN (0.0, ...)`` serve ``pf IN (-0.0, ...)``)."""
+    """A hashable value identifying a scalar's value. A float by its bits, as DataFusion's IN
+    lists hash them: Python's ``-0.0 == 0.0`` let a plan kept for ``pf IN (0.0, ...)`` serve ``pf
+    IN (-0.0, ...)``, and one key for every NaN let ``pf IN (-NaN, ...)`` serve ``pf IN (NaN,
+    ...)`` (the sign bit set: not found in a NaN row)."""
     if not s.is_valid:
         return None
     t = s.type
     if pa.types.is_timestamp(t) or pa.types.is_duration(t) or pa.types.is_time(t) or pa.types.is_date(t):
         return s.value
     if pa.types.is_floating(t):
-        v = s.as_py()
-        return "NaN" if math.isnan(v) else (v, math.copysign(1.0, v))
+        return struct.pack("<d", s.as_py())
     try:
         v = s.as_py()
         hash(v)

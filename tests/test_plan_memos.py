@@ -121,3 +121,22 @@ def test_literals_of_zero_and_negative_zero_differ():
     assert zero != neg and hash(zero) != hash(neg)
     nan = float("nan")
     assert Literal(pa.scalar(-0.0)) == neg and Literal(pa.scalar(nan)) == Literal(pa.scalar(nan))
+
+
+def test_plans_of_in_lists_with_nan_and_negative_nan_are_kept_apart(tmp_path):
+    """``-('NaN'::double)`` has the sign bit set: DataFusion's IN list does not find it in a NaN
+    row, so ``pf IN (-NaN, ...)`` and ``pf IN (NaN, ...)`` plan apart (a shared plan skipped the
+    NaN partition for the second)."""
+    written = []
+    for pf, ids in ((float("nan"), [1, 2]), (1.5, [3])):
+        written.append(pa.table({"pf": pa.array([pf] * len(ids), pa.float64()), "id": ids}))
+        deltalake.write_deltalake(str(tmp_path), written[-1], mode="append", partition_by=["pf"])
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(tmp_path))
+    ctx.register_record_batches("mem", [pa.concat_tables(written).to_batches()])
+    neg, nan = "-('NaN'::double)", "'NaN'::double"
+    for where in (f"pf IN ({neg}, 1.5, 2.0, 3.0)", f"pf IN ({nan}, 1.5, 2.0, 3.0)"):
+        want = ctx.sql(f"SELECT id FROM mem WHERE {where} ORDER BY id").to_pydict()["id"]
+        got = ctx.sql(f"SELECT id FROM t WHERE {where} ORDER BY id").to_pydict()["id"]
+        assert got == want, where
+    assert want == [1, 2, 3]
