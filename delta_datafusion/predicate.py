@@ -24,7 +24,8 @@ Entry points:
   the filter DataFusion pushes: :func:`.predicate_parse.from_pyarrow`.
 
 Known limits: NaN handling assumes the canonical (positive) NaN; a negative-sign NaN bit pattern
-is treated like any NaN here while DataFusion sorts it below -inf. Comparisons between two columns
+in the data is treated like any NaN here while DataFusion sorts it below -inf (a comparison with
+such a literal is refused when a filter is read: :mod:`.predicate_parse`). Comparisons between two columns
 are NaN-aware only when the column types are known (from_pyarrow records them).
 """
 
@@ -221,8 +222,8 @@ def _sql_literal(s: pa.Scalar) -> str:
         return str(s.as_py())
     if pa.types.is_floating(t):
         v = float(s.as_py())
-        if math.isnan(v):
-            return "'NaN'::DOUBLE"
+        if math.isnan(v):  # the sign bit set: another value for DataFusion (below -inf)
+            return "-('NaN'::DOUBLE)" if math.copysign(1.0, v) < 0 else "'NaN'::DOUBLE"
         if math.isinf(v):
             return "'inf'::DOUBLE" if v > 0 else "'-inf'::DOUBLE"
         return repr(v)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import decimal
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,7 +93,7 @@ def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
             right = _literal_for(left, right)
         elif isinstance(right, Column) and isinstance(left, Literal):
             left = _literal_for(right, left)
-        return exact_comparison_of(Comparison(pred.op, left, right))
+        return exact_comparison_of(_signed_nan_refused(Comparison(pred.op, left, right)))
     if isinstance(pred, And):
         return And(tuple(_bind_types(c, schema) for c in chain_operands(pred)))
     if isinstance(pred, Or):
@@ -211,7 +212,7 @@ def _to_predicate(node: tuple) -> Predicate:
             raise _Unsupported(f"comparison with {len(args)} arguments")
         if any(a[0] not in ("col", "lit") for a in args):
             return _boolean_comparison(name, args)
-        return Comparison(name, _to_operand(args[0]), _to_operand(args[1]))
+        return _signed_nan_refused(Comparison(name, _to_operand(args[0]), _to_operand(args[1])))
     if name in ("and", "or"):
         kids = [_to_predicate(a) for a in _chain_links(node)]
         return and_(*kids) if name == "and" else or_(*kids)
@@ -234,6 +235,20 @@ def _to_predicate(node: tuple) -> Predicate:
             return Or((IsNull(x), Comparison("=", x, Literal(pa.scalar(float("nan"), x.type)))))
         return IsNull(x)
     raise _Unsupported(f"function {name!r}")
+
+
+def _signed_nan_refused(p: Comparison) -> Comparison:
+    """``p``, unless it compares with a NaN whose sign bit is set (``-('NaN'::double)``): DataFusion
+    orders that one below -inf and apart from NaN, the row filter and pruning put every NaN above
+    +inf (``f > -NaN``: every number there, nothing here). IN lists hash the bits as DataFusion
+    does and are read."""
+    for x in (p.left, p.right):
+        if isinstance(x, Literal) and x.is_nan and math.copysign(1.0, x.value.as_py()) < 0:
+            raise PredicateError(
+                f"comparison {p}: a NaN literal with the sign bit set (-NaN) is ordered below -inf by "
+                "DataFusion and above +inf by this package's filters; compare with 'NaN' or use IN"
+            )
+    return p
 
 
 def _is(p: Predicate, value: bool) -> Predicate:
