@@ -896,3 +896,30 @@ def test_footer_pruning_of_a_table_without_min_max_columns(tmp_path):
         {"_change_type": "insert", "tags": [2]},
         {"_change_type": "update_preimage", "tags": [2]},
     ]
+
+
+def test_feed_plans_of_nan_and_negative_nan_in_lists_are_kept_apart(tmp_path):
+    """The feed keeps each filter's selection; ``pf IN (-NaN, ...)`` (the sign bit set: not found
+    in a NaN row by DataFusion's IN list) and ``pf IN (NaN, ...)`` must not share one: the NaN
+    partition was skipped for the second."""
+    from deltalake import write_deltalake
+
+    written, path = [], str(tmp_path / "t")
+    for pf, ids in ((float("nan"), [1, 2]), (1.5, [3]), (-0.0, [4]), (0.0, [5])):
+        written.append(pa.table({"pf": pa.array([pf] * len(ids), pa.float64()), "id": ids}))
+        config = {"delta.enableChangeDataFeed": "true"}
+        write_deltalake(path, written[-1], mode="append", partition_by=["pf"], configuration=config)
+    ctx = new_ctx()
+    ctx.register_record_batches("mem", [pa.concat_tables(written).to_batches()])
+    neg, nan = "-('NaN'::double)", "'NaN'::double"
+    for where in (
+        f"pf IN ({neg}, 1.5, 2.0, 3.0)",
+        f"pf IN ({nan}, 1.5, 2.0, 3.0)",
+        "pf IN (0.0, 7.0, 8.0, 9.0)",
+        "pf IN (-0.0, 7.0, 8.0, 9.0)",
+    ):
+        feed = f"table_changes('{path}', 0)"
+        got = ctx.sql(f"SELECT id FROM {feed} WHERE {where} ORDER BY id").to_pydict()["id"]
+        want = ctx.sql(f"SELECT id FROM mem WHERE {where} ORDER BY id").to_pydict()["id"]
+        assert got == want, where
+    assert want == [4]
