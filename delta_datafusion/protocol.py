@@ -362,9 +362,11 @@ class Metadata:
             ) from e
 
 
-def require_metadata(metadata: Metadata | None, where: str) -> Metadata:
+def require_metadata(metadata: Metadata | None, where: str, why: str = "") -> Metadata:
+    """``metadata``, which must have been found; ``why``: what the error adds (e.g. the checkpoint
+    that should have held it)."""
     if metadata is None:
         raise MissingMetadataError(
-            f"{where}: no metaData action found in the log (table metadata is missing)"
+            f"{where}: no metaData action found in the log{why or ' (table metadata is missing)'}"
         )
     return metadata

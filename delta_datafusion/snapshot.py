@@ -26,7 +26,6 @@ from .errors import (
     DeltaError,
     LogCorruptError,
     MissingLogFileError,
-    MissingMetadataError,
     MissingProtocolError,
     VersionNotFoundError,
 )
@@ -432,16 +431,13 @@ def _checked_protocol_metadata(
         raise MissingProtocolError(
             f"{where_table}: no protocol action found in the log{_checkpoint_lacks(segment, 'protocol')}"
         )
-    if found.metadata is None and segment.checkpoint is not None:
-        raise MissingMetadataError(
-            f"{where_table}: no metaData action found in the log{_checkpoint_lacks(segment, 'metaData')}"
-        )
     p_where, m_where = found.p_where, found.m_where
     proto = Protocol.from_action(found.protocol, p_where)
     proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
     md = require_metadata(
         Metadata.from_action(found.metadata, m_where, proto) if found.metadata is not None else None,
         where_table,
+        _checkpoint_lacks(segment, "metaData"),
     )
     proto.check_readable(p_where, md.schema_json)
     if checksum is not None and m_where == checksum.file.path:
