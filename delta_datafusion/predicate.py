@@ -23,10 +23,12 @@ Entry points:
 * Trees come from the builders here (``gt(col("x"), 1)``) or from a pyarrow Expression, such as
   the filter DataFusion pushes: :func:`.predicate_parse.from_pyarrow`.
 
-Known limits: NaN handling assumes the canonical (positive) NaN; a negative-sign NaN bit pattern
-in the data is treated like any NaN here while DataFusion sorts it below -inf (a comparison with
-such a literal is refused when a filter is read: :mod:`.predicate_parse`). Comparisons between two columns
-are NaN-aware only when the column types are known (from_pyarrow records them).
+NaN with the sign bit set: the rows read hold none (every NaN is made the positive one as it is
+read, read/nan_filters.positive_nans), so DataFusion, which orders such a NaN below -inf, computes
+on the rows what these filters answer; a literal ``-('NaN'::double)`` is read as below every value
+(:mod:`.predicate_parse`), and in an IN list finds no row.
+Known limits: comparisons between two columns are NaN-aware only when the column types are known
+(from_pyarrow records them).
 """
 
 from __future__ import annotations
@@ -826,12 +828,26 @@ def _value_array(values: Sequence[Literal]) -> pa.Array:
 
 
 def _in_expr(p: In, rename: Rename | None) -> pc.Expression:
+    """pyarrow's set lookup tells NaNs apart by their bits, as DataFusion's IN lists do; the rows
+    read hold only the positive NaN (read/nan_filters.positive_nans), so a NaN in the list is
+    looked up as such: the positive one finds every NaN row, one with the sign bit set none."""
     x = _operand_expr(p.operand, rename)
-    if not p.values:
+    values = [v for v in p.values if not v.is_nan]
+    found_nan = any(math.copysign(1.0, v.value.as_py()) > 0 for v in p.values if v.is_nan)
+    if values:
+        base = _lookup(x, values, p)
+    else:  # x IN (): FALSE, NULL for a NULL x
         base = pc.if_else(x.is_valid(), pc.scalar(False), pc.scalar(_NULL_BOOL))
-        return ~base if p.negated else base
+    if found_nan:
+        base = base | pc.is_nan(x)
+    return ~base if p.negated else base
+
+
+def _lookup(x: pc.Expression, values: Sequence[Literal], p: In) -> pc.Expression:
+    """``x IN values`` with SQL's NULLs: NULL for a NULL ``x``, and for a value not found when
+    the list holds a NULL."""
     try:
-        arr = _value_array(p.values)
+        arr = _value_array(values)
     except Exception as e:
         raise PredicateError(f"IN list values of mixed types: {p}") from e
     opts = _sql_in_options(arr)
@@ -842,7 +858,7 @@ def _in_expr(p: In, rename: Rename | None) -> pc.Expression:
         base = pc.if_else(x.is_null(), pc.scalar(_NULL_BOOL), x.isin(non_null))
         if arr.null_count:
             base = base | pc.scalar(_NULL_BOOL)  # TRUE stays TRUE, a miss becomes NULL
-    return ~base if p.negated else base
+    return base
 
 
 def to_pyarrow(pred: Predicate, rename: Rename | None = None) -> pc.Expression:

@@ -30,7 +30,9 @@ from .errors import PredicateError
 from .predicate import (
     COMPARISON_OPS,
     FALSE,
+    FLIPPED,
     MAX_NESTING,
+    NULL,
     TRUE,
     And,
     BoolLiteral,
@@ -93,7 +95,8 @@ def _bind_types(pred: Predicate, schema: pa.Schema) -> Predicate:
             right = _literal_for(left, right)
         elif isinstance(right, Column) and isinstance(left, Literal):
             left = _literal_for(right, left)
-        return exact_comparison_of(_signed_nan_refused(Comparison(pred.op, left, right)))
+        read = _negative_nan_read(Comparison(pred.op, left, right))
+        return exact_comparison_of(read) if isinstance(read, Comparison) else read
     if isinstance(pred, And):
         return And(tuple(_bind_types(c, schema) for c in chain_operands(pred)))
     if isinstance(pred, Or):
@@ -212,7 +215,7 @@ def _to_predicate(node: tuple) -> Predicate:
             raise _Unsupported(f"comparison with {len(args)} arguments")
         if any(a[0] not in ("col", "lit") for a in args):
             return _boolean_comparison(name, args)
-        return _signed_nan_refused(Comparison(name, _to_operand(args[0]), _to_operand(args[1])))
+        return _negative_nan_read(Comparison(name, _to_operand(args[0]), _to_operand(args[1])))
     if name in ("and", "or"):
         kids = [_to_predicate(a) for a in _chain_links(node)]
         return and_(*kids) if name == "and" else or_(*kids)
@@ -237,18 +240,22 @@ def _to_predicate(node: tuple) -> Predicate:
     raise _Unsupported(f"function {name!r}")
 
 
-def _signed_nan_refused(p: Comparison) -> Comparison:
-    """``p``, unless it compares with a NaN whose sign bit is set (``-('NaN'::double)``): DataFusion
-    orders that one below -inf and apart from NaN, the row filter and pruning put every NaN above
-    +inf (``f > -NaN``: every number there, nothing here). IN lists hash the bits as DataFusion
-    does and are read."""
-    for x in (p.left, p.right):
-        if isinstance(x, Literal) and x.is_nan and math.copysign(1.0, x.value.as_py()) < 0:
-            raise PredicateError(
-                f"comparison {p}: a NaN literal with the sign bit set (-NaN) is ordered below -inf by "
-                "DataFusion and above +inf by this package's filters; compare with 'NaN' or use IN"
-            )
-    return p
+def _negative_nan_read(p: Comparison) -> Predicate:
+    """``p``, or what it means when it compares with a NaN whose sign bit is set
+    (``-('NaN'::double)``): DataFusion orders that one below -inf and apart from NaN, and the rows
+    read hold no such NaN (read/nan_filters.positive_nans), so ``x > -NaN``, ``x >= -NaN`` and
+    ``x <> -NaN`` are TRUE and ``x < -NaN``, ``x <= -NaN`` and ``x = -NaN`` FALSE for every value
+    of ``x``, NULL for a NULL one. (The package's float comparisons put every NaN above +inf.)"""
+    x, c, op = p.left, p.right, p.op
+    if isinstance(x, Literal) and not isinstance(c, Literal):
+        x, c, op = c, x, FLIPPED[op]
+    if not (isinstance(c, Literal) and c.is_nan and math.copysign(1.0, c.value.as_py()) < 0):
+        return p
+    if isinstance(x, Literal):  # two literals: DataFusion folds those before pushing them
+        raise PredicateError(f"comparison {p} of two literals, one a NaN with the sign bit set")
+    if op in (">", ">=", "!="):
+        return Or((IsNotNull(x), NULL))  # TRUE, NULL for a NULL x
+    return And((IsNull(x), NULL))  # FALSE, NULL for a NULL x
 
 
 def _is(p: Predicate, value: bool) -> Predicate:

@@ -1,12 +1,15 @@
-"""Which conjuncts of a row filter pyarrow's scanner may use to skip row groups. Parquet writers
-leave NaN out of float min/max statistics, and pyarrow's skipping trusts them, so a conjunct a NaN
-could satisfy is kept from the scanner and applied to the rows after reading."""
+"""NaN in the rows read. Which conjuncts of a row filter pyarrow's scanner may use to skip row
+groups: parquet writers leave NaN out of float min/max statistics, and pyarrow's skipping trusts
+them, so a conjunct a NaN could satisfy is kept from the scanner and applied to the rows after
+reading. And every NaN read is made the positive one (:func:`positive_nans`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..read_schema import has_float
 
@@ -62,3 +65,28 @@ def false_for_nan(pred: Any, floats: set[str]) -> bool:
             return not (isinstance(right, Column) and right.name in floats)
         return isinstance(right, Literal) and not right.is_nan and op in ("<", "<=", "=")
     return False
+
+
+#: A float's bits read as an unsigned integer: above these (-inf) lie the NaNs with the sign set.
+_NEGATIVE_NAN_ABOVE = {32: (pa.uint32(), 0xFF800000), 64: (pa.uint64(), 0xFFF0000000000000)}
+
+
+def positive_nans(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` with every NaN of a top-level float column given the positive sign.
+
+    numpy on x86 makes NaN with the sign bit set (``inf - inf``, ``0.0 / 0.0``), and DataFusion
+    orders such a NaN below -inf and apart from NaN, while Spark, DuckDB, Polars and this
+    package's filters and pruning hold every NaN one value above +inf. Made positive, the rows
+    give DataFusion's own evaluation (a filter not pushed, ORDER BY) the answers of the pushed
+    filters. Checking costs one max over the bits (~0.3 ms a million values); only batches
+    holding such a NaN are rewritten. Nested floats are left as stored: no filter reaches them."""
+    for batch in batches:
+        for i, field in enumerate(batch.schema):
+            if pa.types.is_floating(field.type) and field.type.bit_width in _NEGATIVE_NAN_ABOVE:
+                column = batch.column(i)
+                as_uint, above = _NEGATIVE_NAN_ABOVE[field.type.bit_width]
+                top = pc.max(column.view(as_uint)).as_py()
+                if top is not None and top > above:
+                    nan = pa.scalar(float("nan"), field.type)
+                    batch = batch.set_column(i, field, pc.if_else(pc.is_nan(column), nan, column))
+        yield batch
