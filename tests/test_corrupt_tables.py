@@ -71,6 +71,25 @@ def test_commit_version_beyond_a_long(trips: Path) -> None:
         DeltaTable(str(trips)).snapshot()
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "99999999999999999999.checkpoint.parquet",
+        "99999999999999999999.checkpoint.0000000001.0000000001.parquet",
+        "99999999999999999999.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json",
+    ],
+)
+def test_checkpoint_version_beyond_a_long(trips: Path, name: str) -> None:
+    """As a commit's: before, the snapshot failed with a bare OverflowError ("Python int too
+    large to convert to C long")."""
+    from deltalake import DeltaTable as WriterTable
+
+    WriterTable(str(trips)).create_checkpoint()
+    shutil.copy(log_dir(trips) / "00000000000000000005.checkpoint.parquet", log_dir(trips) / name)
+    with pytest.raises(LogCorruptError, match=rf"{re.escape(name)}: a checkpoint version beyond"):
+        DeltaTable(str(trips)).snapshot().files()
+
+
 def _metadata_edit(trips: Path, fn) -> None:
     def edit(action):
         if "metaData" in action:

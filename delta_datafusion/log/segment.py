@@ -36,6 +36,7 @@ _CLASSIC = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
 _MULTI = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
 _V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9a-fA-F-]{36}\.(json|parquet)$")
 _MAX_VERSION = f"{2**63 - 1:020d}"  # versions are longs
+_CHECKPOINT_VERSION = re.compile(r"^(\d{20})\.checkpoint\.")
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,8 @@ def _list_once(storage: Storage) -> tuple[LogListing, pa.Array]:
     multi: dict[tuple[int, int], dict[int, FileInfo]] = {}
     for f in files:
         name = f.name
+        if (m := _CHECKPOINT_VERSION.match(name)) and m.group(1) > _MAX_VERSION:
+            raise LogCorruptError(f"{log_dir}/{name}: a checkpoint version beyond the largest a log can hold")
         if m := _CLASSIC.match(name):
             listing.checkpoints.setdefault(int(m.group(1)), []).append(
                 Checkpoint(int(m.group(1)), "classic", (f,))
