@@ -285,6 +285,8 @@ def _load(descriptor: DeletionVectorDescriptor, storage: Storage, cls: type[_B])
         assert path is not None
         where = f"deletion vector file {path}"
         data = _file_payload(descriptor, storage, path)
+    if len(data) == 4:  # pyroaring raises IndexError on no bytes at all
+        raise DeletionVectorError(f"{where}: corrupt roaring bitmap: no bytes after the magic number")
     try:
         bitmap = cls.deserialize(data[4:])
     except (ValueError, TypeError) as e:

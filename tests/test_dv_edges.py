@@ -1,0 +1,107 @@
+"""Deletion vectors at the edges of the format, end to end: each table either reads its right rows
+or fails with a DeletionVectorError naming the table, the data file and the problem.
+
+Tables are hand-written (one or two parquet files of several row groups, a log of three commits):
+a vector of only the magic number (no bucket count).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import add_action, metadata_action, write_commit
+from datafusion import SessionContext
+from test_dv import _frame, _z85_encode
+
+import delta_datafusion as dd
+from delta_datafusion.dv import DV_MAGIC, DeletionVectorDescriptor, load_deleted_rows
+from delta_datafusion.errors import DeletionVectorError
+from delta_datafusion.storage import Storage
+
+ROWS = 40
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "x", "type": "integer", "nullable": True, "metadata": {}},
+    ],
+}
+PROTOCOL = {
+    "protocol": {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["deletionVectors"],
+        "writerFeatures": ["deletionVectors"],
+    }
+}
+
+
+def _table(root: Path, files: int) -> list[dict[str, Any]]:
+    """Version 0 of a table of ``files`` files of ROWS rows (row groups of 7): their add actions."""
+    root.mkdir()
+    (root / "_delta_log").mkdir()
+    adds = []
+    for k in range(files):
+        ids = list(range(k * ROWS, (k + 1) * ROWS))
+        name = f"part-{k}.parquet"
+        data = pa.table({"id": pa.array(ids, pa.int64()), "x": pa.array([i % 7 for i in ids], pa.int32())})
+        pq.write_table(data, root / name, row_group_size=7)
+        adds.append(add_action(root, name, stats=json.dumps({"numRecords": ROWS})))
+    write_commit(root, 0, [PROTOCOL, metadata_action(SCHEMA), *({"add": a} for a in adds)])
+    return adds
+
+
+def _with_dv(add: dict[str, Any], dv: dict[str, Any]) -> list[dict[str, Any]]:
+    """A remove of ``add`` and its add again with ``dv`` (one commit's actions)."""
+    remove = {"path": add["path"], "deletionTimestamp": 1, "dataChange": True, "size": add["size"]}
+    return [{"remove": remove}, {"add": {**add, "deletionVector": dv}}]
+
+
+def _query(root: Path, sql: str) -> list[dict[str, Any]]:
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(root))
+    return ctx.sql(sql).to_arrow_table().to_pylist()
+
+
+def _inline(payload: bytes, cardinality: int) -> dict[str, Any]:
+    text = _z85_encode(payload, "pad")
+    return {
+        "storageType": "i",
+        "pathOrInlineDv": text,
+        "sizeInBytes": len(payload),
+        "cardinality": cardinality,
+    }
+
+
+# -- a vector with no room for the bucket count ---------------------------------------------------
+
+MAGIC_ONLY = struct.pack("<i", DV_MAGIC)
+
+
+@pytest.mark.parametrize("stored", ["inline", "file"])
+def test_vector_of_only_the_magic_number_is_a_corrupt_bitmap(tmp_path: Path, stored: str) -> None:
+    if stored == "inline":
+        descriptor = DeletionVectorDescriptor.from_dict(_inline(MAGIC_ONLY, 0))
+    else:
+        (tmp_path / "deletion_vector_00000000-0000-0000-0000-000000000000.bin").write_bytes(
+            b"\x01" + _frame(b"")
+        )
+        descriptor = DeletionVectorDescriptor("u", "0" * 20, 1, 4, 0)
+    with pytest.raises(DeletionVectorError, match="corrupt roaring bitmap"):
+        load_deleted_rows(descriptor, Storage(str(tmp_path)))
+
+
+def test_vector_of_only_the_magic_number_in_a_query_names_the_file(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    (add,) = _table(root, 1)
+    write_commit(root, 1, _with_dv(add, _inline(MAGIC_ONLY, 0)))
+    with pytest.raises(
+        Exception, match=r"DeletionVectorError: .*version 1.*part-0\.parquet.*corrupt roaring"
+    ):
+        _query(root, "SELECT count(id) AS n FROM t")
