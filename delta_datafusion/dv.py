@@ -276,28 +276,44 @@ def _file_payload(descriptor: DeletionVectorDescriptor, storage: Storage, path: 
     return data
 
 
+def _where(descriptor: DeletionVectorDescriptor, storage: Storage) -> str:
+    """How errors name a DV: "inline DV" or its file."""
+    return (
+        "inline DV"
+        if descriptor.storage_type == "i"
+        else f"deletion vector file {descriptor.file_path(storage)}"
+    )
+
+
 def _load(descriptor: DeletionVectorDescriptor, storage: Storage, cls: type[_B]) -> _B:
+    """The decoded bitmap, its bytes checked (the cardinality is checked per descriptor, by
+    :func:`_check_cardinality`: a cached bitmap may be named by another descriptor)."""
     if descriptor.storage_type == "i":
-        where = "inline DV"
         data = _inline_payload(descriptor)
     else:
         path = descriptor.file_path(storage)
         assert path is not None
-        where = f"deletion vector file {path}"
         data = _file_payload(descriptor, storage, path)
+    where = _where(descriptor, storage)
     if len(data) == 4:  # pyroaring raises IndexError on no bytes at all
         raise DeletionVectorError(f"{where}: corrupt roaring bitmap: no bytes after the magic number")
     try:
         bitmap = cls.deserialize(data[4:])
     except (ValueError, TypeError) as e:
         raise DeletionVectorError(f"{where}: corrupt roaring bitmap: {e}") from e
-    if len(bitmap) != descriptor.cardinality:
-        raise DeletionVectorError(
-            f"{where}: cardinality mismatch, bitmap has {len(bitmap)} rows, log says {descriptor.cardinality}"
-        )
     if bitmap and bitmap.max() > _MAX_ROW_INDEX:
         raise DeletionVectorError(f"{where}: row index {bitmap.max()} has the sign bit set")
     return bitmap
+
+
+def _check_cardinality(
+    bitmap: AbstractBitMap64, descriptor: DeletionVectorDescriptor, storage: Storage
+) -> None:
+    if len(bitmap) != descriptor.cardinality:
+        raise DeletionVectorError(
+            f"{_where(descriptor, storage)}: cardinality mismatch, bitmap has {len(bitmap)} rows, "
+            f"log says {descriptor.cardinality}"
+        )
 
 
 def load_deleted_rows(descriptor: DeletionVectorDescriptor, storage: Storage) -> BitMap64:
@@ -307,7 +323,9 @@ def load_deleted_rows(descriptor: DeletionVectorDescriptor, storage: Storage) ->
     size/version/magic/CRC mismatch, an undecodable bitmap or a cardinality that differs from
     the log. Prefer :class:`DeletionVectorCache` when several readers may need the same DV.
     """
-    return _load(descriptor, storage, BitMap64)
+    bitmap = _load(descriptor, storage, BitMap64)
+    _check_cardinality(bitmap, descriptor, storage)
+    return bitmap
 
 
 # -- masks --------------------------------------------------------------------------------------
@@ -353,7 +371,10 @@ def deleted_row_mask(deleted: AbstractBitMap64, start: int, length: int) -> pa.B
 
 
 class DeletionVectorCache:
-    """Process-wide, thread-safe memo of decoded DVs keyed by (table root URI, DV unique id).
+    """Process-wide, thread-safe memo of decoded DVs keyed by (table root URI, DV unique id,
+    sizeInBytes): the size is part of what the bytes were checked against; the cardinality is
+    checked on every get, so a descriptor that lies about either is refused even when another
+    one decoded the same bytes first.
 
     Several scan threads often need the same DV (one per row group of a data file); each DV is
     read and decoded once. Bitmaps are returned frozen because they are shared between threads.
@@ -366,12 +387,20 @@ class DeletionVectorCache:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         self.max_entries = max_entries
         self._lock = threading.Lock()
-        self._bitmaps: OrderedDict[tuple[str, str], FrozenBitMap64] = OrderedDict()
-        self._loading: dict[tuple[str, str], threading.Lock] = {}
+        self._bitmaps: OrderedDict[tuple[str, str, int], FrozenBitMap64] = OrderedDict()
+        self._loading: dict[tuple[str, str, int], threading.Lock] = {}
 
     def get(self, descriptor: DeletionVectorDescriptor, storage: Storage) -> FrozenBitMap64:
         """The deleted row indexes of ``descriptor``, decoded at most once per key."""
-        key = (storage.root_uri, descriptor.unique_id)
+        bitmap = self._get(
+            (storage.root_uri, descriptor.unique_id, descriptor.size_in_bytes), descriptor, storage
+        )
+        _check_cardinality(bitmap, descriptor, storage)
+        return bitmap
+
+    def _get(
+        self, key: tuple[str, str, int], descriptor: DeletionVectorDescriptor, storage: Storage
+    ) -> FrozenBitMap64:
         with self._lock:
             hit = self._lookup(key)
             if hit is not None:
@@ -395,7 +424,7 @@ class DeletionVectorCache:
                     self._bitmaps.popitem(last=False)
             return bitmap
 
-    def _lookup(self, key: tuple[str, str]) -> FrozenBitMap64 | None:
+    def _lookup(self, key: tuple[str, str, int]) -> FrozenBitMap64 | None:
         bitmap = self._bitmaps.get(key)
         if bitmap is not None:
             self._bitmaps.move_to_end(key)

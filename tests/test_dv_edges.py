@@ -2,7 +2,8 @@
 or fails with a DeletionVectorError naming the table, the data file and the problem.
 
 Tables are hand-written (one or two parquet files of several row groups, a log of three commits):
-a vector of only the magic number (no bucket count).
+a vector of only the magic number (no bucket count), and one vector named by two data files with
+two cardinalities (the decoded-vector cache must check each descriptor, whichever came first).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import add_action, metadata_action, write_commit
 from datafusion import SessionContext
+from pyroaring import BitMap64
 from test_dv import _frame, _z85_encode
 
 import delta_datafusion as dd
-from delta_datafusion.dv import DV_MAGIC, DeletionVectorDescriptor, load_deleted_rows
+from delta_datafusion.dv import DV_MAGIC, DeletionVectorDescriptor, default_cache, load_deleted_rows
 from delta_datafusion.errors import DeletionVectorError
 from delta_datafusion.storage import Storage
 
@@ -105,3 +107,43 @@ def test_vector_of_only_the_magic_number_in_a_query_names_the_file(tmp_path: Pat
         Exception, match=r"DeletionVectorError: .*version 1.*part-0\.parquet.*corrupt roaring"
     ):
         _query(root, "SELECT count(id) AS n FROM t")
+
+
+# -- one vector, two descriptors ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("liar_first", [False, True])
+def test_a_cached_vector_is_checked_against_each_descriptor(tmp_path: Path, liar_first: bool) -> None:
+    """Two data files name the same inline vector (rows 1 and 2), one with cardinality 3: the
+    second descriptor must be refused whichever was decoded first (the cache served it unchecked:
+    count(id) 76 and rows returned, while count(*) from the log said 75)."""
+    default_cache.clear()
+    root = tmp_path / "t"
+    adds = _table(root, 2)
+    good = _inline(struct.pack("<i", DV_MAGIC) + BitMap64([1, 2]).serialize(), 2)
+    liar = {**good, "cardinality": 3}
+    first, second = (liar, good) if liar_first else (good, liar)
+    write_commit(root, 1, _with_dv(adds[0], first) + _with_dv(adds[1], second))
+    with pytest.raises(
+        Exception, match=r"DeletionVectorError: .*cardinality mismatch, bitmap has 2 rows, log says 3"
+    ):
+        _query(root, "SELECT count(id) AS n FROM t")
+    storage = Storage(str(root))
+    assert load_deleted_rows(DeletionVectorDescriptor.from_dict(good), storage) == BitMap64([1, 2])
+    default_cache.get(DeletionVectorDescriptor.from_dict(good), storage)
+    with pytest.raises(DeletionVectorError, match="cardinality mismatch"):
+        default_cache.get(DeletionVectorDescriptor.from_dict(liar), storage)
+
+
+def test_a_cached_file_vector_is_checked_against_each_size(tmp_path: Path) -> None:
+    """Two descriptors of one DV file and offset, the second with a sizeInBytes that is not the
+    file's: refused after the first was cached too."""
+    default_cache.clear()
+    name = "deletion_vector_00000000-0000-0000-0000-000000000000.bin"
+    body = BitMap64([0, 5]).serialize()
+    (tmp_path / name).write_bytes(b"\x01" + _frame(body))
+    storage = Storage(str(tmp_path))
+    good = DeletionVectorDescriptor("u", "0" * 20, 1, 4 + len(body), 2)
+    assert default_cache.get(good, storage) == BitMap64([0, 5])
+    with pytest.raises(DeletionVectorError, match=f"{name}.*size mismatch"):
+        default_cache.get(DeletionVectorDescriptor("u", "0" * 20, 1, 3 + len(body), 2), storage)
