@@ -147,3 +147,32 @@ def test_a_cached_file_vector_is_checked_against_each_size(tmp_path: Path) -> No
     assert default_cache.get(good, storage) == BitMap64([0, 5])
     with pytest.raises(DeletionVectorError, match=f"{name}.*size mismatch"):
         default_cache.get(DeletionVectorDescriptor("u", "0" * 20, 1, 3 + len(body), 2), storage)
+
+
+# -- an absolute path the table's store cannot read -----------------------------------------------
+
+
+def test_absolute_vector_path_on_another_store_names_the_data_file_and_version(tmp_path: Path) -> None:
+    """A 'p' vector on s3 of a local table is refused by the store's resolver; the error said
+    which path and store, but not that it was a deletion vector, nor the version or data file."""
+    root = tmp_path / "t"
+    (add,) = _table(root, 1)
+    dv = {
+        "storageType": "p",
+        "pathOrInlineDv": "s3://bucket/dv.bin",
+        "offset": 1,
+        "sizeInBytes": 36,
+        "cardinality": 2,
+    }
+    write_commit(root, 1, _with_dv(add, dv))
+    with pytest.raises(Exception, match="UnsupportedFeatureError") as info:
+        _query(root, "SELECT count(id) AS n FROM t")
+    text = str(info.value)
+    for part in (
+        "version 1",
+        "part-0.parquet",
+        "deletion vector",
+        "s3://bucket/dv.bin",
+        "00000000000000000001.json",
+    ):
+        assert part in text, (part, text)

@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..dv import DeletionVectorDescriptor, default_cache, deleted_row_mask
-from ..errors import DeletionVectorError
+from ..errors import DeletionVectorError, DeltaError
 from ..read_schema import (
     ReadSchema,
     case_insensitive_columns,
@@ -164,6 +164,9 @@ class SelectedRows:
                     raise
                 raise DeletionVectorError(f"{e}{logged}") from e
             raise DeletionVectorError(f"{self.where}, data file {unit.location}: {e}{logged}") from e
+        except DeltaError as e:  # the store's (a 'p' path on another store): its type, named
+            logged = logged_in(self.log_file(unit) if self.log_file is not None else None)
+            raise type(e)(f"{self.where}, deletion vector of data file {unit.location}: {e}{logged}") from e
 
 
 def to_logical(
