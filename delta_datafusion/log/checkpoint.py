@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ..errors import LogCorruptError, MissingLogFileError
+from ..errors import LogCorruptError, MissingLogFileError, ParallelStateError
 from ..storage import FileInfo, Storage, normalized_path
 from .actions import (
     LOG_PARQUET_OPTIONS,
@@ -54,6 +54,23 @@ class LeafFile:
     def describe(self) -> str:
         rg = "" if self.row_groups is None else f" row groups {list(self.row_groups)}"
         return posixpath.basename(self.path) + rg
+
+
+def _row_group_index(g: object, count: int) -> bool:
+    return isinstance(g, int) and not isinstance(g, bool) and 0 <= g < count
+
+
+def check_row_groups(leaf: LeafFile, count: int) -> None:
+    """Refuse row groups of ``leaf`` that its file of ``count`` row groups does not have (a
+    caller's LeafFile: pyarrow raised a bare IndexError, and read True as row group 1)."""
+    if leaf.row_groups is None:
+        return
+    bad = [g for g in leaf.row_groups if not _row_group_index(g, count)]
+    if bad:
+        raise ParallelStateError(
+            f"leaf file {leaf.path} has {count} row groups (0..{count - 1}): row groups {bad!r} of "
+            f"{list(leaf.row_groups)!r} are not among them"
+        )
 
 
 @dataclass
@@ -242,8 +259,8 @@ def dictionary_leaves(md: pq.FileMetaData, row_groups: Sequence[int] | None) -> 
     values it wrote plain, which a dictionary read would hash), and the read is of one row
     group (pyarrow cannot read a nested column whose dictionaries differ between row groups)."""
     groups = range(md.num_row_groups) if row_groups is None else row_groups
-    if len(groups) != 1:
-        return []
+    if len(groups) != 1 or not _row_group_index(groups[0], md.num_row_groups):
+        return []  # (a row group it does not have is refused when the leaf is read)
     rg, schema = md.row_group(groups[0]), md.schema
     out = []
     for j in range(md.num_columns):
@@ -385,6 +402,7 @@ def read_leaf(
     has no partition columns (see :data:`SHARED_READER_MAX_ROWS`)."""
     leaf_file = _shared_or_own_reader(storage, leaf, partitioned)
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), leaf_file as pf:
+        check_row_groups(leaf, pf.metadata.num_row_groups)
         if "/_sidecars/" in leaf.path and not {"add", "remove"} & set(pf.schema_arrow.names):
             raise LogCorruptError(
                 f"{leaf.path}: sidecar has neither an add nor a remove column: not a sidecar"

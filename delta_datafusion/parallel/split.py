@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from ..arguments import integer
 from ..errors import ArgumentError, ParallelStateError, StorageError
 from ..log.actions import checkpoint_read_errors
-from ..log.checkpoint import LEAF_WHAT, LeafFile, open_leaf
+from ..log.checkpoint import LEAF_WHAT, LeafFile, check_row_groups, open_leaf
 from ..storage import Storage, normalized_path
 
 
@@ -64,6 +64,7 @@ def _row_group_weights(leaf: LeafFile, storage: Storage) -> list[tuple[int, int]
     """(row-group index, uncompressed bytes) of the row groups a leaf covers."""
     with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
         md = pf.metadata
+    check_row_groups(leaf, md.num_row_groups)
     groups = range(md.num_row_groups) if leaf.row_groups is None else leaf.row_groups
     return [(i, max(1, md.row_group(i).total_byte_size)) for i in groups]
 
