@@ -47,13 +47,16 @@ SUPPORTED_READER_FEATURES = frozenset(
 )
 #: Known reader features we refuse, with the reason shown to users.
 REFUSED_READER_FEATURES = {
+    # refused only with a VARIANT column (see check_readable); PROTOCOL.md now names the feature
+    # variantShredding; the -preview name came first
+    "variantShredding": "shredded VARIANT columns are not reassembled by this reader",
     "variantShredding-preview": "shredded VARIANT columns are not reassembled by this reader",
     "catalogManaged": "catalog-managed commits need the catalog to list unpublished commits",
     "catalogOwned-preview": "catalog-managed commits need the catalog to list unpublished commits",
 }
 
 
-_VARIANT_SHREDDING = frozenset({"variantShredding-preview"})
+_VARIANT_SHREDDING = frozenset({"variantShredding", "variantShredding-preview"})
 
 
 @dataclass(frozen=True)

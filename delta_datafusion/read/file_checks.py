@@ -157,7 +157,7 @@ class FileChecks:
     def refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
         """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
         reading the struct of binaries would silently lose: such a file is refused (the tables
-        that may hold one, with ``variantShredding-preview``, are refused before this)."""
+        that may hold one, with ``variantShredding`` or its preview, are refused before this)."""
         phys = self.rs.to_physical()
         # every variant column of this version, in table order (one cached fact per file serves
         # any request)

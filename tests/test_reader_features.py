@@ -1,0 +1,78 @@
+"""Reader feature names as the current PROTOCOL.md and writers spell them.
+
+The protocol names the shredding feature ``variantShredding`` (``variantShredding-preview`` was
+its name before); delta-kernel-rs and deltalake read ``timestampWithoutTimezone`` (a spelling some
+existing tables carry) as ``timestampNtz``; a writer-only feature is not allowed in
+``readerFeatures`` (the kernel refuses such a protocol as invalid). Tables are hand-written logs
+over one small parquet file.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from conftest import add_action, write_commit
+from datafusion import SessionContext
+
+import delta_datafusion as dd
+from delta_datafusion import DeltaTable, UnsupportedFeatureError
+
+LONG = {"name": "x", "type": "long", "nullable": True, "metadata": {}}
+VARIANT = {"name": "v", "type": "variant", "nullable": True, "metadata": {}}
+
+
+def _table(root: Path, reader: list[str], writer: list[str], fields: list[dict]) -> Path:
+    root.mkdir(parents=True)
+    (root / "_delta_log").mkdir()
+    columns = {"x": pa.array([1, 2], pa.int64())}
+    if any(f["name"] == "v" for f in fields):
+        v = pa.StructArray.from_arrays(
+            [pa.array([b"\x0c\x05", b"\x0c\x06"]), pa.array([b"\x01\x00\x00"] * 2)],
+            fields=[pa.field("value", pa.binary(), False), pa.field("metadata", pa.binary(), False)],
+        )
+        columns["v"] = v
+    pq.write_table(pa.table(columns), root / "a.parquet")
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": reader,
+        "writerFeatures": writer,
+    }
+    metadata = {
+        "id": "features",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps({"type": "struct", "fields": fields}),
+        "partitionColumns": [],
+        "configuration": {},
+        "createdTime": 0,
+    }
+    write_commit(
+        root, 0, [{"protocol": protocol}, {"metaData": metadata}, {"add": add_action(root, "a.parquet")}]
+    )
+    return root
+
+
+def _sum(table: Path) -> int:
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table))
+    return ctx.sql("SELECT sum(x) AS s FROM t").to_pylist()[0]["s"]
+
+
+@pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
+def test_variant_shredding_without_variant_columns_is_read(tmp_path: Path, feature: str) -> None:
+    """Shredding is honoured vacuously when no column is a VARIANT, under either name."""
+    t = _table(tmp_path / "t", ["variantType", feature], ["variantType", feature], [LONG])
+    assert _sum(t) == 3
+    assert DeltaTable(str(t)).snapshot().scan(columns=["x"]).to_table().num_rows == 2
+
+
+@pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
+def test_variant_shredding_with_a_variant_column_is_refused_by_name(tmp_path: Path, feature: str) -> None:
+    t = _table(tmp_path / "t", ["variantType", feature], ["variantType", feature], [LONG, VARIANT])
+    with pytest.raises(UnsupportedFeatureError, match=f"'{feature}': shredded VARIANT columns") as info:
+        _sum(t)
+    assert "00000000000000000000.json" in str(info.value)
