@@ -35,6 +35,9 @@ SUPPORTED_READER_FEATURES = frozenset(
         "columnMapping",
         "deletionVectors",
         "timestampNtz",
+        # not a protocol name, but some tables carry it for timestampNtz (delta-kernel-rs and
+        # deltalake read it so); timestamp_ntz columns need nothing more of a reader
+        "timestampWithoutTimezone",
         "v2Checkpoint",
         "vacuumProtocolCheck",  # only constrains VACUUM; nothing to do on read
         "typeWidening",

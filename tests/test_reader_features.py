@@ -76,3 +76,9 @@ def test_variant_shredding_with_a_variant_column_is_refused_by_name(tmp_path: Pa
     with pytest.raises(UnsupportedFeatureError, match=f"'{feature}': shredded VARIANT columns") as info:
         _sum(t)
     assert "00000000000000000000.json" in str(info.value)
+
+
+def test_timestamp_without_timezone_spelling_is_timestamp_ntz(tmp_path: Path) -> None:
+    fields = [LONG, {"name": "ts", "type": "timestamp_ntz", "nullable": True, "metadata": {}}]
+    t = _table(tmp_path / "t", ["timestampWithoutTimezone"], ["timestampWithoutTimezone"], fields)
+    assert _sum(t) == 3
