@@ -59,6 +59,29 @@ REFUSED_READER_FEATURES = {
 }
 
 
+#: Writer-only features (PROTOCOL.md's list, and newer ones delta-kernel-rs knows): never
+#: refused in writerFeatures; the protocol does not allow them in readerFeatures.
+WRITER_ONLY_FEATURES = frozenset(
+    {
+        "appendOnly",
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "allowColumnDefaults",
+        "changeDataFeed",
+        "identityColumns",
+        "rowTracking",
+        "domainMetadata",
+        "icebergCompatV1",
+        "icebergCompatV2",
+        "icebergCompatV3",
+        "clustering",
+        "inCommitTimestamp",
+        "inCommitTimestamp-preview",
+        "materializePartitionColumns",
+    }
+)
+
 _VARIANT_SHREDDING = frozenset({"variantShredding", "variantShredding-preview"})
 
 
@@ -143,6 +166,11 @@ class Protocol:
                 defer_variant or (schema_json is not None and not contains_type(schema_json, "variant"))
             ):
                 continue
+            if feat in WRITER_ONLY_FEATURES:
+                raise InvalidProtocolError(
+                    f"{where}: protocol lists {feat!r} in readerFeatures, but {feat!r} is a writer-only "
+                    "feature, which the protocol allows in writerFeatures only: the protocol action is invalid"
+                )
             why = REFUSED_READER_FEATURES.get(feat, "it is not a reader feature this package knows")
             raise UnsupportedFeatureError(f"{where}: table requires reader feature {feat!r}: {why}")
 

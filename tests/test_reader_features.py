@@ -19,7 +19,7 @@ from conftest import add_action, write_commit
 from datafusion import SessionContext
 
 import delta_datafusion as dd
-from delta_datafusion import DeltaTable, UnsupportedFeatureError
+from delta_datafusion import DeltaTable, InvalidProtocolError, UnsupportedFeatureError
 
 LONG = {"name": "x", "type": "long", "nullable": True, "metadata": {}}
 VARIANT = {"name": "v", "type": "variant", "nullable": True, "metadata": {}}
@@ -82,3 +82,11 @@ def test_timestamp_without_timezone_spelling_is_timestamp_ntz(tmp_path: Path) ->
     fields = [LONG, {"name": "ts", "type": "timestamp_ntz", "nullable": True, "metadata": {}}]
     t = _table(tmp_path / "t", ["timestampWithoutTimezone"], ["timestampWithoutTimezone"], fields)
     assert _sum(t) == 3
+
+
+@pytest.mark.parametrize("feature", ["appendOnly", "changeDataFeed", "rowTracking", "inCommitTimestamp"])
+def test_writer_only_feature_in_reader_features_is_an_invalid_protocol(tmp_path: Path, feature: str) -> None:
+    t = _table(tmp_path / "t", [feature], [feature], [LONG])
+    with pytest.raises(InvalidProtocolError, match=f"{feature!r} is a writer-only feature") as info:
+        _sum(t)
+    assert "00000000000000000000.json" in str(info.value)
