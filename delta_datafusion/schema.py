@@ -299,6 +299,8 @@ def delta_type_to_arrow(dtype: Any, mode: str = "none", physical: bool = False) 
             precision, scale = int(m.group(1)), int(m.group(2))
             if not 1 <= precision <= 38:
                 raise SchemaError(f"decimal precision {precision} is outside 1..38 in type {dtype!r}")
+            if not 0 <= scale <= precision:  # Spark's and the kernel's rule; DataFusion panics otherwise
+                raise SchemaError(f"decimal scale {scale} is outside 0..{precision} in type {dtype!r}")
             return pa.decimal128(precision, scale)
         if dtype == "variant":
             return VARIANT_TYPE
