@@ -25,7 +25,9 @@ LONG = {"name": "x", "type": "long", "nullable": True, "metadata": {}}
 VARIANT = {"name": "v", "type": "variant", "nullable": True, "metadata": {}}
 
 
-def _table(root: Path, reader: list[str], writer: list[str], fields: list[dict]) -> Path:
+def _table(
+    root: Path, reader: list[str], writer: list[str], fields: list[dict], configuration: dict | None = None
+) -> Path:
     root.mkdir(parents=True)
     (root / "_delta_log").mkdir()
     columns = {"x": pa.array([1, 2], pa.int64())}
@@ -47,7 +49,7 @@ def _table(root: Path, reader: list[str], writer: list[str], fields: list[dict])
         "format": {"provider": "parquet", "options": {}},
         "schemaString": json.dumps({"type": "struct", "fields": fields}),
         "partitionColumns": [],
-        "configuration": {},
+        "configuration": configuration or {},
         "createdTime": 0,
     }
     write_commit(
@@ -90,3 +92,42 @@ def test_writer_only_feature_in_reader_features_is_an_invalid_protocol(tmp_path:
     with pytest.raises(InvalidProtocolError, match=f"{feature!r} is a writer-only feature") as info:
         _sum(t)
     assert "00000000000000000000.json" in str(info.value)
+
+
+def _variant_added_later(root: Path, feature: str) -> Path:
+    """Version 0: shredding supported, no VARIANT column; version 1 adds one by a metaData action
+    alone (no protocol action); version 2 adds a file holding an (unshredded) variant."""
+    from test_variant import EMPTY, v_int8, variants
+
+    cdf = {"delta.enableChangeDataFeed": "true"}
+    writer = ["variantType", feature, "changeDataFeed"]
+    _table(root, ["variantType", feature], writer, [LONG], cdf)
+    data = pa.table({"x": pa.array([3], pa.int64()), "v": variants([(v_int8(3), EMPTY)])})
+    pq.write_table(data, root / "b.parquet")
+    metadata = json.loads(root.joinpath("_delta_log", f"{0:020d}.json").read_text().splitlines()[1])
+    metadata["metaData"]["schemaString"] = json.dumps({"type": "struct", "fields": [LONG, VARIANT]})
+    write_commit(root, 1, [metadata])
+    write_commit(root, 2, [{"add": add_action(root, "b.parquet")}])
+    return root
+
+
+@pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
+def test_change_feed_refuses_a_variant_column_added_under_shredding(tmp_path: Path, feature: str) -> None:
+    """The snapshot of version 1 is refused (a VARIANT column under the shredding feature): so
+    is a change range from before it, as from its own start, naming the commit."""
+    t = _variant_added_later(tmp_path / "t", feature)
+    with pytest.raises(UnsupportedFeatureError, match=feature):
+        DeltaTable(str(t)).snapshot(version=1)
+    assert _sum_at(t, 0) == 3
+    # from version 0: the commit bringing the column is named; from 1, as the snapshot does,
+    # the protocol's file
+    for start, named in ((0, 1), (1, 0)):
+        with pytest.raises(UnsupportedFeatureError, match=rf"{named:020d}\.json.*{feature}"):
+            DeltaTable(str(t)).changes(start, 2).to_table()
+    assert DeltaTable(str(t)).changes(0, 0).to_table().num_rows == 2
+
+
+def _sum_at(table: Path, version: int) -> int:
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", str(table), version=version)
+    return ctx.sql("SELECT sum(x) AS s FROM t").to_pylist()[0]["s"]

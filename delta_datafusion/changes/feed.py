@@ -173,6 +173,7 @@ class ChangeFeed:
         self._ict: dict[int, tuple[int, int] | None] = {
             start: _ict_of(current, f"{where} at version {start}")
         }
+        passed = None  # the schema last checked against the protocol in force
         for c in commits:
             if c.version == start:
                 continue
@@ -186,9 +187,12 @@ class ChangeFeed:
             elif p is not None:
                 current = dataclasses.replace(current, ict_feature=protocol.supports_in_commit_timestamps)
             self._ict[c.version] = _ict_of(current, c.info.path)
-            if p is not None:
+            # a schema may bring the first VARIANT column under a shredding feature in force; an
+            # unchanged schema (one object per distinct text) under the same protocol passed
+            if p is not None or (md is not None and md.schema_json is not passed):
                 in_force = md if md is not None else segments[-1][1]
                 protocol.check_readable(c.info.path, in_force.schema_json)
+                passed = in_force.schema_json
             if md is not None or p is not None:
                 _require_feed(current, protocol, c.version, where, start, end, md is not None)
             if md is not None:
