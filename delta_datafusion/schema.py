@@ -22,6 +22,7 @@ from .errors import SchemaError, UnsupportedFeatureError
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 FIELD_ID_KEY = "delta.columnMapping.id"
 PARQUET_FIELD_ID = b"PARQUET:field_id"
+_FIELD_ID_TEXT = PARQUET_FIELD_ID.decode()
 
 _PRIMITIVES: dict[str, pa.DataType] = {
     "string": pa.string(),
@@ -343,8 +344,12 @@ def delta_field_to_arrow(field: dict[str, Any], mode: str = "none", physical: bo
     md = {}
     for k, v in (field.get("metadata") or {}).items():
         md[k] = v if isinstance(v, str) else json.dumps(v)
-    if physical and mode == "id" and FIELD_ID_KEY in (field.get("metadata") or {}):
-        md[PARQUET_FIELD_ID.decode()] = str(field["metadata"][FIELD_ID_KEY])
+    if physical:
+        # the physical schema's parquet field ids are what the reader resolves columns by: only
+        # id mode's, never a key of that name the field's own metadata carries
+        md.pop(_FIELD_ID_TEXT, None)
+        if mode == "id" and FIELD_ID_KEY in (field.get("metadata") or {}):
+            md[_FIELD_ID_TEXT] = str(field["metadata"][FIELD_ID_KEY])
     # Nullable always: a reader must not promise non-null to DataFusion (it would simplify away
     # IS NULL checks) since old files or widened schemas can still hold nulls.
     return pa.field(name, arrow_type, True, metadata=md or None)

@@ -287,3 +287,73 @@ def test_types_nested_containers_and_field_metadata(tmp_path: Path, mode: str) -
     }
     for where, n in checks.items():
         assert ctx.sql(f"SELECT count(*) AS n FROM t WHERE {where}").to_pylist() == [{"n": n}], where
+
+
+# -- a field metadata key the reader uses itself ------------------------------------------------
+
+
+def _stray_field_id_table(root: Path, mode: str, file_ids: str) -> Path:
+    """Columns a=1, b=2 whose Delta field metadata holds ``PARQUET:field_id`` (11, 12): in id
+    mode beside ``delta.columnMapping.id`` (1, 2, which the files carry), otherwise in a file
+    with those ids swapped or with none."""
+
+    def md(i: int) -> dict:
+        out = {"PARQUET:field_id": str(10 + i)}
+        if mode != "none":
+            out |= {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": f"col-{i}"}
+        return out
+
+    def stored(name: str, i: int) -> pa.Field:
+        fid = {"swapped": str(13 - i), "none": None, "mapped": str(i)}[file_ids]
+        return pa.field(
+            f"col-{i}" if mode != "none" else name, pa.int64(), metadata=fid and {"PARQUET:field_id": fid}
+        )
+
+    root.mkdir(parents=True)
+    (root / "_delta_log").mkdir()
+    schema = pa.schema([stored("a", 1), stored("b", 2)])
+    pq.write_table(pa.table([pa.array([1]), pa.array([2])], schema=schema), root / "f.parquet")
+    fields = [
+        {"name": n, "type": "long", "nullable": True, "metadata": md(i)} for n, i in (("a", 1), ("b", 2))
+    ]
+    features = ["columnMapping"] if mode != "none" else []
+    metadata = {
+        "id": "stray",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps({"type": "struct", "fields": fields}),
+        "partitionColumns": [],
+        "configuration": {"delta.enableChangeDataFeed": "true"}
+        | ({"delta.columnMapping.mode": mode} if mode != "none" else {}),
+        "createdTime": 0,
+    }
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": features,
+        "writerFeatures": [*features, "changeDataFeed"],
+    }
+    write_commit(
+        root, 0, [{"protocol": protocol}, {"metaData": metadata}, {"add": add_action(root, "f.parquet")}]
+    )
+    return root
+
+
+@pytest.mark.parametrize(
+    ("mode", "file_ids"),
+    [("none", "swapped"), ("none", "none"), ("name", "swapped"), ("name", "none"), ("id", "mapped")],
+)
+def test_a_parquet_field_id_key_in_field_metadata_does_not_resolve_columns(
+    tmp_path: Path, mode: str, file_ids: str
+) -> None:
+    """PROTOCOL.md: field ids resolve columns in id mode only, and then the ids of
+    ``delta.columnMapping.id``. A ``PARQUET:field_id`` key in a field's metadata (a writer
+    copying an Arrow schema's keys) is the column's metadata, kept on the logical schema; it
+    turned on resolution by id: columns swapped, or files without ids refused."""
+    t = _stray_field_id_table(tmp_path / "t", mode, file_ids)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    assert ctx.sql("SELECT a, b FROM t").to_pylist() == [{"a": 1, "b": 2}]
+    assert ctx.sql("SELECT a, b FROM table_changes('t', 0)").to_pylist() == [{"a": 1, "b": 2}]
+    assert DeltaTable(str(t)).snapshot().scan(columns=["a", "b"]).to_table().to_pylist() == [{"a": 1, "b": 2}]
+    assert ctx.table("t").schema().field("b").metadata[b"PARQUET:field_id"] == b"12"
