@@ -53,8 +53,12 @@ def _renamed_nested(
     file_type: pa.DataType, phys_type: pa.DataType, pair: FieldPairing, unmatched: str = _UNMATCHED
 ) -> pa.DataType:
     """``file_type`` with every nested struct field renamed to the physical field ``pair`` says
-    it is; fields without one get ``unmatched`` before their names."""
+    it is; fields without one get ``unmatched`` before their names. A VARIANT's struct is left as
+    stored: its fields are found by their names, value and metadata (writers give them no field
+    ids, nor other names)."""
     if pa.types.is_struct(file_type) and pa.types.is_struct(phys_type):
+        if phys_type == VARIANT_TYPE:
+            return file_type
         fields = []
         for f, target in zip(file_type, pair(file_type, phys_type), strict=True):
             if target is None:

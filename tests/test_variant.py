@@ -335,3 +335,107 @@ def test_shredded_check_never_passes_on_an_unreadable_footer(tmp_path: Path, mon
             scan.to_table()
     with pytest.raises(UnsupportedFeatureError, match="shredded"):
         scan.to_table()
+
+
+# -- column mapping id mode: columns found by field id, a variant's fields by name --------------
+
+
+SHREDDED = pa.struct(
+    [
+        pa.field("metadata", pa.binary(), False),
+        pa.field("value", pa.binary()),
+        pa.field("typed_value", pa.int64()),
+    ]
+)
+
+
+def _id_mode_table(table: Path, file_names: str, shredded: bool = False) -> Path:
+    """Columns k, v (variant) and s.w (variant) in column mapping id mode. The file carries field
+    ids on the columns and struct fields, none inside a variant (as Spark writes it), under the
+    physical names or (``file_names="other"``) names unlike them (a file converted from Iceberg)."""
+
+    def md(i: int, physical: str) -> dict:
+        return {"delta.columnMapping.id": i, "delta.columnMapping.physicalName": physical}
+
+    def stored(physical: str, other: str, typ: pa.DataType, i: int) -> pa.Field:
+        return pa.field(
+            physical if file_names == "physical" else other, typ, metadata={"PARQUET:field_id": str(i)}
+        )
+
+    w = {"name": "w", "type": "variant", "nullable": True, "metadata": md(4, "col-w")}
+    fields = [
+        {"name": "k", "type": "integer", "nullable": True, "metadata": md(1, "col-k")},
+        {"name": "v", "type": "variant", "nullable": True, "metadata": md(2, "col-v")},
+        {
+            "name": "s",
+            "type": {"type": "struct", "fields": [w]},
+            "nullable": True,
+            "metadata": md(3, "col-s"),
+        },
+    ]
+    if shredded:  # row 1 keeps its value in typed_value only
+        vtype = SHREDDED
+        v = pa.StructArray.from_arrays(
+            [
+                pa.array([EMPTY, EMPTY]),
+                pa.array([None, v_int8(3)], pa.binary()),
+                pa.array([42, None], pa.int64()),
+            ],
+            fields=list(SHREDDED),
+        )
+    else:
+        vtype = VARIANT
+        v = variants([(v_int8(4), EMPTY), None])
+    s_type = pa.struct([stored("col-w", "iw", vtype, 4)])
+    s = pa.StructArray.from_arrays([v], fields=list(s_type))
+    schema = pa.schema(
+        [
+            stored("col-k", "ik", pa.int32(), 1),
+            stored("col-v", "iv", vtype, 2),
+            stored("col-s", "is", s_type, 3),
+        ]
+    )
+    table.mkdir(parents=True)
+    (table / "_delta_log").mkdir()
+    pq.write_table(pa.table([pa.array([1, 2], pa.int32()), v, s], schema=schema), table / "a.parquet")
+    features = ["variantType", "columnMapping"]
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": features,
+        "writerFeatures": [*features, "changeDataFeed"],
+    }
+    metadata = {
+        "id": "variant-id-mode",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps({"type": "struct", "fields": fields}),
+        "partitionColumns": [],
+        "configuration": {"delta.columnMapping.mode": "id", "delta.enableChangeDataFeed": "true"},
+        "createdTime": 0,
+    }
+    write_commit(
+        table, 0, [{"protocol": protocol}, {"metaData": metadata}, {"add": add_action(table, "a.parquet")}]
+    )
+    return table
+
+
+@pytest.mark.parametrize("file_names", ["physical", "other"])
+def test_variant_columns_in_id_mode(tmp_path: Path, file_names: str) -> None:
+    """The variant's value and metadata have no field ids: resolving them by id named them
+    'unmatched' and every read failed ('struct fields don't match')."""
+    t = _id_mode_table(tmp_path / "t", file_names)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    v = {"value": v_int8(4), "metadata": EMPTY}
+    assert _sql(ctx, "SELECT k, v, s FROM t ORDER BY k") == [
+        {"k": 1, "v": v, "s": {"w": v}},
+        {"k": 2, "v": None, "s": {"w": None}},
+    ]
+    assert _sql(ctx, "SELECT k FROM t WHERE v IS NOT NULL") == [{"k": 1}]
+    assert _sql(ctx, "SELECT k, v FROM table_changes('t', 0) ORDER BY k") == [
+        {"k": 1, "v": v},
+        {"k": 2, "v": None},
+    ]
+    scanned = DeltaTable(str(t)).snapshot().scan(columns=["k", "v"]).to_table().sort_by("k").to_pylist()
+    assert scanned == [{"k": 1, "v": v}, {"k": 2, "v": None}]
