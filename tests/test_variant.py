@@ -439,3 +439,40 @@ def test_variant_columns_in_id_mode(tmp_path: Path, file_names: str) -> None:
     ]
     scanned = DeltaTable(str(t)).snapshot().scan(columns=["k", "v"]).to_table().sort_by("k").to_pylist()
     assert scanned == [{"k": 1, "v": v}, {"k": 2, "v": None}]
+
+
+def test_shredded_variant_found_by_field_id_is_refused(tmp_path: Path) -> None:
+    """The shredded-variant check looked a column up by its physical name; a file naming it
+    otherwise (id mode finds it by field id) went unchecked."""
+    t = _id_mode_table(tmp_path / "t", "other", shredded=True)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    # a nested variant is named by its physical path (as in name mode)
+    for q, named in (("SELECT k, v FROM t", "'v'"), ("SELECT k, s FROM t", "'s.col-w'")):
+        with pytest.raises(
+            Exception, match=rf"UnsupportedFeatureError.*a\.parquet.*VARIANT {named}.*typed_value"
+        ):
+            ctx.sql(q).collect()
+    with pytest.raises(UnsupportedFeatureError, match="VARIANT 'v'"):
+        DeltaTable(str(t)).snapshot().scan(columns=["v"]).to_table()
+
+
+def test_shredded_variant_named_in_another_case_is_refused(tmp_path: Path) -> None:
+    """A file naming the variant column in another case is read for it (Delta names ignore
+    case); the check looked for the exact name and missed it. Row 1's value holds part of the
+    object and typed_value the rest: the cast to (value, metadata) dropped typed_value silently."""
+    t = tmp_path / "t"
+    _variant_table(t)
+    shredded = pa.StructArray.from_arrays(
+        [pa.array([EMPTY]), pa.array([v_int8(1)], pa.binary()), pa.array([42], pa.int64())],
+        fields=list(SHREDDED),
+    )
+    data = pa.table({"id": pa.array([8], pa.int64()), "V": shredded})
+    pq.write_table(data, t / "d.parquet")
+    write_commit(t, 3, [{"add": add_action(t, "d.parquet")}])
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    with pytest.raises(Exception, match=r"UnsupportedFeatureError.*d\.parquet.*VARIANT 'v'.*typed_value"):
+        ctx.sql("SELECT id, v FROM t WHERE id = 8").collect()

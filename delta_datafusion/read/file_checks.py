@@ -170,9 +170,9 @@ class FileChecks:
 
         def shredded(schema: pa.Schema) -> tuple[tuple[str, str], ...]:
             out = []
-            for name, (logical, want) in declared.items():
-                idx = schema.get_field_index(name)
-                found = shredded_field(schema.field(idx).type, want, logical) if idx >= 0 else None
+            for name, stored in self._stored_as_read(schema, list(declared)).items():
+                logical, want = declared[name]
+                found = shredded_field(stored, want, logical)
                 if found:
                     out.append((name, found))
             return tuple(out)
@@ -191,6 +191,22 @@ class FileChecks:
                     "shredded (fields besides value and metadata): shredded variants are not "
                     "reassembled by this reader"
                 )
+
+    def _stored_as_read(self, schema: pa.Schema, names: Sequence[str]) -> dict[str, pa.DataType]:
+        """The file's type of each of ``names`` (physical columns) it holds, found and its nested
+        fields renamed as the read finds them: by field id in id mode, else by name, ignoring
+        case where no name matches exactly. A file the read refuses to map (no field ids,
+        ambiguous names) is looked up by the exact names: the read reports it."""
+        try:
+            if self.rs.id_mode:
+                mapped = id_mode_columns(schema, self.rs.physical)
+            else:
+                mapped = case_insensitive_columns(schema, self.rs.physical, names)
+        except ConversionError:
+            mapped = None
+        if mapped is not None:  # names found otherwise: what is not mapped is not read
+            return {n: mapped[n][1] for n in names if n in mapped}
+        return {n: schema.field(n).type for n in names if schema.get_field_index(n) >= 0}
 
     def read_by_id(self, unit: ScanUnit) -> bool:
         """In id mode: must the file be read by field id, its columns named otherwise than the
