@@ -303,7 +303,10 @@ class Metadata:
         if not isinstance(conf, dict):
             raise SchemaError(f"{where}: metaData.configuration is not an object")
         conf = {str(k): ("" if v is None else str(v)) for k, v in conf.items()}
-        mode = column_mapping_mode(conf)
+        try:
+            mode = column_mapping_mode(conf)
+        except SchemaError as e:
+            raise SchemaError(f"{where}: {e}") from e
         if protocol is not None and not protocol.supports_column_mapping:
             # The mode property alone means nothing; physical names in the schema without the
             # feature leave no way to know which names the data files use (delta-kernel-rs

@@ -403,9 +403,12 @@ def stats_schemas(schema: dict[str, Any], mode: str, partition_columns: list[str
 
 
 def column_mapping_mode(configuration: dict[str, str]) -> str:
-    mode = (configuration or {}).get("delta.columnMapping.mode", "none") or "none"
+    """The mode, lowercased: Delta-Spark reads the property ignoring case and keeps the value as
+    written (``Name``)."""
+    raw = (configuration or {}).get("delta.columnMapping.mode", "none") or "none"
+    mode = raw.lower()
     if mode not in ("none", "name", "id"):
-        raise SchemaError(f"unknown delta.columnMapping.mode {mode!r}")
+        raise SchemaError(f"unknown delta.columnMapping.mode {raw!r} (known: none, name, id)")
     return mode
 
 

@@ -357,3 +357,32 @@ def test_a_parquet_field_id_key_in_field_metadata_does_not_resolve_columns(
     assert ctx.sql("SELECT a, b FROM table_changes('t', 0)").to_pylist() == [{"a": 1, "b": 2}]
     assert DeltaTable(str(t)).snapshot().scan(columns=["a", "b"]).to_table().to_pylist() == [{"a": 1, "b": 2}]
     assert ctx.table("t").schema().field("b").metadata[b"PARQUET:field_id"] == b"12"
+
+
+@pytest.mark.parametrize("spelled", ["Name", "NAME", "Id", "ID", "None"])
+def test_column_mapping_mode_is_read_ignoring_case(tmp_path: Path, spelled: str) -> None:
+    """Delta-Spark reads delta.columnMapping.mode ignoring case (DeltaColumnMappingMode lowercases
+    it) and keeps the value as the user wrote it."""
+    mode = spelled.lower()
+    t = _stray_field_id_table(tmp_path / "t", mode, "mapped" if mode == "id" else "none")
+    log = t / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    actions[1]["metaData"]["configuration"]["delta.columnMapping.mode"] = spelled
+    write_commit(t, 0, actions)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    assert ctx.sql("SELECT a, b FROM t").to_pylist() == [{"a": 1, "b": 2}]
+    assert ctx.sql("SELECT a, b FROM table_changes('t', 0)").to_pylist() == [{"a": 1, "b": 2}]
+
+
+def test_unknown_column_mapping_mode_names_the_file(tmp_path: Path) -> None:
+    t = _stray_field_id_table(tmp_path / "t", "name", "none")
+    log = t / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in log.read_text().splitlines()]
+    actions[1]["metaData"]["configuration"]["delta.columnMapping.mode"] = "names"
+    write_commit(t, 0, actions)
+    with pytest.raises(
+        SchemaError, match=r"00000000000000000000\.json: unknown delta\.columnMapping\.mode 'names'"
+    ):
+        dd.register_table(SessionContext(), "t", str(t))
