@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import numbers
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -55,6 +56,25 @@ def relisting(attempt: Callable[[], T]) -> T:
     return attempt()
 
 
+#: Epoch milliseconds of 9999-12-31T23:59:59.999Z, the latest time ISO-8601 text and ``datetime``
+#: reach.
+LAST_EPOCH_MILLIS = 253_402_300_799_999
+
+
+def _check_epoch_millis(timestamp: Any) -> None:
+    """An integer ``timestamp`` is epoch milliseconds; one after the year 9999 is refused:
+    microseconds or nanoseconds (``time.time_ns()``, ``pandas.Timestamp.value``) read as
+    milliseconds are a time far ahead, whose "latest commit at or before" is the latest version,
+    read without a word. (One before the year 1 is "before the earliest commit", an error.)"""
+    if not isinstance(timestamp, numbers.Integral) or isinstance(timestamp, bool):
+        return
+    if timestamp > LAST_EPOCH_MILLIS:
+        raise ArgumentError(
+            f"timestamp {int(timestamp)} read as epoch milliseconds is after the year 9999 (an integer "
+            "timestamp counts milliseconds since 1970-01-01 UTC: microseconds or nanoseconds?)"
+        )
+
+
 class DeltaTable:
     """A Delta table at a location (local path, ``file://`` or any fsspec URL)."""
 
@@ -89,6 +109,7 @@ class DeltaTable:
         if version is not None:
             version = integer(version, "version")  # numpy integers too, as table_changes takes them
         if timestamp is not None:
+            _check_epoch_millis(timestamp)
             timestamp = to_millis(timestamp)  # a timestamp it cannot read fails before any read
         if listing is not None and not isinstance(listing, LogListing):
             raise ArgumentError(
