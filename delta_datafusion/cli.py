@@ -377,6 +377,13 @@ def _as_of(specs: list[str] | None, names: list[str]) -> dict[str, tuple[int | N
         digits = is_version_text(when)
         if not digits and when[:1] in "+-" and is_version_text(when[1:]):
             raise ArgumentError(f"--as-of {spec.strip()}: a version is a whole number from 0, got {when!r}")
+        if not digits:
+            from .timestamps import to_micros
+
+            try:  # refused here, naming the flag: the table's own error would name the value only
+                to_micros(when)
+            except ArgumentError as e:
+                raise ArgumentError(f"--as-of {name}={when}: {e}") from e
         out[table] = (int(when), None) if digits else (None, when)
     return out
 

@@ -224,6 +224,10 @@ def test_cli_sql_reads_a_table_as_of_a_version_or_time(capsys):
         # a signed number is a version the user meant, refused as one (not as a timestamp)
         ("-1", "--as-of trips=-1: a version is a whole number from 0"),
         ("+3", "--as-of trips=+3: a version is a whole number from 0"),
+        # text that is no time: the error names the flag and the table, as for a version
+        ("abc", "--as-of trips=abc: timestamp 'abc' is not an ISO-8601 timestamp"),
+        ("1.5", "--as-of trips=1.5: timestamp '1.5' is not an ISO-8601 timestamp"),
+        ("2024-13-01", "--as-of trips=2024-13-01: timestamp '2024-13-01' is not an ISO-8601 timestamp"),
     ],
 )
 def test_cli_sql_as_of_refuses_what_is_not_a_version_or_time(capsys, when: str, said: str):
