@@ -33,7 +33,12 @@ def write_rows(
 
     if fmt == "csv":
         schema = _csv_schema(schema)
+    # DataFusion's writers take no two columns named alike (a self-join's a.id and b.id): CSV
+    # gets them under positional names and its header from here; a JSON object cannot hold both
+    alike = _names_alike(schema.names, fmt)
     sink = _binary(out)
+    if alike:
+        _write_header(schema.names, sink)
     ctx = SessionContext()
     written = 0
     with tempfile.TemporaryDirectory(prefix="delta-datafusion-") as folder:
@@ -41,9 +46,12 @@ def write_rows(
         for chunk in _chunks(batches, max_rows):
             if fmt == "csv":
                 chunk = _flattened(chunk)
-            df = ctx.from_arrow(pa.Table.from_batches(chunk), name="rows")
+            table = pa.Table.from_batches(chunk)
+            if alike:
+                table = table.rename_columns([f"c{i}" for i in range(table.num_columns)])
+            df = ctx.from_arrow(table, name="rows")
             if fmt == "csv":
-                df.write_csv(target, with_header=written == 0)
+                df.write_csv(target, with_header=written == 0 and not alike)
             else:
                 df.write_json(target)
             ctx.deregister_table("rows")  # from_arrow registers the chunk: it would stay held
@@ -51,12 +59,29 @@ def write_rows(
                 sink.write(f.read())
             os.remove(target)
             written += sum(b.num_rows for b in chunk)
-    if fmt == "csv" and not written:
-        text = io.StringIO()
-        csv.writer(text, lineterminator="\n").writerow(schema.names)
-        sink.write(text.getvalue().encode("utf-8"))
+    if fmt == "csv" and not written and not alike:
+        _write_header(schema.names, sink)
     sink.flush()
     return written
+
+
+def _names_alike(names: list[str], fmt: str) -> bool:
+    """Whether columns share a name, which CSV writes as it is; refused for JSON (ArgumentError)."""
+    repeated = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+    if repeated and fmt == "json":
+        first = repeated[0]
+        raise ArgumentError(
+            f"--format json: {names.count(first)} columns are named {first!r} (an object holds a key "
+            "once): name them apart in the query (... AS other_name), or use --format csv"
+        )
+    return bool(repeated)
+
+
+def _write_header(names: list[str], sink: Any) -> None:
+    """A CSV header line of ``names``, quoted where needed."""
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerow(names)
+    sink.write(text.getvalue().encode("utf-8"))
 
 
 def write_object(value: Any, out: Any) -> None:

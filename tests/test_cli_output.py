@@ -88,6 +88,30 @@ def test_csv_refuses_nested_columns_and_flattens_structs(capsys):
     assert _run(capsys, "sql", "SELECT [1, 2] AS l", "--format", "json") == '{"l":[1,2]}\n'
 
 
+def test_columns_named_alike(capsys):
+    """A result may name two columns alike (a self-join's ``a.value`` and ``b.value``; a column
+    ``"s.a"`` beside a struct ``s`` once CSV flattens it), and the table format prints them.
+    DataFusion's writers refused them with "Schema contains duplicate qualified field name
+    rows.value" (``rows``: a name the user never wrote), and only when there were rows: an empty
+    result wrote its header. CSV now writes them, one header name per column; JSON, whose objects
+    cannot hold a key twice, refuses them naming the column, rows or none."""
+    join = "SELECT a.value, b.value FROM generate_series(1, 2) a JOIN generate_series(1, 2) b ON a.value = b.value"
+    assert _run(capsys, "sql", join + " ORDER BY 1", "--format", "csv").splitlines() == [
+        "value,value",
+        "1,1",
+        "2,2",
+    ]
+    flat = "SELECT 1 AS \"s.a\", named_struct('a', 2, 'b', ',') AS s"
+    assert list(csv.reader(io.StringIO(_run(capsys, "sql", flat, "--format", "csv")))) == [
+        ["s.a", "s.a", "s.b"],
+        ["1", "2", ","],
+    ]
+    for query in (join, join + " WHERE false"):
+        assert cli.main(["sql", query, "--format", "json"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ArgumentError: --format json: 2 columns are named 'value'"), err
+
+
 def test_history_files_and_changes_as_json_and_csv(capsys):
     """The inspection commands write the rows they print as a table, all of them, without
     their summary lines."""
