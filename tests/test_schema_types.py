@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import add_action, write_commit
+from conftest import add_action, metadata_action, write_commit
 from datafusion import SessionContext
 
 import delta_datafusion as dd
@@ -219,15 +219,8 @@ def _typed_table(root: Path, mode: str) -> tuple[list[dict], list[dict]]:
         "readerFeatures": features,
         "writerFeatures": [*features, "changeDataFeed"],
     }
-    metadata = {
-        "id": "types",
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps({"type": "struct", "fields": fields}),
-        "partitionColumns": ["p"],
-        "configuration": conf,
-        "createdTime": 0,
-    }
-    write_commit(root, 0, [{"protocol": protocol}, {"metaData": metadata}])
+    metadata = metadata_action({"type": "struct", "fields": fields}, ["p"], conf, "types")
+    write_commit(root, 0, [{"protocol": protocol}, metadata])
     part_key = part["metadata"].get("delta.columnMapping.physicalName", "p")
     add = add_action(root, "a.parquet", partitionValues={part_key: "2021-03-04 05:06:07.000008"})
     write_commit(root, 1, [{"add": add}])

@@ -19,7 +19,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import add_action, commit_path, write_commit
+from conftest import add_action, commit_path, metadata_action, write_commit
 from datafusion import SessionContext
 
 import delta_datafusion as dd
@@ -405,17 +405,9 @@ def _id_mode_table(table: Path, file_names: str, shredded: bool = False) -> Path
         "readerFeatures": features,
         "writerFeatures": [*features, "changeDataFeed"],
     }
-    metadata = {
-        "id": "variant-id-mode",
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps({"type": "struct", "fields": fields}),
-        "partitionColumns": [],
-        "configuration": {"delta.columnMapping.mode": "id", "delta.enableChangeDataFeed": "true"},
-        "createdTime": 0,
-    }
-    write_commit(
-        table, 0, [{"protocol": protocol}, {"metaData": metadata}, {"add": add_action(table, "a.parquet")}]
-    )
+    conf = {"delta.columnMapping.mode": "id", "delta.enableChangeDataFeed": "true"}
+    metadata = metadata_action({"type": "struct", "fields": fields}, [], conf, "variant-id-mode")
+    write_commit(table, 0, [{"protocol": protocol}, metadata, {"add": add_action(table, "a.parquet")}])
     return table
 
 
