@@ -52,3 +52,23 @@ def test_row_groups_the_leaf_does_not_have_are_refused(phase_two: tuple[Parallel
         expand_leaf(leaf, storage=after.state.storage)
     with pytest.raises(ParallelStateError, match=r"00000000000000000005\.checkpoint\.parquet.* 4 row groups"):
         split_leaves([leaf], 2, after.state.storage, max_share=0.0)
+
+
+@pytest.mark.parametrize(
+    ("path", "size", "why"),
+    [
+        ("x.parquet", None, r"size None is not a byte count"),
+        ("x.parquet", "120", r"size '120' is not a byte count"),
+        ("x.parquet", True, r"size True is not a byte count"),
+        ("x.parquet", -5, r"size -5 is not a byte count"),
+        (None, 0, r"path None is not a string"),
+    ],
+)
+def test_a_leaf_file_with_a_size_or_path_of_another_kind_is_refused(
+    phase_two: tuple[Parallel, int], path, size, why: str
+) -> None:
+    """A caller's LeafFile is checked when built: a size of None or text made split_leaves fail with
+    a bare TypeError ("'<=' not supported between instances of 'NoneType' and 'int'")."""
+    after, _ = phase_two
+    with pytest.raises(ParallelStateError, match=why):
+        split_leaves([LeafFile(path, size)], 2, after.state.storage)

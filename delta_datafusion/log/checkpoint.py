@@ -51,6 +51,16 @@ class LeafFile:
     size: int = 0
     row_groups: tuple[int, ...] | None = None
 
+    def __post_init__(self) -> None:
+        """A caller's leaf (the parallel phase takes them from anywhere): a size of None or text
+        failed later with a bare TypeError. (Row groups are checked against the file when read.)"""
+        if not isinstance(self.path, str):
+            raise ParallelStateError(f"leaf file path {self.path!r} is not a string")
+        if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
+            raise ParallelStateError(
+                f"leaf file {self.path}: size {self.size!r} is not a byte count (0 when unknown)"
+            )
+
     def describe(self) -> str:
         rg = "" if self.row_groups is None else f" row groups {list(self.row_groups)}"
         return posixpath.basename(self.path) + rg
@@ -168,7 +178,7 @@ def read_manifest(
             raise LogCorruptError(f"{part.path}: the checkpoint manifest is empty")
         table, _ = parse_json_actions([data], schema, [part.path])
         sidecars = _sidecar_rows(table)
-        leaves = [LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars]
+        leaves = [LeafFile(sidecar_path(storage, log_dir, p, part.path), max(0, s or 0)) for p, s in sidecars]
         return CheckpointManifest(ckpt, table, _unique_leaves(leaves, part.path))
     leaves: list[LeafFile] = []
     inline_tables = []
@@ -180,7 +190,9 @@ def read_manifest(
         sidecars = _sidecar_rows(side) if side.num_columns else []
         if sidecars:
             inline_tables.append(read_parquet_actions(storage, part, LEAF_COLUMNS))
-            leaves.extend(LeafFile(sidecar_path(storage, log_dir, p, part.path), s or 0) for p, s in sidecars)
+            leaves.extend(
+                LeafFile(sidecar_path(storage, log_dir, p, part.path), max(0, s or 0)) for p, s in sidecars
+            )
         else:
             leaves.append(LeafFile(part.path, part.size or 0))
     inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None
