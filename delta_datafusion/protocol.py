@@ -21,7 +21,6 @@ from .schema import (
     check_type_changes,
     check_unique_physical_names,
     column_mapping_mode,
-    contains_type,
     known_prefix,
     parse_schema_string,
     physical_name,
@@ -46,14 +45,16 @@ SUPPORTED_READER_FEATURES = frozenset(
         # protocol's alternative for engines without a variant type, which DataFusion 55 is
         "variantType",
         "variantType-preview",
+        # shredding (the protocol's current name, and the preview's): a data file storing a
+        # VARIANT shredded (typed_value beside value) is refused by name when a query reads the
+        # column (read/file_checks.refuse_shredded_variants); unshredded files and the table's
+        # other columns are read
+        "variantShredding",
+        "variantShredding-preview",
     }
 )
 #: Known reader features we refuse, with the reason shown to users.
 REFUSED_READER_FEATURES = {
-    # refused only with a VARIANT column (see check_readable); PROTOCOL.md now names the feature
-    # variantShredding; the -preview name came first
-    "variantShredding": "shredded VARIANT columns are not reassembled by this reader",
-    "variantShredding-preview": "shredded VARIANT columns are not reassembled by this reader",
     "catalogManaged": "catalog-managed commits need the catalog to list unpublished commits",
     "catalogOwned-preview": "catalog-managed commits need the catalog to list unpublished commits",
 }
@@ -81,8 +82,6 @@ WRITER_ONLY_FEATURES = frozenset(
         "materializePartitionColumns",
     }
 )
-
-_VARIANT_SHREDDING = frozenset({"variantShredding", "variantShredding-preview"})
 
 
 @dataclass(frozen=True)
@@ -141,14 +140,8 @@ class Protocol:
         v = self.min_reader_version
         return v == 2 or (v == 3 and "columnMapping" in self.reader_features)
 
-    def check_readable(
-        self, where: str, schema_json: dict[str, Any] | None = None, defer_variant: bool = False
-    ) -> None:
-        """Refuse protocols this reader cannot honour, naming the version or feature.
-
-        ``schema_json``: the table schema in force; variant shredding is honoured vacuously when
-        no column is a variant. Without a schema the feature is refused, unless
-        ``defer_variant`` (the caller checks again once the metadata is parsed)."""
+    def check_readable(self, where: str) -> None:
+        """Refuse protocols this reader cannot honour, naming the version or feature."""
         v = self.min_reader_version
         if v not in (1, 2, 3):
             raise InvalidProtocolError(
@@ -161,10 +154,6 @@ class Protocol:
             )
         for feat in sorted(self.reader_features):
             if feat in SUPPORTED_READER_FEATURES:
-                continue
-            if feat in _VARIANT_SHREDDING and (
-                defer_variant or (schema_json is not None and not contains_type(schema_json, "variant"))
-            ):
                 continue
             if feat in WRITER_ONLY_FEATURES:
                 raise InvalidProtocolError(

@@ -433,13 +433,12 @@ def _checked_protocol_metadata(
         )
     p_where, m_where = found.p_where, found.m_where
     proto = Protocol.from_action(found.protocol, p_where)
-    proto.check_readable(p_where, defer_variant=True)  # before the metadata: it may be newer
+    proto.check_readable(p_where)  # before the metadata: it may be newer
     md = require_metadata(
         Metadata.from_action(found.metadata, m_where, proto) if found.metadata is not None else None,
         where_table,
         _checkpoint_lacks(segment, "metaData"),
     )
-    proto.check_readable(p_where, md.schema_json)
     if checksum is not None and m_where == checksum.file.path:
         # the in-commit timestamp settings are read by history and time travel: a checksum's
         # must be readable and cannot enable them from a later version than its own

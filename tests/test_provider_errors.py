@@ -641,20 +641,6 @@ def test_unsupported_reader_feature(tmp_path: Path, features: list[str], named: 
         _run(ctx, "SELECT * FROM lake.default.t")
 
 
-def test_variant_shredding_refused_by_feature_name(tmp_path: Path) -> None:
-    """A table with a VARIANT column and variant shredding is refused as an unsupported feature
-    (unshredded variants are read: tests/test_variant.py)."""
-    table = tmp_path / "t"
-    fields = [
-        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
-        {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
-    ]
-    features = ["variantType", "variantShredding-preview"]
-    _write_table_log(table, features, features, fields=fields)
-    with pytest.raises(UnsupportedFeatureError, match="variantShredding-preview"):
-        dd.register_table(_ctx(), "t", str(table))
-
-
 def test_writer_only_features_do_not_block_reads(tmp_path: Path) -> None:
     table = tmp_path / "t"
     _write_table_log(table, [], ["appendOnly", "invariants", "someFutureWriterFeature"], with_data=True)

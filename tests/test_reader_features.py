@@ -13,13 +13,14 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from conftest import add_action, write_commit
 from datafusion import SessionContext
 
 import delta_datafusion as dd
-from delta_datafusion import DeltaTable, InvalidProtocolError, UnsupportedFeatureError
+from delta_datafusion import DeltaTable, InvalidProtocolError
 
 LONG = {"name": "x", "type": "long", "nullable": True, "metadata": {}}
 VARIANT = {"name": "v", "type": "variant", "nullable": True, "metadata": {}}
@@ -73,11 +74,12 @@ def test_variant_shredding_without_variant_columns_is_read(tmp_path: Path, featu
 
 
 @pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
-def test_variant_shredding_with_a_variant_column_is_refused_by_name(tmp_path: Path, feature: str) -> None:
+def test_variant_shredding_with_an_unshredded_variant_column_is_read(tmp_path: Path, feature: str) -> None:
+    """Shredded files are refused one by one when the column is read (tests/test_variant.py)."""
     t = _table(tmp_path / "t", ["variantType", feature], ["variantType", feature], [LONG, VARIANT])
-    with pytest.raises(UnsupportedFeatureError, match=f"'{feature}': shredded VARIANT columns") as info:
-        _sum(t)
-    assert "00000000000000000000.json" in str(info.value)
+    assert _sum(t) == 3
+    values = DeltaTable(str(t)).snapshot().scan(columns=["v"]).to_table().column("v").to_pylist()
+    assert [v["value"] for v in values] == [b"\x0c\x05", b"\x0c\x06"]
 
 
 def test_timestamp_without_timezone_spelling_is_timestamp_ntz(tmp_path: Path) -> None:
@@ -112,19 +114,16 @@ def _variant_added_later(root: Path, feature: str) -> Path:
 
 
 @pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
-def test_change_feed_refuses_a_variant_column_added_under_shredding(tmp_path: Path, feature: str) -> None:
-    """The snapshot of version 1 is refused (a VARIANT column under the shredding feature): so
-    is a change range from before it, as from its own start, naming the commit."""
+def test_change_feed_reads_a_variant_column_added_under_shredding(tmp_path: Path, feature: str) -> None:
+    """A VARIANT column brought by a metaData action alone under the shredding feature: the
+    snapshots and change ranges across it read its unshredded values."""
     t = _variant_added_later(tmp_path / "t", feature)
-    with pytest.raises(UnsupportedFeatureError, match=feature):
-        DeltaTable(str(t)).snapshot(version=1)
     assert _sum_at(t, 0) == 3
-    # from version 0: the commit bringing the column is named; from 1, as the snapshot does,
-    # the protocol's file
-    for start, named in ((0, 1), (1, 0)):
-        with pytest.raises(UnsupportedFeatureError, match=rf"{named:020d}\.json.*{feature}"):
-            DeltaTable(str(t)).changes(start, 2).to_table()
-    assert DeltaTable(str(t)).changes(0, 0).to_table().num_rows == 2
+    assert _sum_at(t, 2) == 6
+    for start in (0, 1):
+        feed = DeltaTable(str(t)).changes(start, 2).to_table()
+        assert sorted(feed.column("x").to_pylist()) == ([1, 2, 3] if start == 0 else [3])
+        assert feed.filter(pc.field("x") == 3).column("v").to_pylist()[0]["value"] is not None
 
 
 def _sum_at(table: Path, version: int) -> int:

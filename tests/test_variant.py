@@ -293,16 +293,51 @@ def test_shredded_variant_file_is_refused(tmp_path: Path) -> None:
         DeltaTable(str(t)).snapshot().scan(columns=["s"]).to_table()
 
 
-def test_variant_shredding_feature_is_refused(tmp_path: Path) -> None:
-    t = _variant_table(tmp_path / "t")
+def _with_shredding_feature(t: Path, feature: str) -> Path:
     actions = [json.loads(line) for line in commit_path(t, 0).read_text().splitlines()]
     for a in actions:
         if "protocol" in a:
-            a["protocol"]["readerFeatures"].append("variantShredding-preview")
-            a["protocol"]["writerFeatures"].append("variantShredding-preview")
+            a["protocol"]["readerFeatures"].append(feature)
+            a["protocol"]["writerFeatures"].append(feature)
     write_commit(t, 0, actions)
-    with pytest.raises(UnsupportedFeatureError, match="variantShredding-preview"):
-        DeltaTable(str(t)).snapshot()
+    return t
+
+
+@pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
+def test_a_table_with_the_shredding_feature_reads_its_unshredded_files(tmp_path: Path, feature: str) -> None:
+    """The feature allows shredded files; files storing the variant unshredded read as in any
+    table (they were refused with the whole table before)."""
+    t = _with_shredding_feature(_variant_table(tmp_path / "t"), feature)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    assert _sql(ctx, "SELECT id, v, arr FROM t ORDER BY id") == _expected(ALL)
+    changes = _sql(ctx, "SELECT id, v FROM table_changes('t', 1) ORDER BY id")
+    assert changes == [{"id": r["id"], "v": r["v"]} for r in _expected(ROWS_B + ROWS_C)]
+
+
+@pytest.mark.parametrize("feature", ["variantShredding", "variantShredding-preview"])
+def test_a_shredded_file_of_a_table_with_the_feature_is_refused_by_name(tmp_path: Path, feature: str) -> None:
+    """Only a query reading the variant from the shredded file (c.parquet, version 2) is refused;
+    the other columns, and the version before it, read."""
+    shredded = pa.struct(
+        [
+            pa.field("value", pa.binary()),
+            pa.field("metadata", pa.binary(), False),
+            pa.field("typed_value", pa.int64()),
+        ]
+    )
+    t = _with_shredding_feature(_variant_table(tmp_path / "t", vtype_c=shredded), feature)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_table(ctx, "t", str(t))
+    with pytest.raises(Exception, match=r"UnsupportedFeatureError.*c\.parquet.*shredded"):
+        ctx.sql("SELECT id, v FROM t").collect()
+    assert sorted(r["id"] for r in _sql(ctx, "SELECT id FROM t")) == [1, 2, 3, 4, 5, 6, 7]
+    dd.register_table(ctx, "t1", str(t), version=1)
+    assert _sql(ctx, "SELECT id, v, arr FROM t1 ORDER BY id") == _expected(ROWS_A + ROWS_B)
+    with pytest.raises(UnsupportedFeatureError, match=r"c\.parquet.*shredded"):
+        DeltaTable(str(t)).changes(0).to_table()
 
 
 def test_cli_info_names_variant_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

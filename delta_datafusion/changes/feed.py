@@ -173,26 +173,19 @@ class ChangeFeed:
         self._ict: dict[int, tuple[int, int] | None] = {
             start: _ict_of(current, f"{where} at version {start}")
         }
-        passed = None  # the schema last checked against the protocol in force
         for c in commits:
             if c.version == start:
                 continue
             p, m = find_protocol_and_metadata(c.data, c.info.path, c.escaped_letter)
             if p is not None:
                 protocol = Protocol.from_action(p, c.info.path)
-                protocol.check_readable(c.info.path, defer_variant=True)
+                protocol.check_readable(c.info.path)
             md = Metadata.from_action(m, c.info.path, protocol) if m is not None else None
             if md is not None:
                 current = md
             elif p is not None:
                 current = dataclasses.replace(current, ict_feature=protocol.supports_in_commit_timestamps)
             self._ict[c.version] = _ict_of(current, c.info.path)
-            # a schema may bring the first VARIANT column under a shredding feature in force; an
-            # unchanged schema (one object per distinct text) under the same protocol passed
-            if p is not None or (md is not None and md.schema_json is not passed):
-                in_force = md if md is not None else segments[-1][1]
-                protocol.check_readable(c.info.path, in_force.schema_json)
-                passed = in_force.schema_json
             if md is not None or p is not None:
                 _require_feed(current, protocol, c.version, where, start, end, md is not None)
             if md is not None:

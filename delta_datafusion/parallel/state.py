@@ -230,12 +230,10 @@ class ParallelState:
         )
         self.protocol = _protocol if _protocol is not None else Protocol.from_action(protocol, where)
         if _protocol is None:
-            self.protocol.check_readable(where, defer_variant=True)
+            self.protocol.check_readable(where)
         self.metadata = (
             _metadata if _metadata is not None else Metadata.from_action(metadata, where, self.protocol)
         )
-        if _protocol is None:
-            self.protocol.check_readable(where, self.metadata.schema_json)
         self._table = _StateTable(self)
         # A real Scan over the stand-in: pruning is Scan.prune itself.
         self.scan = Scan(self._table, columns=self.columns, predicate=predicate)

@@ -156,8 +156,8 @@ class FileChecks:
 
     def refuse_shredded_variants(self, units: Sequence[ScanUnit], columns: frozenset[str]) -> None:
         """A shredded VARIANT keeps part of its data outside ``value`` (``typed_value``), which
-        reading the struct of binaries would silently lose: such a file is refused (the tables
-        that may hold one, with ``variantShredding`` or its preview, are refused before this)."""
+        reading the struct of binaries would silently lose: such a file is refused when a query
+        reads the column (tables with ``variantShredding`` or its preview are read otherwise)."""
         phys = self.rs.to_physical()
         # every variant column of this version, in table order (one cached fact per file serves
         # any request)
