@@ -153,11 +153,6 @@ def _struct_fields(dtype: Any, skip: int = 0) -> Iterator[tuple[tuple[str, ...],
             yield path, [f for f in node["fields"] if isinstance(f, dict) and isinstance(f.get("name"), str)]
 
 
-def contains_type(dtype: Any, name: str) -> bool:
-    """Does a Delta schema JSON type contain the primitive ``name`` (e.g. "variant") anywhere?"""
-    return any(node == name for _, node in _type_nodes(dtype))
-
-
 def annotated_field(dtype: Any, skip: int = 0, skipped: str | None = None) -> str | None:
     """The first field (dotted path) with a column-mapping physical name, top-level fields first,
     then nested ones. ``skip``: the nested fields of that many leading top-level fields are not
