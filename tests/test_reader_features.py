@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import add_action, write_commit
+from conftest import add_action, metadata_action, write_commit
 from datafusion import SessionContext
 
 import delta_datafusion as dd
@@ -45,17 +45,8 @@ def _table(
         "readerFeatures": reader,
         "writerFeatures": writer,
     }
-    metadata = {
-        "id": "features",
-        "format": {"provider": "parquet", "options": {}},
-        "schemaString": json.dumps({"type": "struct", "fields": fields}),
-        "partitionColumns": [],
-        "configuration": configuration or {},
-        "createdTime": 0,
-    }
-    write_commit(
-        root, 0, [{"protocol": protocol}, {"metaData": metadata}, {"add": add_action(root, "a.parquet")}]
-    )
+    metadata = metadata_action({"type": "struct", "fields": fields}, [], configuration, "features")
+    write_commit(root, 0, [{"protocol": protocol}, metadata, {"add": add_action(root, "a.parquet")}])
     return root
 
 
