@@ -7,6 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from ..log.actions import forget_all_parquet
 from ..predicate import literal_count
 from ..scan import ScanMetadata
 from ..scan_unit import FileUnits
@@ -45,13 +46,21 @@ def plan_key(pred: Any, row_counts: bool) -> Hashable | None:
 
 def table_dataset(snapshot: Snapshot, label: str | None = None) -> DeltaDataset:
     """A DataFusion-ready dataset over one snapshot (whose checkpoint, read when the first query
-    plans, is listed again if a log cleanup removed it since: see ``Snapshot._files``)."""
+    plans, is listed again if a log cleanup removed it since: see ``Snapshot._files``).
+
+    Once a plan has read the files, the local checkpoint files the snapshot's table handle holds
+    open are closed: ``register_table``, ``CREATE EXTERNAL TABLE`` and a folder catalog's lookups
+    make a handle each, which reads them no more, and every registered or catalog table held its
+    checkpoint's descriptor for the process's life (a deleted one too). An object store's handles
+    hold no descriptor (opening one again is a request): kept."""
     scan = snapshot.scan()
     reader = scan.reader()
     label = label or snapshot.table_root
 
     def plan(pred: Any, row_counts: bool) -> tuple[FileUnits, int, int]:
         files, total, after_parts = snapshot.select_files(pred, row_counts)
+        if snapshot.storage.is_local:
+            forget_all_parquet(snapshot.storage)  # read (see above)
         return ScanMetadata(files).scan_units(snapshot, pred), total, after_parts
 
     def planner(pred: Any) -> tuple[list, ScanPlanInfo]:

@@ -507,7 +507,30 @@ def open_parquet(storage: Storage, path: str) -> pq.ParquetFile:
         if len(cache) > 64:
             cache.clear()
         cache[path] = pf
+        _keep_latest_checkpoints(cache)
     return pf
+
+
+#: The checkpoints (all parts of each) whose files :func:`open_parquet` keeps open per table
+#: handle: those most recently opened. A handle kept for a long-lived process while a writer
+#: checkpoints held every checkpoint it had read open, one more file per checkpoint written,
+#: deleted ones too (a log cleanup's disk space not given back); an older checkpoint read again
+#: is opened again (one footer read).
+KEPT_CHECKPOINTS = 2
+
+
+def _keep_latest_checkpoints(cache: dict[str, pq.ParquetFile]) -> None:
+    """Drop the files of all but the :data:`KEPT_CHECKPOINTS` checkpoints opened last (a
+    checkpoint's files are named by its version first; the cache keeps the order of opening).
+    The paths are copied first (one C call): other threads' planning reads may change the cache."""
+    paths = list(cache)
+    versions = list(dict.fromkeys(os.path.basename(p)[:20] for p in reversed(paths)))
+    if len(versions) <= KEPT_CHECKPOINTS:
+        return
+    kept = set(versions[:KEPT_CHECKPOINTS])
+    for path in paths:
+        if os.path.basename(path)[:20] not in kept:
+            cache.pop(path, None)
 
 
 def file_identity(path: str) -> tuple[int, ...] | None:
@@ -522,10 +545,17 @@ def file_identity(path: str) -> tuple[int, ...] | None:
 
 def forget_parquet(storage: Storage, paths: Iterable[str]) -> None:
     """Drop the files :func:`open_parquet` holds open for ``paths``: a log listed again may name
-    another file under the same name (the folder written again), whose footer differs."""
+    another file under the same name (the folder written again), whose footer differs; a table
+    handle that has read its checkpoint's files may read it no more. A reader using one keeps it
+    open until its read ends."""
     cache = storage.__dict__.get("_log_parquet", {})
     for path in paths:
         cache.pop(path, None)
+
+
+def forget_all_parquet(storage: Storage) -> None:
+    """Drop every file :func:`open_parquet` holds open for the table handle ``storage``."""
+    forget_parquet(storage, list(storage.__dict__.get("_log_parquet", {})))
 
 
 @contextlib.contextmanager
