@@ -20,6 +20,10 @@ from .batches import MIN_BATCH_SIZE
 
 #: Offsets of one stride are kept for batches of up to this many rows (4 bytes a row and stride).
 KEPT_OFFSETS_ROWS = 1 << 20
+#: Strides whose offsets are kept at once, the first kept going first when another is met: a
+#: process reading tables whose codes have many widths kept a buffer per width it ever met
+#: (512 KB to 4 MB each; 40 widths: 21 MB). One met again is made again (~0.1 ms a buffer).
+KEPT_OFFSET_WIDTHS = 8
 
 _offsets: dict[int, pa.Buffer] = {}  # stride -> int32 offsets 0, w, 2w, ... (immutable, shared)
 _offsets_lock = threading.Lock()
@@ -75,5 +79,8 @@ def _stride_offsets(width: int, n: int) -> pa.Buffer:
     np.multiply(np.arange(rows + 1, dtype=np.int32), width, out=np.frombuffer(buf, np.int32))
     if rows <= KEPT_OFFSETS_ROWS:
         with _offsets_lock:
+            _offsets.pop(width, None)
+            while len(_offsets) >= KEPT_OFFSET_WIDTHS:
+                del _offsets[next(iter(_offsets))]
             _offsets[width] = buf
     return buf
