@@ -117,6 +117,27 @@ def test_fixed_width_code_offsets_are_kept_for_a_few_widths() -> None:
     assert 1 not in dictionaries._offsets and 40 in dictionaries._offsets  # the widths met last
 
 
+def test_show_tables_over_a_folder_catalog_leaves_no_checkpoint_open(tmp_path: Path) -> None:
+    """SHOW TABLES (and information_schema) opens every table of a folder catalog, reading each
+    one's protocol and metadata from its checkpoint; those snapshots stay cached until a query
+    reads them. Each held its checkpoint open meanwhile: a catalog of N tables, N files."""
+    root = tmp_path / "lake"
+    for name in ("a", "b", "c"):
+        path = _checkpointed_table(root)
+        path.rename(root / name)
+        _append_and_checkpoint(root / name, 1)
+    ctx = SessionContext()
+    dd.register(ctx)
+    dd.register_catalog(ctx, "lake", str(root))
+    shown = ctx.sql(
+        "SELECT table_name FROM information_schema.tables WHERE table_catalog = 'lake' AND table_schema = 'default'"
+    )
+    assert sorted(shown.to_pydict()["table_name"]) == ["a", "b", "c"]
+    assert [f for name in ("a", "b", "c") for f in _open_log_files(root / name)] == []
+    assert ctx.sql("SELECT count(*) AS n FROM lake.default.b").to_pylist() == [{"n": 2}]
+    assert [f for name in ("a", "b", "c") for f in _open_log_files(root / name)] == []
+
+
 def test_a_table_handle_on_an_object_store_reads_its_checkpoint_footer_once(tmp_path: Path) -> None:
     """On an object store a kept checkpoint handle holds no descriptor, and opening it again is
     a request: a table handle asked for a snapshot per request at one checkpoint opens it once

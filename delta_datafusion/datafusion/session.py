@@ -23,6 +23,7 @@ from datafusion.catalog import CatalogProvider, SchemaProvider, TableProviderFac
 
 from ..arguments import misspelt_option
 from ..errors import ArgumentError, DeltaError, TableNotFoundError, from_datafusion
+from ..log.actions import forget_all_parquet
 from ..storage import Storage, forget_listing
 from ..table import DeltaTable, relisting
 from ..timestamps import to_micros
@@ -397,9 +398,20 @@ class DeltaSchemaProvider(SchemaProvider):
             try:
                 if self._table(name) is not None:
                     names.append(name)
+                    self._close_log_files(name)
             except DeltaError:
                 continue
         return names
+
+    def _close_log_files(self, name: str) -> None:
+        """Close the local checkpoint files the cached snapshot of ``name`` holds open for the
+        read of its files to come: listed, not queried, every table of the catalog held one (a
+        catalog of N tables, N descriptors after SHOW TABLES); its first query opens it again.
+        An object store's handle holds no descriptor (opening it again is a request): kept."""
+        with self._lock:
+            cached = self._cache.get(name)
+        if cached is not None and cached[2].storage.is_local:
+            forget_all_parquet(cached[2].storage)
 
     def names(self) -> set[str]:
         """:attr:`table_names` as a set: ``ctx.catalog(c).schema(s)`` hands this provider back
