@@ -369,6 +369,11 @@ def deleted_row_mask(deleted: AbstractBitMap64, start: int, length: int) -> pa.B
 
 # -- cache --------------------------------------------------------------------------------------
 
+#: Stored bytes of deletion vectors the process cache keeps. Bounded by count alone (4,096), a
+#: process reading tables whose files have large vectors (a 1M-row file with half its rows
+#: deleted: ~130 KB) could keep ~0.5-0.9 GB.
+DV_CACHE_BYTES = 256 * 1024 * 1024
+
 
 class DeletionVectorCache:
     """Process-wide, thread-safe memo of decoded DVs keyed by (table root URI, DV unique id,
@@ -379,13 +384,17 @@ class DeletionVectorCache:
     Several scan threads often need the same DV (one per row group of a data file); each DV is
     read and decoded once. Bitmaps are returned frozen because they are shared between threads.
     Concurrent requests for the same DV wait for the first one instead of decoding it again;
-    failures are not cached. At most ``max_entries`` DVs are kept (least recently used evicted).
+    failures are not cached. At most ``max_entries`` DVs are kept, of at most ``max_bytes``
+    stored bytes together (their ``sizeInBytes``, about their size in memory; the least
+    recently used evicted first, the newest kept whatever its size).
     """
 
-    def __init__(self, max_entries: int = 4096):
+    def __init__(self, max_entries: int = 4096, max_bytes: int = DV_CACHE_BYTES):
         if max_entries < 1:
             raise ValueError(f"max_entries must be at least 1, got {max_entries}")
         self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._bytes = 0  # the kept DVs' sizeInBytes (the last part of their keys)
         self._lock = threading.Lock()
         self._bitmaps: OrderedDict[tuple[str, str, int], FrozenBitMap64] = OrderedDict()
         self._loading: dict[tuple[str, str, int], threading.Lock] = {}
@@ -418,10 +427,14 @@ class DeletionVectorCache:
                     self._loading.pop(key, None)
                 raise
             with self._lock:
+                if key not in self._bitmaps:
+                    self._bytes += key[2]
                 self._bitmaps[key] = bitmap
                 self._loading.pop(key, None)
-                while len(self._bitmaps) > self.max_entries:
-                    self._bitmaps.popitem(last=False)
+                while len(self._bitmaps) > self.max_entries or (
+                    self._bytes > self.max_bytes and len(self._bitmaps) > 1
+                ):
+                    self._bytes -= self._bitmaps.popitem(last=False)[0][2]
             return bitmap
 
     def _lookup(self, key: tuple[str, str, int]) -> FrozenBitMap64 | None:
@@ -433,6 +446,7 @@ class DeletionVectorCache:
     def clear(self) -> None:
         with self._lock:
             self._bitmaps.clear()
+            self._bytes = 0
 
     def __len__(self) -> int:
         with self._lock:

@@ -138,6 +138,35 @@ def test_show_tables_over_a_folder_catalog_leaves_no_checkpoint_open(tmp_path: P
     assert [f for name in ("a", "b", "c") for f in _open_log_files(root / name)] == []
 
 
+def test_deletion_vector_cache_keeps_a_bounded_number_of_bytes(tmp_path: Path) -> None:
+    """The process's deletion vector cache was bounded by count alone (4,096 vectors): a vector
+    of a 1M-row file with half its rows deleted takes ~130 KB, so a long-lived process reading
+    tables with many such files could keep ~0.5-0.9 GB. It keeps ``max_bytes`` of vectors (by
+    their stored size), the most recently used."""
+    from pyroaring import BitMap64
+    from test_dv import _frame
+
+    from delta_datafusion.dv import DeletionVectorCache, DeletionVectorDescriptor
+    from delta_datafusion.storage import Storage
+
+    name = "deletion_vector_00000000-0000-0000-0000-000000000000.bin"
+    content, descriptors = b"\x01", []
+    for k in range(12):
+        rows = BitMap64(range(k, 40_000, 3))
+        body = rows.serialize()
+        descriptors.append(DeletionVectorDescriptor("u", "0" * 20, len(content), 4 + len(body), len(rows)))
+        content += _frame(body)
+    (tmp_path / name).write_bytes(content)
+    storage = Storage(str(tmp_path))
+    size = descriptors[0].size_in_bytes
+    cache = DeletionVectorCache()
+    cache.max_bytes = 5 * size  # five vectors' worth
+    for d in descriptors:
+        assert len(cache.get(d, storage)) == d.cardinality
+    assert len(cache) <= 5
+    assert len(cache.get(descriptors[-1], storage)) == descriptors[-1].cardinality
+
+
 def test_a_table_handle_on_an_object_store_reads_its_checkpoint_footer_once(tmp_path: Path) -> None:
     """On an object store a kept checkpoint handle holds no descriptor, and opening it again is
     a request: a table handle asked for a snapshot per request at one checkpoint opens it once
