@@ -202,3 +202,23 @@ def test_a_checkpointed_table_reads_the_same(tmp_path: Path) -> None:
     dd.register_table(ctx, "t", path)
     assert ctx.sql("SELECT id FROM t WHERE f < 0.0").to_pydict()["id"] == []
     assert ctx.sql("SELECT id FROM t WHERE f > 1.5 ORDER BY id").to_pydict()["id"] == [2, 3]
+
+
+@pytest.mark.parametrize("typ", [pa.float64(), pa.float32()])
+def test_negative_nans_of_a_sliced_column_are_found_in_the_slice_only(typ: pa.DataType) -> None:
+    """The check reads the column's buffer at its offset: a batch sliced out of a longer one holds
+    a -NaN at its last row (found, made positive), and one whose -NaN lies before its offset has
+    none (left as it is); a NULL keeps its place, whatever its slot holds."""
+    from delta_datafusion.read.nan_filters import float_positions, positive_nans
+
+    values = pa.array([NEG, 1.0, None, 2.0, NEG], typ)
+    whole = pa.record_batch({"id": pa.array(range(5), pa.int64()), "f": values})
+    assert float_positions(whole.schema) == [1]
+    tail, middle = whole.slice(1, 4), whole.slice(1, 3)
+    as_uint, above = NEGATIVE_NAN_ABOVE[typ]
+    fixed_tail, fixed_middle = list(positive_nans(iter([tail, middle]), [1]))
+    tail_bits = fixed_tail.column(1).view(as_uint).to_pylist()
+    assert tail_bits[:3] == tail.column(1).view(as_uint).to_pylist()[:3]  # the values before it kept
+    assert tail_bits[3] <= above and math.isnan(fixed_tail.column(1)[3].as_py())
+    assert fixed_tail.column(1).is_null().to_pylist() == [False, True, False, False]
+    assert fixed_middle is middle  # nothing to make positive: the batch passes as it is

@@ -24,7 +24,7 @@ from .dictionaries import decoded
 from .file_checks import FileChecks
 from .footer_probe import probed_footer
 from .known_rows import constant_batches, constant_columns, known_file_rows, known_row_count, value_batches
-from .nan_filters import positive_nans, split_nan_sensitive
+from .nan_filters import float_positions, positive_nans, split_nan_sensitive
 from .page_windows import RowWindow, judged_type, row_window
 from .read_errors import ReadErrors
 from .selected_rows import SelectedRows, to_logical
@@ -170,8 +170,10 @@ class UnitReader:
         :meth:`reads_in_order` accepts.
         """
         batches = self._read(units, columns, predicate, batch_size, first_rows_early, in_order)
-        if any(pa.types.is_floating(self.rs.logical.field(c).type) for c in columns):
-            batches = positive_nans(batches)
+        # every batch has the columns' logical fields, in order (see read_schema.conform)
+        floats = float_positions(pa.schema([self.rs.logical.field(c) for c in columns]))
+        if floats:
+            batches = positive_nans(batches, floats)
         if CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
             return batches
         return self._checked_change_types(batches, units)
