@@ -923,3 +923,34 @@ def test_feed_plans_of_nan_and_negative_nan_in_lists_are_kept_apart(tmp_path):
         want = ctx.sql(f"SELECT id FROM mem WHERE {where} ORDER BY id").to_pydict()["id"]
         assert got == want, where
     assert want == [4]
+
+
+def test_a_filter_without_the_change_type_judges_each_cdc_file_once(table, monkeypatch):
+    """A cdc file stores its rows' change types, so a filter on ``_change_type`` judges it once
+    per type it may hold; a filter that does not read the column (a partition filter) judges it
+    once: its change type cannot change the answer. The pruning, and the rows, stay the same."""
+    from delta_datafusion.changes.feed import ChangeFeed
+
+    judged: list[int] = []
+    original = ChangeFeed._judged_files
+
+    def counting(self, sources, change_types, stats):
+        judged.append(len(sources))
+        return original(self, sources, change_types, stats)
+
+    monkeypatch.setattr(ChangeFeed, "_judged_files", counting)
+    files = DeltaTable(str(table)).changes(0).files()
+    n_cdc = files.filter(pc.equal(files.column("kind"), "cdc")).num_rows
+    assert n_cdc >= 2
+    info, units = plan(table, pc.field("part") == "p0")
+    # the partition stage judges the adds and removes, then the cdc files: each source once
+    assert judged[0] + judged[1] == files.num_rows and judged[1] == n_cdc, judged
+    assert info.files_after_partition_pruning == len(units)
+    assert {u.partition_values["part"] for u in units} == {"p0"}
+    want = DeltaTable(str(table)).changes(0).to_table().filter(pc.field("part") == "p0")
+    got = DeltaTable(str(table)).changes(0, predicate="part = 'p0'").to_table()
+    assert (
+        got.sort_by("id")
+        .select(["id", "_change_type"])
+        .equals(want.sort_by("id").select(["id", "_change_type"]))
+    )

@@ -464,7 +464,7 @@ class ChangeFeed:
         :func:`change_type_candidates`); ``type_ranges`` (position in ``rows`` -> footer min/max
         of ``_change_type``) narrows those values. ``stats`` replaces the sources' stats.
         """
-        from ..predicate import TRUE
+        from ..predicate import TRUE, referenced_columns
         from ..skipping import file_keep_mask
 
         if pred is None or pred == TRUE or len(rows) == 0:
@@ -473,6 +473,10 @@ class ChangeFeed:
         ct_rows = self._change_types[rows]
         literals, safe = change_type_literals(pred)
         cdc_pred = pred if safe else without_column(pred, CHANGE_TYPE)
+        # a predicate that does not read the change type (a partition filter) judges a cdc file
+        # once, not once per change type it may hold (the cdf benchmark's part = 'p3': 1,144
+        # judged rows -> 328)
+        by_type = safe and CHANGE_TYPE in referenced_columns(cdc_pred)
         out = np.zeros(len(rows), dtype=bool)
         for group_pred, members in ((pred, np.flatnonzero(~is_cdc)), (cdc_pred, np.flatnonzero(is_cdc))):
             if len(members) == 0:
@@ -487,7 +491,9 @@ class ChangeFeed:
                     pos.append(i)
                     types.append(ct_rows[i])
                     continue
-                values = change_type_candidates(literals, (type_ranges or {}).get(int(i))) if safe else [None]
+                values = (
+                    change_type_candidates(literals, (type_ranges or {}).get(int(i))) if by_type else [None]
+                )
                 pos.extend([i] * len(values))
                 types.extend(values)
             pos_arr = np.asarray(pos, dtype=np.int64)
