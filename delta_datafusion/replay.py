@@ -263,8 +263,12 @@ def file_keys(locations: pa.Array, dv: pa.Array) -> pa.Array:
 # -- reconciliation ------------------------------------------------------------------------
 
 
-def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Array]:
-    """Live adds among commit actions and the set of all keys the commits touched."""
+def newest_per_key(adds: pa.Table, removes: pa.Table, where: str = "the log") -> tuple[pa.Table, pa.Array]:
+    """Live adds among commit actions and the set of all keys the commits touched.
+
+    An add and a remove of one key in one commit is refused (``where`` names the table): the
+    protocol does not order a commit's actions, so the file would be live or not by whichever
+    line a reader takes last (Spark the later line, the kernel the first seen)."""
     n_a, n_r = adds.num_rows, removes.num_rows
     # Concatenate the chunks (a list of ChunkedArrays would be converted through Python objects).
     keys = pa.chunked_array(
@@ -288,9 +292,30 @@ def newest_per_key(adds: pa.Table, removes: pa.Table) -> tuple[pa.Table, pa.Arra
     sorted_codes = codes[order]
     first = np.ones(len(order), dtype=bool)
     first[1:] = sorted_codes[1:] != sorted_codes[:-1]
+    if n_r:
+        _refuse_add_and_remove(order, first, vers, n_a, adds, where)
     winners = order[first]
     live_add_rows = np.sort(winners[winners < n_a])
     return adds.take(pa.array(live_add_rows)), keys
+
+
+def _refuse_add_and_remove(
+    order: np.ndarray, first: np.ndarray, vers: np.ndarray, n_a: int, adds: pa.Table, where: str
+) -> None:
+    """Raise if a key's newest action is an add with a remove of that key in the same version
+    (``order`` puts a key's actions newest first, an add before a remove of its version)."""
+    # a key's second action, where its first (the newest) is an add of the same version
+    clash = ~first[1:] & (order[:-1] < n_a) & (order[1:] >= n_a) & (vers[order[:-1]] == vers[order[1:]])
+    if not clash.any():
+        return
+    row = int(order[:-1][clash][0])
+    version = int(vers[row])
+    path = adds.column("path")[row].as_py()
+    raise LogCorruptError(
+        f"{where}: commit {version:020d}.json (version {version}) has file {path!r} both added "
+        "and removed (with the same deletion vector); the protocol leaves such a commit's result "
+        "undefined"
+    )
 
 
 def surviving_checkpoint_adds(adds: pa.Table, commit_keys: pa.Array) -> pa.Table:

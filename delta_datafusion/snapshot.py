@@ -571,7 +571,7 @@ class Snapshot(TableVersionView):
         parts = self.metadata.physical_partition_columns()
         adds = self.commit_log.file_actions("add", self.storage, parts)
         removes = self.commit_log.file_actions("remove", self.storage, parts)
-        return newest_per_key(adds, removes)
+        return newest_per_key(adds, removes, f"table {self.storage.root_uri}")
 
     @cached_property
     def checkpoint_manifest(self) -> CheckpointManifest | None:
