@@ -14,6 +14,7 @@ from typing import Any
 
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import commit_path, write_commit
 from test_dv import _hand_encode, _z85_encode
@@ -87,3 +88,76 @@ def test_add_and_remove_of_one_path_with_different_dvs_is_legal(tmp_path: Path):
     adds = _two_appends(tmp_path)
     write_commit(tmp_path, 2, [{"add": dict(adds[0], deletionVector=_inline_dv([0]))}, _remove_of(adds[0])])
     assert _ids(tmp_path) == [1]
+
+
+def _feed_table(table: Path) -> list[dict[str, Any]]:
+    """Two appends with the change data feed enabled; a copy of the first data file as ``copy.parquet``."""
+    for i in range(2):
+        deltalake.write_deltalake(
+            str(table),
+            pa.table({"id": pa.array([i], pa.int64())}),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    adds = [
+        json.loads(line)["add"]
+        for v in range(2)
+        for line in commit_path(table, v).read_text().splitlines()
+        if "add" in json.loads(line)
+    ]
+    (table / "copy.parquet").write_bytes((table / adds[0]["path"]).read_bytes())
+    return adds
+
+
+def _without_data_change(action: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in action.items() if k != "dataChange"}
+
+
+@pytest.mark.parametrize("kind", ["add", "remove"])
+def test_file_action_without_data_change_is_refused_by_the_feed(tmp_path: Path, kind: str):
+    """``dataChange`` is required on add and remove; the feed's answer depends on it (an add with
+    ``false`` contributes no insert), so a missing one is refused by name rather than read as true.
+    The snapshot's file set does not depend on it and still reads."""
+    adds = _feed_table(tmp_path)
+    if kind == "add":
+        action = {"add": _without_data_change(dict(adds[0], path="copy.parquet"))}
+        live = [0, 0, 1]
+    else:
+        action = {"remove": _without_data_change(_remove_of(adds[0])["remove"])}
+        live = [1]
+    write_commit(tmp_path, 2, [action])
+    assert _ids(tmp_path) == live
+    with pytest.raises(LogCorruptError) as e:
+        dd.DeltaTable(str(tmp_path)).changes(0, 2).to_table()
+    msg = str(e.value)
+    assert "version 2" in msg and "dataChange" in msg and "00000000000000000002.json" in msg, msg
+    # a range that does not include the commit still reads
+    assert sorted(dd.DeltaTable(str(tmp_path)).changes(0, 1).to_table().column("id").to_pylist()) == [0, 1]
+
+
+def test_missing_data_change_in_a_commit_with_cdc_files_is_not_needed(tmp_path: Path):
+    """A commit with cdc files takes its changes from them; its adds' dataChange is not read
+    (the kernel does not read it there either)."""
+    adds = _feed_table(tmp_path)
+    (tmp_path / "_change_data").mkdir()
+    cdc_rows = pa.table({"id": pa.array([0], pa.int64()), "_change_type": pa.array(["insert"])})
+
+    pq.write_table(cdc_rows, tmp_path / "_change_data" / "c.parquet")
+    size = (tmp_path / "_change_data" / "c.parquet").stat().st_size
+    write_commit(
+        tmp_path,
+        2,
+        [
+            {"add": _without_data_change(dict(adds[0], path="copy.parquet"))},
+            {
+                "cdc": {
+                    "path": "_change_data/c.parquet",
+                    "partitionValues": {},
+                    "size": size,
+                    "dataChange": False,
+                }
+            },
+        ],
+    )
+    t = dd.DeltaTable(str(tmp_path)).changes(2, 2).to_table()
+    assert t.column("id").to_pylist() == [0] and t.column("_change_type").to_pylist() == ["insert"]

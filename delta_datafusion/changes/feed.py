@@ -379,16 +379,30 @@ class ChangeFeed:
             pc.unique(cdc.column("version").combine_chunks()) if cdc.num_rows else pa.array([], pa.int64())
         )
 
-        def data_change(t: pa.Table) -> pa.Table:
+        def data_change(t: pa.Table, kind: str) -> pa.Table:
             if t.num_rows == 0:
                 return t
-            keep = pc.fill_null(t.column("dataChange"), True)
             if len(cdc_versions):
-                keep = pc.and_(keep, pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
-            return t.filter(keep)
+                t = t.filter(pc.invert(pc.is_in(t.column("version"), value_set=cdc_versions)))
+            flag = t.column("dataChange")
+            if flag.null_count:
+                self._refuse_missing_data_change(t, kind)
+            return t.filter(flag)
 
         adds = flat("add")
-        return cdc, data_change(adds), data_change(with_add_stats(flat("remove"), adds))
+        return cdc, data_change(adds, "add"), data_change(with_add_stats(flat("remove"), adds), "remove")
+
+    def _refuse_missing_data_change(self, t: pa.Table, kind: str) -> None:
+        """``dataChange`` is required on add and remove, and it decides whether a commit without
+        cdc files contributes the action's rows: a missing one is not guessed (the kernel's
+        table_changes fails on it too)."""
+        first = t.filter(t.column("dataChange").is_null()).slice(0, 1).to_pylist()[0]
+        version = first["version"]
+        raise LogCorruptError(
+            f"table_changes on {self.storage.root_uri} {self.start}..{self.end}: the {kind} of data file "
+            f"{first['path']} at version {version} ({version:020d}.json) has no dataChange (a required "
+            "field), so whether it changed the table's rows is unknown"
+        )
 
     def _partition_aliases(self) -> dict[str, list[str]]:
         """Partition column -> the names it had in another case under the range's earlier
