@@ -263,7 +263,7 @@ def file_keys(locations: pa.Array, dv: pa.Array) -> pa.Array:
 # -- reconciliation ------------------------------------------------------------------------
 
 
-def newest_per_key(adds: pa.Table, removes: pa.Table, where: str = "the log") -> tuple[pa.Table, pa.Array]:
+def newest_per_key(adds: pa.Table, removes: pa.Table, where: str) -> tuple[pa.Table, pa.Array]:
     """Live adds among commit actions and the set of all keys the commits touched.
 
     An add and a remove of one key in one commit is refused (``where`` names the table): the

@@ -27,11 +27,11 @@ def test_a_copy_of_a_snapshot_does_not_wait_for_the_originals_computation(tmp_pa
     replaying, release = threading.Event(), threading.Event()
     real_newest = snapshot_module.newest_per_key
 
-    def first_held_until_released(adds, removes, *where):
+    def first_held_until_released(adds, removes, where):
         if not replaying.is_set():  # the original's commit replay
             replaying.set()
             release.wait(60)
-        return real_newest(adds, removes, *where)
+        return real_newest(adds, removes, where)
 
     monkeypatch.setattr(snapshot_module, "newest_per_key", first_held_until_released)
     results: dict = {}

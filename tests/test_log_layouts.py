@@ -2930,11 +2930,11 @@ def test_files_of_two_tables_build_on_two_threads_at_once(tmp_path, monkeypatch)
     replaying, release = threading.Event(), threading.Event()
     real_newest = snapshot_module.newest_per_key
 
-    def first_held_until_released(adds, removes, *where):
+    def first_held_until_released(adds, removes, where):
         if not replaying.is_set():  # the held snapshot's commit replay (its files are being built)
             replaying.set()
             release.wait(60)
-        return real_newest(adds, removes, *where)
+        return real_newest(adds, removes, where)
 
     monkeypatch.setattr(snapshot_module, "newest_per_key", first_held_until_released)
     results, (first,) = _on_threads({"held": lambda: held.files().num_rows})
