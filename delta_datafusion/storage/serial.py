@@ -4,6 +4,7 @@ take turns: the log and data files are read on threads."""
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Any
 
 #: fsspec protocols whose filesystem instance is one connection that threads cannot share: ftplib's
@@ -30,6 +31,21 @@ def _serialized_if_needed(fs: Any) -> Any:
     return fs
 
 
+#: One lock per filesystem instance, not per table: fsspec hands every table of one server with
+#: the same options the same cached instance (one connection), so two tables read at once (a join
+#: of both) must take turns with each other too.
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _connection_lock(fs: Any) -> threading.RLock:
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(fs)
+        if lock is None:
+            lock = _LOCKS[fs] = threading.RLock()
+        return lock
+
+
 class _SerialFileSystem:
     """An fsspec filesystem whose calls, and the I/O calls of the files it opens, are made one at
     a time (see :data:`SERIAL_PROTOCOLS`); attributes that are not methods pass through."""
@@ -38,7 +54,7 @@ class _SerialFileSystem:
 
     def __init__(self, fs: Any):
         self.wrapped = fs
-        self._lock = threading.RLock()
+        self._lock = _connection_lock(fs)
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.wrapped, name)
