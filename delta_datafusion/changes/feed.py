@@ -492,25 +492,26 @@ class ChangeFeed:
         # judged rows -> 328)
         by_type = safe and CHANGE_TYPE in referenced_columns(cdc_pred)
         out = np.zeros(len(rows), dtype=bool)
-        for group_pred, members in ((pred, np.flatnonzero(~is_cdc)), (cdc_pred, np.flatnonzero(is_cdc))):
+        for cdc, group_pred, members in (
+            (False, pred, np.flatnonzero(~is_cdc)),
+            (True, cdc_pred, np.flatnonzero(is_cdc)),
+        ):
             if len(members) == 0:
                 continue
             if group_pred == TRUE:
                 out[members] = True
                 continue
-            pos: list[int] = []
-            types: list[str | None] = []
-            for i in members:
-                if not is_cdc[i]:
-                    pos.append(i)
-                    types.append(ct_rows[i])
-                    continue
-                values = (
-                    change_type_candidates(literals, (type_ranges or {}).get(int(i))) if by_type else [None]
-                )
-                pos.extend([i] * len(values))
-                types.extend(values)
-            pos_arr = np.asarray(pos, dtype=np.int64)
+            if not cdc:  # adds and removes: judged once, on their own change type
+                pos_arr, types = members, list(ct_rows[members])
+            elif not by_type:
+                pos_arr, types = members, [None] * len(members)
+            else:  # cdc files by type: once per value each may hold (a footer was read for each)
+                pos, types = [], []
+                for i in members:
+                    values = change_type_candidates(literals, (type_ranges or {}).get(int(i)))
+                    pos.extend([i] * len(values))
+                    types.extend(values)
+                pos_arr = np.asarray(pos, dtype=np.int64)
             files = self._judged_files(
                 rows[pos_arr], types, stats.take(pa.array(pos_arr)) if stats is not None else None
             )
@@ -647,8 +648,7 @@ class ChangeFeed:
             self._refuse_cdc_without_change_type(sel, infos, is_cdc[sel])
         stats, ranges = self._footer_struct(infos, wanted, is_cdc[sel])
         keep = self._keep(pred, sel, stats=stats, type_ranges=ranges)
-        dropped = set(sel[~keep].tolist())
-        return np.asarray([r for r in rows if r not in dropped], dtype=np.int64), len(sel)
+        return rows[~np.isin(rows, sel[~keep])], len(sel)
 
     def _refuse_cdc_without_change_type(
         self, sel: np.ndarray, infos: list[FooterStats | None], cdc: np.ndarray
