@@ -36,6 +36,7 @@ Usage::
     .venv/bin/python benchmarks/parallel_replay.py                # 2 processes x 3 reps per case
     .venv/bin/python benchmarks/parallel_replay.py --procs 1 --reps 2 --wait-quiet 120
     .venv/bin/python benchmarks/parallel_replay.py --profile      # where the sequential time goes
+    .venv/bin/python benchmarks/parallel_replay.py --profile-threads --reps 4  # the 2-thread case's CPU
     .venv/bin/python benchmarks/parallel_replay.py --quick        # 200k files, for a smoke run
 """
 
@@ -452,12 +453,125 @@ def profile_sequential(path: str, top: int = 25) -> None:
 
 
 # --------------------------------------------------------------------------------------------------
+# CPU of the "threads, 2 workers" case, step by step
+
+
+#: ("module:attribute", label) of the steps :func:`profile_threads` times (functions where the
+#: caller's module looks them up); an indented step is part of the one above it
+_THREAD_STEPS = [
+    ("delta_datafusion.parallel.state:ParallelState.leaf_adds", "leaf read, flattened, located"),
+    ("delta_datafusion.parallel.state:read_leaf", "  sidecar read (parquet decode)"),
+    ("delta_datafusion.snapshot:flatten_file_actions", "  add structs flattened"),
+    ("delta_datafusion.snapshot:with_locations", "  paths decoded, locations"),
+    ("delta_datafusion.parallel.state:ParallelState.typed_ahead", "typed ahead (seen keys not known yet)"),
+    ("delta_datafusion.parallel.state:ParallelState._surviving_typed", "surviving adds typed"),
+    ("delta_datafusion.parallel.state:ParallelState._typed", "typing (in either of the two above)"),
+    ("delta_datafusion.snapshot:typed_partition_column", "  typed partition values"),
+    ("delta_datafusion.snapshot:typed_stats", "  typed stats"),
+    ("delta_datafusion.stats:_wrapped_lines", "    stats JSON framed (one copy)"),
+    ("delta_datafusion.stats:read_ndjson", "    stats JSON parse (pyarrow.json)"),
+    ("delta_datafusion.parallel.state:touched_files", "touched adds (seen keys)"),
+    ("delta_datafusion.scan:Scan.pruned_metadata", "pruning"),
+    ("delta_datafusion.parallel.phases:SequentialPhase.__next__", "sequential phase (commits)"),
+    ("delta_datafusion.parallel.state:ParallelState.with_seen_keys", "state with the seen keys"),
+]
+#: the part of the two "typed" steps that is neither typing nor the touched check: the touched
+#: rows filtered out of the typed table, projections
+_OTHER = "other (touched rows filtered out, projections)"
+
+
+def _time_steps(acc: dict, calls: dict) -> list:
+    """Wrap each of :data:`_THREAD_STEPS` to add its thread CPU (``time.thread_time``: user +
+    sys of the calling thread) to ``acc[(role, label)]``; returns the undo list."""
+    import importlib
+    import threading
+
+    undo = []
+    for where, label in _THREAD_STEPS:
+        module, _, attr = where.partition(":")
+        owner = importlib.import_module(module)
+        *classes, name = attr.split(".")
+        for cls in classes:
+            owner = getattr(owner, cls)
+        fn = getattr(owner, name) if not classes else owner.__dict__[name]
+
+        def timed(*a, __fn=fn, __label=label, **k):
+            t0 = time.thread_time()
+            try:
+                return __fn(*a, **k)
+            finally:
+                role = "main" if threading.current_thread() is threading.main_thread() else "leaf threads"
+                acc[(role, __label)] = acc.get((role, __label), 0.0) + time.thread_time() - t0
+                calls[(role, __label)] = calls.get((role, __label), 0) + 1
+
+        setattr(owner, name, timed)
+        undo.append((owner, name, fn))
+    return undo
+
+
+def profile_threads(path: str, reps: int = 4) -> None:
+    """Thread CPU of each step of ``run_parallel(scan, workers=2)`` (the "threads, 2 workers"
+    case), per run, on the leaf threads and on the calling thread, with the process's user and
+    system CPU and minor faults; the first run (imports, caches) is not counted."""
+    from delta_datafusion import DeltaTable
+    from delta_datafusion.parallel import run_parallel
+
+    acc: dict = {}
+    calls: dict = {}
+    undo = _time_steps(acc, calls)
+    runs = []
+    try:
+        for i in range(reps + 1):
+            if i == 1:
+                acc.clear()
+                calls.clear()
+            ru0, w0 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            _summary(_concat(run_parallel(DeltaTable(path).snapshot().scan(), workers=2)))
+            ru1, w1 = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+            runs.append(
+                (
+                    w1 - w0,
+                    ru1.ru_utime - ru0.ru_utime,
+                    ru1.ru_stime - ru0.ru_stime,
+                    ru1.ru_minflt - ru0.ru_minflt,
+                )
+            )
+    finally:
+        for owner, name, fn in undo:
+            setattr(owner, name, fn)
+    print(f"\n### Where the CPU of run_parallel(workers=2) goes (mean of {reps} warm runs)\n")
+    print("| step | leaf threads CPU ms | calling thread CPU ms | calls |")
+    print("|---|---|---|---|")
+    labels = [label for _, label in _THREAD_STEPS]
+    for role in ("leaf threads", "main"):
+        by = {label: acc.get((role, label), 0.0) for label in labels}
+        acc[(role, _OTHER)] = (
+            by["typed ahead (seen keys not known yet)"]
+            + by["surviving adds typed"]
+            - by["typing (in either of the two above)"]
+            - by["touched adds (seen keys)"]
+        )
+    for label in [*labels, _OTHER]:
+        leaf, main = acc.get(("leaf threads", label), 0.0), acc.get(("main", label), 0.0)
+        n = calls.get(("leaf threads", label), 0) + calls.get(("main", label), 0)
+        print(
+            f"| {label.replace('  ', '. ')} | {1000 * leaf / reps:.0f} | {1000 * main / reps:.0f} | {n / reps:.3g} |"
+        )
+    print("\n| run | wall s | user s | sys s | minor faults |\n|---|---|---|---|---|")
+    for i, (w, u, s, f) in enumerate(runs):
+        print(f"| {'first' if i == 0 else i} | {w:.2f} | {u:.2f} | {s:.2f} | {f} |")
+
+
+# --------------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_common_args(ap)
     ap.add_argument("--profile", action="store_true", help="profile the sequential path and exit")
+    ap.add_argument(
+        "--profile-threads", action="store_true", help="CPU of each step of the 2-thread case, and exit"
+    )
     ap.add_argument("--build-table", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.build_table:
@@ -466,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
     path = ensure_table(args.quick)
     if args.profile:
         profile_sequential(path)
+        return 0
+    if args.profile_threads:
+        profile_threads(path, max(1, args.reps))
         return 0
     fd, mem_file = tempfile.mkstemp(prefix="parallel-replay-mem-", suffix=".jsonl")
     os.close(fd)
