@@ -12,9 +12,11 @@ session id, for ``explain`` and for error messages.
 
 from __future__ import annotations
 
+import contextvars
 import re
 import threading
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -46,6 +48,10 @@ _REGISTRY_LOCK = threading.Lock()
 _REGISTER_LOCK = threading.Lock()
 # folder catalogs registered per session (dd.explain reports their tables' scans too)
 _CATALOGS: dict[str, list[DeltaSchemaProvider]] = {}
+#: Tables of a folder catalog on an object store opened at once when it lists them (SHOW TABLES,
+#: information_schema): each open is a chain of round trips (its log's listing, then its commits
+#: or checkpoint), made table after table before (20 tables at 20 ms a request: 2.1 s).
+CATALOG_OPENS = 8
 
 
 _TRACKED: set[str] = set()
@@ -391,17 +397,27 @@ class DeltaSchemaProvider(SchemaProvider):
         queries for the whole session. A table left out here still gives its error to a query
         naming it. (Listing opens each table, as information_schema's lookups did anyway; they
         then hit the cache.)"""
-        names = []
         folders = self._folders()
         self._forget_gone(folders)
-        for name in folders:
-            try:
-                if self._table(name) is not None:
-                    names.append(name)
-                    self._close_log_files(name)
-            except DeltaError:
-                continue
-        return names
+        return [name for name, opens in zip(folders, self._open_each(folders), strict=True) if opens]
+
+    def _open_each(self, folders: list[str]) -> list[bool]:
+        """Whether each folder's table opens; on an object store up to :data:`CATALOG_OPENS` at
+        once, each in a copy of the caller's context (the statement's pins, see .statement)."""
+        if self.storage.is_local or len(folders) < 2:
+            return [self._opens(name) for name in folders]
+        context = contextvars.copy_context()
+        with ThreadPoolExecutor(min(CATALOG_OPENS, len(folders)), thread_name_prefix="delta-catalog") as pool:
+            return list(pool.map(lambda name: context.copy().run(self._opens, name), folders))
+
+    def _opens(self, name: str) -> bool:
+        try:
+            if self._table(name) is None:
+                return False
+            self._close_log_files(name)
+        except DeltaError:
+            return False
+        return True
 
     def _close_log_files(self, name: str) -> None:
         """Close the local checkpoint files the cached snapshot of ``name`` holds open for the
@@ -483,6 +499,8 @@ class DeltaSchemaProvider(SchemaProvider):
             with self._lock:
                 self._cache[name] = (state, provider, dataset)
                 prune = len(self._cache) > 2 * self._pruned_to + 16
+                if prune:  # one pruning at a time: tables opened side by side all cross the mark
+                    self._pruned_to = len(self._cache)
             if prune:
                 self._prune()
         return provider
