@@ -193,3 +193,20 @@ def test_tables_opened_side_by_side_are_pinned_for_the_statement(tmp_path: Path,
     ]
 
 
+def _commit_read(kind: str, path: str) -> bool:
+    return kind == "get" and path.endswith(".json") and "/_delta_log/" in path
+
+
+@pytest.mark.parametrize("commits", [2, 3])
+def test_a_few_commits_are_read_side_by_side(tmp_path: Path, store, commits: int) -> None:
+    """A snapshot's commits are read at once on an object store; two or three were read one
+    after another (a round trip each), as most tables' newest versions after a checkpoint are."""
+    fs, root = store
+    _upload(fs, _appends(tmp_path / "t", commits), root)
+    REC.reset(_commit_read)
+    snap = dd.DeltaTable(f"ddgated://{root}").snapshot()
+    assert snap.version == commits - 1
+    reads = Counter(path for kind, path in REC.calls if _commit_read(kind, path))
+    assert reads == {f"{root}/_delta_log/{v:020d}.json": 1 for v in range(commits)}, reads
+    assert REC.most == commits, REC.calls  # 1 when read one after another
+

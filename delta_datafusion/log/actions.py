@@ -192,8 +192,10 @@ class CommitData:
 
 
 def read_commits(storage: Storage, commits: Sequence[tuple[int, FileInfo]]) -> list[CommitData]:
-    """Read commit files (in parallel for remote stores); order is preserved."""
-    if storage.is_local or len(commits) < 4:
+    """Read commit files (side by side on remote stores, where each read is a round trip: two or
+    three commits, the usual tail after a checkpoint, were read one after another); order is
+    preserved."""
+    if storage.is_local or len(commits) < 2:
         return [_read_commit(storage, c) for c in commits]
     with ThreadPoolExecutor(min(16, len(commits))) as pool:
         return list(pool.map(lambda c: _read_commit(storage, c), commits))
