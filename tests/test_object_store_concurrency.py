@@ -210,3 +210,66 @@ def test_a_few_commits_are_read_side_by_side(tmp_path: Path, store, commits: int
     assert reads == {f"{root}/_delta_log/{v:020d}.json": 1 for v in range(commits)}, reads
     assert REC.most == commits, REC.calls  # 1 when read one after another
 
+
+def _dv_table(path: Path, files: int) -> Path:
+    """``files`` data files of 10 rows (ids 10*i ..), then one commit giving each a deletion
+    vector file of its own ('p', relative) deleting its rows 0 and 3."""
+    import json
+    import struct
+    import time
+    import zlib
+
+    from pyroaring import BitMap64
+
+    _appends(path, files)
+    log = path / "_delta_log"
+    adds = []
+    for v in range(files):
+        for line in (log / f"{v:020d}.json").read_text().splitlines():
+            action = json.loads(line)
+            if "add" in action:
+                adds.append(action["add"])
+    actions: list[dict] = [
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["deletionVectors"],
+            }
+        }
+    ]
+    now = int(time.time() * 1000)
+    (path / "dv").mkdir()
+    for i, add in enumerate(adds):
+        payload = struct.pack("<i", 1681511377) + BitMap64([0, 3]).serialize()
+        framed = len(payload).to_bytes(4, "big") + payload + zlib.crc32(payload).to_bytes(4, "big")
+        (path / "dv" / f"d{i}.bin").write_bytes(b"\x01" + framed)
+        dv = {"storageType": "p", "pathOrInlineDv": f"dv/d{i}.bin", "offset": 1}
+        dv |= {"sizeInBytes": len(payload), "cardinality": 2}
+        actions.append({"remove": {"path": add["path"], "deletionTimestamp": now, "dataChange": True}})
+        actions.append({"add": {**add, "dataChange": True, "deletionVector": dv}})
+    (log / f"{files:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return path
+
+
+def _dv_read(kind: str, path: str) -> bool:
+    return kind == "get" and path.endswith(".bin")
+
+
+def test_deletion_vectors_of_a_scan_are_read_side_by_side(tmp_path: Path, store) -> None:
+    """Files with deletion vectors are read one by one, each after its vector: the vectors of
+    the files ahead are read meanwhile (they were read one at a time, each a round trip before
+    its file's), each once."""
+    fs, root = store
+    local = _dv_table(tmp_path / "t", 8)
+    _upload(fs, local, root)
+    want = sorted(i * 10 + k for i in range(8) for k in range(10) if k not in (0, 3))
+    assert sorted(dd.DeltaTable(str(local)).snapshot().scan().to_table().column("id").to_pylist()) == want
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddgated://{root}")
+    REC.reset(_dv_read)
+    assert sorted(ctx.sql("SELECT id FROM t").to_pydict()["id"]) == want
+    reads = Counter(path for kind, path in REC.calls if _dv_read(kind, path))
+    assert reads == {f"{root}/dv/d{i}.bin": 1 for i in range(8)}, reads
+    assert REC.most >= 2, REC.calls  # 1 when read one after another

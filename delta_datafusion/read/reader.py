@@ -335,8 +335,7 @@ class UnitReader:
         if selected:
             lfilter = None if predicate is None else to_pyarrow(predicate)
             fcols = sorted(referenced_columns(predicate)) if predicate is not None else []
-            for u in selected:
-                yield from self._read_selected(u, columns, lfilter, fcols, out_schema, bs)
+            yield from self.selected_rows.read_each(selected, columns, lfilter, fcols, out_schema, bs)
 
     def _windows(self, units: Sequence[ScanUnit], predicate: Any) -> list[tuple[ScanUnit, RowWindow]]:
         """(unit, window) of the files of at least WINDOW_MIN_BYTES whose page index spares at

@@ -6,6 +6,7 @@ by position, converted to the logical schema, then filtered and projected."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -28,6 +29,9 @@ from .constants import RepeatedValues
 from .file_checks import FileChecks
 from .page_windows import RowWindow
 from .read_errors import ReadErrors
+
+#: Deletion vectors read side by side, at most, while :meth:`SelectedRows.read_each` reads files.
+DV_AHEAD = 8
 
 
 class SelectedRows:
@@ -151,6 +155,40 @@ class SelectedRows:
                     break  # before the reader decodes the next batch
         except Exception as e:  # noqa: BLE001 - a store's own error too: named, typed
             raise self.errors.read_error([unit], e) from e
+
+    def read_each(
+        self, units: Sequence[ScanUnit], columns, row_filter, filter_columns, out_schema, bs
+    ) -> Iterator[pa.RecordBatch]:
+        """:meth:`read` of each unit in turn. On an object store, where each vector is a round trip
+        before its file's, the deletion vectors of the units ahead are read meanwhile, side by
+        side, into the process cache: as many ahead as units were read (up to :data:`DV_AHEAD`),
+        so a read stopped early (LIMIT) asked for few it did not use. A failed one fails again,
+        named, when its unit is read."""
+        with_dvs = [u for u in units if u.drop_rows is not None or u.only_rows is not None]
+        if self.storage.is_local or len(with_dvs) < 2:
+            for u in units:
+                yield from self.read(u, columns, row_filter, filter_columns, out_schema, bs)
+            return
+        pool = ThreadPoolExecutor(DV_AHEAD, thread_name_prefix="delta-dv")
+        ahead = 0
+        try:
+            for taken, u in enumerate(units):
+                while ahead < min(len(units), 2 * taken + 1, taken + DV_AHEAD):
+                    pool.submit(self._warm, units[ahead])
+                    ahead += 1
+                yield from self.read(u, columns, row_filter, filter_columns, out_schema, bs)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _warm(self, unit: ScanUnit) -> None:
+        """Read ``unit``'s deletion vectors into the process cache; a failure is left for the
+        unit's own read to raise."""
+        try:
+            for dv in (unit.drop_rows, unit.only_rows):
+                if dv is not None:
+                    default_cache.get(DeletionVectorDescriptor.from_dict(dv), self.storage)
+        except Exception:  # noqa: BLE001, S110 - raised by read(), in order and named
+            pass
 
     def _bitmap(self, dv: dict | None, unit: ScanUnit):
         if dv is None:
