@@ -75,10 +75,11 @@ REC = _Recorder()
 
 
 class _GatedFile(AbstractBufferedFile):
-    """A file read by ranged requests, each one recorded (as s3fs's file objects read)."""
+    """A file read by ranged requests, each one recorded as a ``read`` (as s3fs's file objects
+    read); the store's own ranged requests (``cat_file``) are recorded as ``get``."""
 
     def _fetch_range(self, start: int, end: int) -> bytes:
-        return REC.request("get", self.path, lambda: MemoryFileSystem.store[self.path].getvalue()[start:end])
+        return REC.request("read", self.path, lambda: MemoryFileSystem.store[self.path].getvalue()[start:end])
 
 
 def _recorded(kind: str, method):
@@ -157,7 +158,7 @@ def test_show_tables_opens_a_catalogs_tables_side_by_side(tmp_path: Path, store)
     # the folder listed for the names, and once more as the cache of opened tables grows past 16
     # (tables opened side by side all crossed that mark: one listing each)
     assert [kind for kind, path in REC.calls if path == root] == ["ls", "ls"], REC.calls
-    commits = Counter(path for kind, path in REC.calls if kind == "get" and path.endswith(".json"))
+    commits = Counter(path for kind, path in REC.calls if kind == "read" and path.endswith(".json"))
     assert commits == {f"{root}/t{i:02d}/_delta_log/{0:020d}.json": 1 for i in range(20)}, commits
 
     # a table that cannot be opened (its first commit gone, no checkpoint) is still left out,
@@ -194,7 +195,7 @@ def test_tables_opened_side_by_side_are_pinned_for_the_statement(tmp_path: Path,
 
 
 def _commit_read(kind: str, path: str) -> bool:
-    return kind == "get" and path.endswith(".json") and "/_delta_log/" in path
+    return kind == "read" and path.endswith(".json") and "/_delta_log/" in path
 
 
 @pytest.mark.parametrize("commits", [2, 3])
@@ -273,3 +274,31 @@ def test_deletion_vectors_of_a_scan_are_read_side_by_side(tmp_path: Path, store)
     reads = Counter(path for kind, path in REC.calls if _dv_read(kind, path))
     assert reads == {f"{root}/dv/d{i}.bin": 1 for i in range(8)}, reads
     assert REC.most >= 2, REC.calls  # 1 when read one after another
+
+
+def _footer_read(kind: str, path: str) -> bool:
+    return kind == "get" and "/_change_data/" in path
+
+
+def test_change_data_footers_are_read_side_by_side(tmp_path: Path, store) -> None:
+    """A change feed filtered on a data column reads its change-data files' footers for their
+    statistics first: a few were read one after another (more than 4 at once), each a round
+    trip before the data reads; each footer is read once."""
+    fs, root = store
+    local = tmp_path / "c"
+    rows = pa.table({"id": pa.array(range(40), pa.int64()), "part": ["a", "b"] * 20})
+    deltalake.write_deltalake(
+        str(local), rows, partition_by=["part"], configuration={"delta.enableChangeDataFeed": "true"}
+    )
+    for i in range(3):  # one change-data file each
+        deltalake.DeltaTable(str(local)).update(updates={"id": "id + 100"}, predicate=f"id = {i}")
+    _upload(fs, local, root)
+    ctx = SessionContext()
+    dd.register(ctx)
+    REC.reset(_footer_read)
+    sql = f"SELECT id, _change_type FROM table_changes('ddgated://{root}', 1, 3) WHERE id < 5 ORDER BY 2, 1"
+    got = ctx.sql(sql).to_pydict()
+    assert got == {"id": [0, 1, 2], "_change_type": ["update_preimage"] * 3}
+    footers = Counter(path for kind, path in REC.calls if _footer_read(kind, path))
+    assert len(footers) == 3 and set(footers.values()) == {1}, REC.calls
+    assert REC.most == 3, REC.calls  # 1 when read one after another

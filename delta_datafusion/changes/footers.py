@@ -182,10 +182,10 @@ def footer_stats(
     # ParquetReader.open ~39 us, a dataset fragment's ensure_complete_metadata ~47 us, and a
     # dataset count_rows that reads every fragment's footer on pyarrow's IO threads ~95 us. The
     # scan reads a kept file's footer again: make_fragment takes no FileMetaData.
-    if len(todo) > 4 and not storage.is_local:  # remote stores: overlap the round trips
+    if len(todo) > 1 and not storage.is_local:  # remote stores: overlap the round trips
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(8, len(todo))) as pool:
+        with ThreadPoolExecutor(min(16, len(todo))) as pool:  # as many as commits (read_commits)
             got = list(pool.map(one, todo))
     else:
         got = [one(t) for t in todo]
