@@ -995,3 +995,46 @@ def test_a_checkpoint_on_an_object_store_is_read_once_for_its_files(tmp_path: Pa
     # once whole on the store (the add struct whole, stats in it: "add", not "add.path", ...);
     # apart (2 reads) locally
     assert (reads[0] is None or "add" in reads[0]) and len(reads) == 3
+
+
+@pytest.mark.parametrize(
+    "name", ["v2-checkpoints-json-with-sidecars", "v2-parquet-sidecars-struct-stats-only"]
+)
+def test_sidecars_open_with_their_logged_sizes(store, name: str) -> None:
+    """A V2 checkpoint's sidecars are opened with the size its manifest gives (``sizeInBytes``):
+    each was asked for its size first, a round trip before its read (8 more requests and one more
+    round trip in the chain for a table of 8 sidecars)."""
+    from conftest import corpus_table
+
+    fsspec.register_implementation("ddhead", _HeadingStore, clobber=True)
+    fs, root = store
+    local = corpus_table(name)
+    _upload(fs, local, root)
+    want = dd.DeltaTable(str(local)).snapshot().files().column("path").to_pylist()
+    CALLS.clear()
+    got = dd.DeltaTable(f"ddhead://{root}").snapshot().files().column("path").to_pylist()
+    assert sorted(got) == sorted(want)
+    sidecars = [c for c in CALLS if "/_sidecars/" in c[1]]
+    assert sidecars and not [c for c in sidecars if c[0] in METADATA], sidecars
+
+
+@pytest.mark.parametrize("off_by", [-100, 100])
+def test_sidecar_whose_logged_size_is_wrong_is_named(store, off_by: int) -> None:
+    """A manifest whose ``sizeInBytes`` is not its sidecar's size: the sidecar, read by ranges at
+    that size, cannot be read; the error is the package's and names it (no rows from shifted
+    bytes)."""
+    from conftest import corpus_table
+
+    fsspec.register_implementation("ddrange", _RangeStore, clobber=True)
+    fs, root = store
+    _upload(fs, corpus_table("v2-checkpoints-json-with-sidecars"), root)
+    latest = sorted(p for p in fs.ls(f"{root}/_delta_log", detail=False) if ".checkpoint." in p)[-1]
+    text = fs.cat(latest).decode()
+    assert '"sizeInBytes":' in text, text
+    fs.pipe(
+        latest,
+        re.sub(r'"sizeInBytes":(\d+)', lambda m: f'"sizeInBytes":{int(m.group(1)) + off_by}', text).encode(),
+    )
+    with pytest.raises(dd.DeltaError) as info:
+        dd.DeltaTable(f"ddrange://{root}").snapshot().files()
+    assert "_delta_log/_sidecars/" in str(info.value), info.value

@@ -179,7 +179,7 @@ def read_manifest(
         table, _ = parse_json_actions([data], schema, [part.path])
         sidecars = _sidecar_rows(table)
         leaves = [LeafFile(sidecar_path(storage, log_dir, p, part.path), max(0, s or 0)) for p, s in sidecars]
-        return CheckpointManifest(ckpt, table, _unique_leaves(leaves, part.path))
+        return CheckpointManifest(ckpt, table, _unique_leaves(_sized(storage, leaves), part.path))
     leaves: list[LeafFile] = []
     inline_tables = []
     for part in ckpt.parts:
@@ -198,7 +198,14 @@ def read_manifest(
     inline = pa.concat_tables(inline_tables, promote_options="permissive") if inline_tables else None
     if ckpt.kind == "classic" and not inline_tables:
         _require_add_column(storage, ckpt.parts[0].path)
-    return CheckpointManifest(ckpt, inline, _unique_leaves(leaves, ckpt.parts[0].path))
+    return CheckpointManifest(ckpt, inline, _unique_leaves(_sized(storage, leaves), ckpt.parts[0].path))
+
+
+def _sized(storage: Storage, leaves: list[LeafFile]) -> list[LeafFile]:
+    """``leaves``, their sizes (the manifest's ``sizeInBytes``, the listing's) noted for their
+    opens: an object store asked each sidecar's size first, a round trip before its read."""
+    storage.note_sizes((leaf.path, leaf.size) for leaf in leaves)
+    return leaves
 
 
 def _unique_leaves(leaves: list[LeafFile], manifest: str) -> list[LeafFile]:
