@@ -302,3 +302,48 @@ def test_change_data_footers_are_read_side_by_side(tmp_path: Path, store) -> Non
     footers = Counter(path for kind, path in REC.calls if _footer_read(kind, path))
     assert len(footers) == 3 and set(footers.values()) == {1}, REC.calls
     assert REC.most == 3, REC.calls  # 1 when read one after another
+
+
+def _data_read(kind: str, path: str) -> bool:
+    return kind == "read" and path.endswith(".parquet") and "/_delta_log/" not in path
+
+
+def test_files_with_deletion_vectors_are_opened_ahead(tmp_path: Path, store) -> None:
+    """The files read by the row-selection path (deletion vectors) are opened ahead, side by side,
+    as their vectors are: each file's first request (its footer, the whole of a small file) was
+    one round trip after another. Each file is still read once."""
+    fs, root = store
+    _upload(fs, _dv_table(tmp_path / "t", 8), root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddgated://{root}")
+    REC.reset(_data_read)
+    assert len(ctx.sql("SELECT id FROM t").to_pydict()["id"]) == 8 * 8
+    reads = Counter(path for kind, path in REC.calls if _data_read(kind, path))
+    assert len(reads) == 8 and set(reads.values()) == {1}, reads
+    assert REC.most >= 2, REC.calls  # 1 when read one after another
+
+
+def test_units_prepared_ahead_fail_in_order_and_named(tmp_path: Path, store) -> None:
+    """A file or deletion vector that fails while prepared ahead fails its own unit's read, named
+    and typed as read in turn; a LIMIT met by the first file opened no other file."""
+    fs, root = store
+    _upload(fs, _dv_table(tmp_path / "t", 6), root)
+    ctx = SessionContext()
+    dd.register_table(ctx, "t", f"ddgated://{root}")
+    REC.reset(_data_read)
+    assert len(ctx.sql("SELECT id FROM t LIMIT 1").to_pydict()["id"]) == 1
+    assert len([c for c in REC.calls if _data_read(*c)]) == 1, REC.calls
+
+    victim = sorted(p for p in fs.find(root) if _data_read("read", p))[3]
+    fs.rm(victim)
+    with pytest.raises(Exception) as info:  # noqa: B017 - DataFusion's, carrying the package's
+        ctx.sql("SELECT id FROM t").collect()
+    err = dd.from_datafusion(info.value)
+    assert isinstance(err, dd.DataFileNotFoundError), info.value
+    assert victim.rsplit("/", 1)[1] in str(err)
+
+    other = f"{root}/copy"  # another table: the vectors read above are cached for the first
+    _upload(fs, tmp_path / "t", other)
+    fs.pipe(f"{other}/dv/d4.bin", b"\x01" + b"\x00" * 40)
+    with pytest.raises(dd.DeletionVectorError, match="dv/d4.bin"):
+        dd.DeltaTable(f"ddgated://{other}").snapshot().scan().to_table()

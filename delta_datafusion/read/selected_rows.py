@@ -6,7 +6,7 @@ by position, converted to the logical schema, then filtered and projected."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,8 +30,8 @@ from .file_checks import FileChecks
 from .page_windows import RowWindow
 from .read_errors import ReadErrors
 
-#: Deletion vectors read side by side, at most, while :meth:`SelectedRows.read_each` reads files.
-DV_AHEAD = 8
+#: Units :meth:`SelectedRows.read_each` prepares ahead at most (deletion vectors read, files opened).
+AHEAD = 8
 
 
 class SelectedRows:
@@ -55,12 +55,21 @@ class SelectedRows:
         self.errors = errors
 
     def read(
-        self, unit, columns, row_filter, filter_columns, out_schema, bs, window: RowWindow | None = None
+        self,
+        unit,
+        columns,
+        row_filter,
+        filter_columns,
+        out_schema,
+        bs,
+        window: RowWindow | None = None,
+        opened: Future[pq.ParquetFile] | None = None,
     ) -> Iterator[pa.RecordBatch]:
         """One unit's rows: kept by its row selection, then ``row_filter`` (over ``columns`` and
         ``filter_columns``, logical names), as batches of ``out_schema`` of at most ``bs`` rows.
         ``window``: only its rows can pass the filter; the read stops at its end (pages after it
-        are not decoded) and drops the rows before it."""
+        are not decoded) and drops the rows before it. ``opened``: the file being opened ahead
+        (:meth:`read_each`)."""
         drop = self._bitmap(unit.drop_rows, unit)
         only = self._bitmap(unit.only_rows, unit)
         phys_names = self.rs.to_physical()
@@ -71,9 +80,7 @@ class SelectedRows:
         needed = [c for c in logical if c in stored]
         values = RepeatedValues()  # this unit's partition values and constants, made once
         try:
-            pf = pq.ParquetFile(
-                unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
-            )
+            pf = opened.result() if opened is not None else self._open(unit)
             file_schema = pf.schema_arrow
             rows = pf.metadata.num_rows
             for dv, what in ((drop, "deletion vector"), (only, "rows-to-keep deletion vector")):
@@ -159,26 +166,33 @@ class SelectedRows:
     def read_each(
         self, units: Sequence[ScanUnit], columns, row_filter, filter_columns, out_schema, bs
     ) -> Iterator[pa.RecordBatch]:
-        """:meth:`read` of each unit in turn. On an object store, where each vector is a round trip
-        before its file's, the deletion vectors of the units ahead are read meanwhile, side by
-        side, into the process cache: as many ahead as units were read (up to :data:`DV_AHEAD`),
-        so a read stopped early (LIMIT) asked for few it did not use. A failed one fails again,
-        named, when its unit is read."""
-        with_dvs = [u for u in units if u.drop_rows is not None or u.only_rows is not None]
-        if self.storage.is_local or len(with_dvs) < 2:
+        """:meth:`read` of each unit in turn. On an object store, where a unit's deletion vector
+        and its file's first read (footer; a small file whole) are each a round trip, the units
+        ahead are prepared meanwhile, side by side: vectors read into the process cache, files
+        opened. As many ahead as units were read (up to :data:`AHEAD`), so a read stopped early
+        (LIMIT) asked for few it did not use. A failure is raised by its unit's read, in order."""
+        if self.storage.is_local or len(units) < 2:
             for u in units:
                 yield from self.read(u, columns, row_filter, filter_columns, out_schema, bs)
             return
-        pool = ThreadPoolExecutor(DV_AHEAD, thread_name_prefix="delta-dv")
-        ahead = 0
+        pool = ThreadPoolExecutor(2 * AHEAD, thread_name_prefix="delta-ahead")
+        opened: dict[int, Future[pq.ParquetFile]] = {}
         try:
             for taken, u in enumerate(units):
-                while ahead < min(len(units), 2 * taken + 1, taken + DV_AHEAD):
-                    pool.submit(self._warm, units[ahead])
-                    ahead += 1
-                yield from self.read(u, columns, row_filter, filter_columns, out_schema, bs)
+                while len(opened) + taken < min(len(units), 2 * taken + 1, taken + AHEAD):
+                    k = taken + len(opened)
+                    pool.submit(self._warm, units[k])
+                    opened[k] = pool.submit(self._open, units[k])
+                yield from self.read(
+                    u, columns, row_filter, filter_columns, out_schema, bs, opened=opened.pop(taken)
+                )
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+
+    def _open(self, unit: ScanUnit) -> pq.ParquetFile:
+        return pq.ParquetFile(
+            unit.location, filesystem=self.storage.arrow_fs, coerce_int96_timestamp_unit="us"
+        )
 
     def _warm(self, unit: ScanUnit) -> None:
         """Read ``unit``'s deletion vectors into the process cache; a failure is left for the
