@@ -53,6 +53,11 @@ PART_FILE_COLUMNS = 1 << 15
 #: (medians 442 -> 416 ms partitioned, 425 -> 414 ms flat; CPU -5 to -13 %, peak RSS -10 to -60
 #: MB); Q6 171 -> 165 / 180 -> 155 ms; one file ahead made Q6 slower (215 ms).
 LOCAL_READAHEAD = {"batch_readahead": 4, "fragment_readahead": 2}
+#: ... and on object stores, for a part of small files only (:func:`_small_file`): pyarrow's
+#: default of 4 files at once makes a chain of a round trip per 4 small files (60 files at 20 ms
+#: a request: 17 round trips, 14 with 8). 8 is as many as pyarrow's I/O threads read at once;
+#: small files keep what they hold ahead small.
+REMOTE_SMALL_FILES_READAHEAD = {"fragment_readahead": 8}
 
 
 def _in_parts(units: Sequence[ScanUnit], columns: int) -> list[Sequence[ScanUnit]]:
@@ -523,8 +528,11 @@ class UnitReader:
                     for u in part_units
                 ]
                 dataset = ds.FileSystemDataset(part, schema, fmt, fs)
+                readahead = self._readahead
+                if not readahead and all(_small_file(u) for u in part_units):
+                    readahead = REMOTE_SMALL_FILES_READAHEAD
                 scanner = dataset.scanner(
-                    columns=scan_cols, filter=pfilter, batch_size=bs, use_threads=True, **self._readahead
+                    columns=scan_cols, filter=pfilter, batch_size=bs, use_threads=True, **readahead
                 )
                 # pyarrow casts each file's columns to the table's types, whatever they are
                 # (numeric strings to numbers, timestamps to dates): every file's stored types are
