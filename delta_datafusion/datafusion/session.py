@@ -32,7 +32,7 @@ from ..timestamps import to_micros
 from .dataset import SCAN_THREADS, DeltaDataset, lookup_dataset, note_provider_error, recording_plans
 from .names import names_column, same_as_flattened, same_table
 from .provider import table_dataset
-from .statement import statement_pins, table_key, track_statements
+from .statement import TableKey, statement_pins, table_key, track_statements
 
 # The Delta tables registered through the package, per session id: (name as registered, from
 # CREATE EXTERNAL TABLE?) -> datasets, weakly. The flag matters because DataFusion hands the factory
@@ -354,6 +354,12 @@ class DeltaTableFactory(TableProviderFactory):
 # -- catalogs of tables under a folder -------------------------------------------------------
 
 
+def _pin(pins: dict[TableKey, int] | None, key: TableKey, version: int) -> None:
+    """Pin ``version`` of the table ``key`` for the statement being planned (if any)."""
+    if pins is not None:
+        pins[key] = version
+
+
 class DeltaSchemaProvider(SchemaProvider):
     """Every Delta table directly under ``root`` (a folder holding ``_delta_log``), by folder name."""
 
@@ -480,10 +486,10 @@ class DeltaSchemaProvider(SchemaProvider):
         newest_version = listing.latest_version()
         latest = newest_version
         pins = statement_pins()
+        key = table_key(table.storage)
         if pins is not None:  # one version of the table per statement (see .statement); a table
             # written again from scratch since the pin is read as it is now
-            key = table_key(table.storage)
-            latest = pins[key] = min(pins.get(key, newest_version), newest_version)
+            latest = min(pins.get(key, newest_version), newest_version)
         # the newest log file's size and time too: a table deleted and written again can come
         # back at the same version
         commit, checkpoints = listing.commits.get(latest), listing.checkpoints.get(latest)
@@ -492,8 +498,12 @@ class DeltaSchemaProvider(SchemaProvider):
         with self._lock:
             cached = self._cache.get(name)
             if cached and state is not None and cached[0] == state:
+                _pin(pins, key, latest)
                 return cached[1]
         dataset = table_dataset(table.snapshot(latest, listing=listing), label=name)
+        # pinned once opened: an attempt whose commits a log cleanup removed (relisting tries
+        # again) must not hold the retry, and the statement, to a version the log no longer has
+        _pin(pins, key, latest)
         provider = Table(dataset)
         if state is not None and latest == newest_version:  # the cache holds the newest version only
             with self._lock:
