@@ -63,3 +63,31 @@ def test_a_cleanup_during_a_catalog_lookup_lists_again_to_the_new_latest_version
     rows = ctx.sql(query).to_pydict()
     assert listings[:2] == [3, 4]
     assert rows == {"id": [0, 1, 2, 3, 4] * 2, "side": [1] * 5 + [2] * 5}
+
+
+def test_a_cleanup_after_a_catalog_lookup_leaves_a_loaded_snapshot_readable(tmp_path, monkeypatch):
+    """The catalog's cached snapshot of version 3 has read its log; a commit, checkpoint and log
+    cleanup right after a statement's lookup removes version 3 from the log. The statement still
+    reads version 3 whole on both sides of its self-join (its files are in memory, its data files
+    still there), not a mix with version 4 or an error; the next statement reads version 4."""
+    t = tmp_path / "lake" / "t"
+    _appends(t, 4)
+    ctx = SessionContext()
+    dd.register_catalog(ctx, "lake", str(tmp_path / "lake"))
+    assert ctx.sql("SELECT count(*) AS n FROM lake.default.t").to_pydict() == {"n": [4]}  # v3 loaded
+
+    looked_up = DeltaSchemaProvider._table_once
+    lookups = []
+
+    def writer_after_the_lookup(self, name):
+        provider = looked_up(self, name)
+        lookups.append(name)
+        if len(lookups) == 1:
+            _commit_checkpoint_and_clean_up(t, 4)
+        return provider
+
+    monkeypatch.setattr(DeltaSchemaProvider, "_table_once", writer_after_the_lookup)
+    query = "SELECT a.id AS a, b.id AS b FROM lake.default.t a FULL JOIN lake.default.t b ON a.id = b.id ORDER BY 1"
+    assert ctx.sql(query).to_pydict() == {"a": [0, 1, 2, 3], "b": [0, 1, 2, 3]}
+    assert lookups == ["t"]
+    assert ctx.sql(query).to_pydict() == {"a": [0, 1, 2, 3, 4], "b": [0, 1, 2, 3, 4]}
