@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
+from ..changes.feed import FeedUnits
 from ..errors import DeltaError, PredicateError
 from ..log.actions import CommitData
 
@@ -109,7 +110,7 @@ def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
     if not len(units):
         return []
     groups = max(1, min(groups, len(units)))
-    if isinstance(units, FileUnits):
+    if isinstance(units, (FileUnits, FeedUnits)):
         sizes = units.sizes()
     else:
         sizes = np.fromiter((u.size or 0 for u in units), np.int64, len(units))
@@ -129,7 +130,7 @@ def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
         middle = np.cumsum(tail) - tail / 2
         group_of[head:] = by_load[np.minimum(np.searchsorted(room, middle, side="right"), groups - 1)]
     picked = [order[group_of == g] for g in range(groups)]
-    if isinstance(units, FileUnits):
+    if isinstance(units, (FileUnits, FeedUnits)):
         return [units.take(idx) for idx in picked]
     return [[units[i] for i in idx] for idx in picked]
 
