@@ -180,6 +180,81 @@ class FeedUnits(Sequence[ScanUnit]):
         match = None if self.all_rows_match is None else self.all_rows_match[indices]
         return FeedUnits(self.feed, self.sources.take(pa.array(indices, pa.int64())), match, _checked=True)
 
+    def any_change_data(self) -> bool:
+        """Is one of the sources a cdc file (a unit with ``has_change_type_column``)?"""
+        return bool(pc.any(pc.equal(self.sources.column("kind"), KIND_CDC)).as_py())
+
+    def counted(self, columns: Sequence[str]) -> SourceCounts | None:
+        """These sources as :func:`~delta_datafusion.read.known_rows.known_file_rows` counts a
+        table's files, for a read of ``columns`` that are partition values or change constants
+        (None when one is neither)."""
+        known = set(CHANGE_COLUMNS) | set(self.feed.partition_columns)
+        return SourceCounts(self, columns) if known.issuperset(columns) else None
+
+
+def _has_descriptor(dv: pa.Array) -> pa.Array:
+    """Per row: does the deletion vector struct hold a descriptor (a storageType)?"""
+    if dv.type.get_field_index("storageType") < 0:
+        return pa.array(np.zeros(len(dv), bool))
+    return pc.fill_null(pc.not_equal(pc.fill_null(pc.struct_field(dv, "storageType"), ""), ""), False)
+
+
+class SourceCounts:
+    """Change sources seen as a table's files by ``known_file_rows``: the rows of each source
+    known from the log (numRecords less the drop_rows cardinality) and its values of the read
+    columns, so ``count(*)`` and change-column-only reads make units only for the sources read
+    (a full feed of 42,000 sources made 42,000). numRecords is hidden where the per-unit checks
+    (``known_row_count``, ``constant_columns``) would read the file: a source keeping some rows
+    (only_rows), a cdc file asked for a change column (its constants are not trusted), a source
+    without partition values."""
+
+    def __init__(self, units: FeedUnits, columns: Sequence[str]):
+        src = units.sources
+        n = src.num_rows
+        self.units = units
+        self.partition_columns = list(columns)
+        match = units.all_rows_match
+        self.all_rows_match = None if match is None else pa.array(match, pa.bool_())
+        stats = src.column("stats").combine_chunks()
+        if stats.type.get_field_index("numRecords") >= 0:
+            num = pc.struct_field(stats, "numRecords")
+        else:
+            num = pa.nulls(n, pa.int64())
+        unknown = _has_descriptor(src.column("only_rows").combine_chunks())
+        pv = src.column("partition_values").combine_chunks()
+        parts = {f.name for f in pv.type} if units.feed.partition_columns else set()
+        parts &= set(units.feed.partition_columns)
+        constants = {
+            COMMIT_VERSION: src.column("version"),
+            COMMIT_TIMESTAMP: src.column("timestamp").cast(pa.int64()),
+            CHANGE_TYPE: src.column("change_type"),
+        }
+        values = []
+        for c in columns:
+            if c in parts:
+                values.append(pc.struct_field(pv, c))
+                unknown = pc.or_(unknown, pc.is_null(pv))
+            elif c in units.feed.partition_columns:
+                values.append(pa.nulls(n, pa.null()))  # not among the source's values: read
+                unknown = pa.array(np.ones(n, bool))
+            else:  # a change constant (the read's caller asks for no stored column)
+                values.append(constants[c].combine_chunks())
+                unknown = pc.or_(unknown, pc.equal(src.column("kind").combine_chunks(), KIND_CDC))
+        num = pc.if_else(unknown, pa.scalar(None, num.type), num)
+        files = {
+            "stats": pa.StructArray.from_arrays([num], names=["numRecords"]),
+            "deletion_vector": src.column("drop_rows").combine_chunks(),
+        }
+        if columns:
+            files["partition_values"] = pa.StructArray.from_arrays(values, names=list(columns))
+        self.files = pa.table(files)
+
+    def __len__(self) -> int:
+        return self.files.num_rows
+
+    def take(self, indices: np.ndarray) -> FeedUnits:
+        return self.units.take(indices)
+
 
 class ChangeFeed:
     """The change sources of ``start..end`` of a table (immutable, cached, shareable)."""

@@ -118,6 +118,15 @@ def _not_read_whole(units: Sequence[ScanUnit], path: str | None) -> Sequence[Sca
     return units
 
 
+def _stores_change_types(units: Sequence[ScanUnit]) -> bool:
+    """Does a unit store ``_change_type`` (a cdc file)? Asked of a feed's sources at once."""
+    from ..changes.feed import FeedUnits
+
+    if isinstance(units, FeedUnits):
+        return units.any_change_data()
+    return any(u.has_change_type_column for u in units)
+
+
 class UnitReader:
     """Reads groups of scan units for one table version; safe to use from several threads."""
 
@@ -179,7 +188,7 @@ class UnitReader:
         floats = float_positions(pa.schema([self.rs.logical.field(c) for c in columns]))
         if floats:
             batches = positive_nans(batches, floats)
-        if CHANGE_TYPE not in columns or not any(u.has_change_type_column for u in units):
+        if CHANGE_TYPE not in columns or not _stores_change_types(units):
             return batches
         return self._checked_change_types(batches, units)
 
@@ -251,8 +260,16 @@ class UnitReader:
             # partition column, count by _change_type): a file whose rows all match (see
             # _all_rows_match) gives its stats' numRecords minus its deletion vector's cardinality
             # rows of its own values, unopened.
+            from ..changes.feed import FeedUnits
+
             if isinstance(units, FileUnits):  # a table's files: counted without making units
                 groups, units = known_file_rows(units, columns, predicate is None or predicate == TRUE)
+                yield from value_batches(groups, out_schema, bs)
+            elif isinstance(units, FeedUnits) and (sources := units.counted(columns)) is not None:
+                # a feed's sources: the same, all but the sources read
+                every = predicate is None or predicate == TRUE
+                groups, rest = known_file_rows(sources, columns, every)  # type: ignore[arg-type]
+                units = units if rest is sources else rest
                 yield from value_batches(groups, out_schema, bs)
             else:
                 matching = self._all_rows_match(units, predicate)
