@@ -1022,7 +1022,7 @@ def test_sidecars_open_with_their_logged_sizes(store, name: str) -> None:
 def test_sidecar_whose_logged_size_is_wrong_is_named(store, off_by: int) -> None:
     """A manifest whose ``sizeInBytes`` is not its sidecar's size: the sidecar, read by ranges at
     that size, cannot be read; the error is the package's and names it (no rows from shifted
-    bytes)."""
+    bytes) and both sizes (pyarrow's own words, "magic bytes not found", read as a damaged file)."""
     from conftest import corpus_table
 
     fsspec.register_implementation("ddrange", _RangeStore, clobber=True)
@@ -1035,6 +1035,14 @@ def test_sidecar_whose_logged_size_is_wrong_is_named(store, off_by: int) -> None
         latest,
         re.sub(r'"sizeInBytes":(\d+)', lambda m: f'"sizeInBytes":{int(m.group(1)) + off_by}', text).encode(),
     )
-    with pytest.raises(dd.DeltaError) as info:
+    with pytest.raises(dd.LogCorruptError) as info:
         dd.DeltaTable(f"ddrange://{root}").snapshot().files()
     assert "_delta_log/_sidecars/" in str(info.value), info.value
+    # both sizes, so the reader can tell a wrong manifest from a damaged file
+    sizes = re.findall(r'"sizeInBytes":(\d+)', text)
+    sidecar = next(p for p in fs.find(f"{root}/_delta_log/_sidecars") if p in str(info.value))
+    real = fs.info(sidecar)["size"]
+    assert str(real) in sizes, (real, sizes)
+    assert f"is {real} bytes, but its checkpoint manifest says sizeInBytes {real + off_by}" in str(
+        info.value
+    ), info.value

@@ -9,6 +9,7 @@ the real client library.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import uuid
 from collections.abc import Iterator
@@ -226,6 +227,28 @@ def test_s3_missing_data_file_is_named(endpoint, bucket) -> None:
         ctx.sql("SELECT * FROM t").collect()
     error = from_datafusion(caught.value)
     assert isinstance(error, dd.errors.DataFileNotFoundError) and victim in str(error)
+
+
+@pytest.mark.parametrize("off_by", [-100, 100])
+def test_s3_sidecar_whose_manifest_size_is_wrong_names_both_sizes(endpoint, bucket, off_by: int) -> None:
+    """S3 reads a V2 sidecar at its manifest's sizeInBytes (no HEAD); a wrong one is the log's
+    fault, named with both sizes, whatever s3fs makes of a range past the end or short of it."""
+    fs, bucket_name = bucket
+    uri = _upload(fs, corpus_table("v2-checkpoints-json-with-sidecars"), f"{bucket_name}/t")
+    log = f"{bucket_name}/t/_delta_log"
+    manifest = sorted(p for p in fs.ls(log, detail=False) if ".checkpoint." in p)[-1]
+    text = fs.cat(manifest).decode()
+    fs.pipe(
+        manifest,
+        re.sub(r'"sizeInBytes":(\d+)', lambda m: f'"sizeInBytes":{int(m.group(1)) + off_by}', text).encode(),
+    )
+    with pytest.raises(dd.errors.LogCorruptError) as caught:
+        dd.DeltaTable(uri, storage_options=_options(endpoint)).snapshot().files()
+    sidecar = next(p for p in fs.find(f"{log}/_sidecars") if p.rsplit("/", 1)[1] in str(caught.value))
+    real = fs.info(sidecar)["size"]
+    assert f"is {real} bytes, but its checkpoint manifest says sizeInBytes {real + off_by}" in str(
+        caught.value
+    )
 
 
 def test_s3_wrong_credentials_are_a_storage_error_with_the_stores_reason(endpoint, bucket) -> None:

@@ -25,7 +25,7 @@ import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from ..arrow_threads import use_threads
-from ..errors import LogCorruptError, MissingLogFileError, StorageError
+from ..errors import DeltaError, LogCorruptError, MissingLogFileError, StorageError
 from ..storage import FileInfo, Storage
 from ..thread_pools import ProcessPool
 
@@ -561,9 +561,12 @@ def forget_all_parquet(storage: Storage) -> None:
 
 
 @contextlib.contextmanager
-def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator[None]:
+def checkpoint_read_errors(
+    path: str, what: str = "checkpoint file", storage: Storage | None = None
+) -> Iterator[None]:
     """Turn a failed read of checkpoint parquet ``path`` into the package's errors, naming it:
-    MissingLogFileError when the file is gone, LogCorruptError when it cannot be parsed."""
+    MissingLogFileError when the file is gone, LogCorruptError when it cannot be parsed.
+    ``storage``: where the file was opened at a size noted from the log (see :func:`resized`)."""
     try:
         yield
     except FileNotFoundError as e:
@@ -573,9 +576,35 @@ def checkpoint_read_errors(path: str, what: str = "checkpoint file") -> Iterator
     except (pa.ArrowException, OSError) as e:  # ArrowNotImplementedError too: a damaged footer
         if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file
             raise MissingLogFileError(f"{what} {path} is missing") from e
+        sizes = None if storage is None else resized(storage, path)
+        if sizes is not None:
+            real, noted = sizes
+            said = (
+                f"its checkpoint manifest says sizeInBytes {noted}"
+                if "/_sidecars/" in path
+                else f"it had {noted} when the log was listed"
+            )
+            raise LogCorruptError(
+                f"{what} {path} is {real} bytes, but {said} (it is read at that size on an object "
+                f"store): cannot read checkpoint parquet: {_short(e)}"
+            ) from e
         raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
     except UnicodeDecodeError as e:  # a column name or string that is not UTF-8
         raise LogCorruptError(f"{path}: checkpoint parquet holds text that is not UTF-8: {_short(e)}") from e
+
+
+def resized(storage: Storage, path: str) -> tuple[int, int] | None:
+    """After a failed read of a log file an object store opened at the size the log gave (a V2
+    manifest's ``sizeInBytes``, a listing's): (its real size, that size) when they differ. One
+    request, made on the error path only; a store that will not say gives no verdict."""
+    noted = storage.noted_size(path)
+    if not noted:
+        return None
+    try:
+        real = storage.info(path).size
+    except (DeltaError, OSError):  # denied, an option refused: no verdict
+        return None
+    return (real, noted) if real and real != noted else None
 
 
 def present_columns(pf: pq.ParquetFile, columns: Sequence[str]) -> list[str]:

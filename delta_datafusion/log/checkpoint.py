@@ -420,7 +420,7 @@ def read_leaf(
     :data:`SKIPPED_WHEN_NULL` only when some row has a value. ``partitioned=False``: the table
     has no partition columns (see :data:`SHARED_READER_MAX_ROWS`)."""
     leaf_file = _shared_or_own_reader(storage, leaf, partitioned)
-    with checkpoint_read_errors(leaf.path, LEAF_WHAT), leaf_file as pf:
+    with checkpoint_read_errors(leaf.path, LEAF_WHAT, storage), leaf_file as pf:
         check_row_groups(leaf, pf.metadata.num_row_groups)
         if "/_sidecars/" in leaf.path and not {"add", "remove"} & set(pf.schema_arrow.names):
             raise LogCorruptError(

@@ -62,7 +62,7 @@ def _local_storage() -> Storage:
 
 def _row_group_weights(leaf: LeafFile, storage: Storage) -> list[tuple[int, int]]:
     """(row-group index, uncompressed bytes) of the row groups a leaf covers."""
-    with checkpoint_read_errors(leaf.path, LEAF_WHAT), open_leaf(storage, leaf.path) as pf:
+    with checkpoint_read_errors(leaf.path, LEAF_WHAT, storage), open_leaf(storage, leaf.path) as pf:
         md = pf.metadata
     check_row_groups(leaf, md.num_row_groups)
     groups = range(md.num_row_groups) if leaf.row_groups is None else leaf.row_groups

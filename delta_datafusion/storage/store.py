@@ -429,6 +429,10 @@ class Storage:
             return pafs.LocalFileSystem()
         return pafs.PyFileSystem(_LogSizedHandler(self.fs, self._known_sizes))
 
+    def noted_size(self, path: str) -> int | None:
+        """The size :meth:`note_sizes` was told for ``path`` (remote stores; None: not told)."""
+        return None if self.is_local else self._known_sizes.get(self.fs._strip_protocol(path))
+
     def note_sizes(self, files: Iterable[tuple[str, int | None]]) -> None:
         """Remember the sizes the log gives for data files (``(location, size)``), so that
         :attr:`arrow_fs` opens them without asking the store (see :class:`_LogSizedHandler`)."""
