@@ -573,24 +573,50 @@ def checkpoint_read_errors(
         raise MissingLogFileError(f"{what} {path} is missing") from e
     except (ConnectionError, TimeoutError, PermissionError) as e:  # the store failed: not corrupt
         raise StorageError(f"cannot read {path}: {type(e).__name__}: {e}") from e
+    except StorageError as e:  # a store's refusal of a range past the end too (S3: InvalidRange)
+        wrong = _wrong_size(storage, path, what, e) if _answered(e) else None
+        if wrong is not None:
+            raise wrong from e
+        raise
     except (pa.ArrowException, OSError) as e:  # ArrowNotImplementedError too: a damaged footer
         if "No such file" in str(e):  # how pyarrow's local filesystem reports a missing file
             raise MissingLogFileError(f"{what} {path} is missing") from e
-        sizes = None if storage is None else resized(storage, path)
-        if sizes is not None:
-            real, noted = sizes
-            said = (
-                f"its checkpoint manifest says sizeInBytes {noted}"
-                if "/_sidecars/" in path
-                else f"it had {noted} when the log was listed"
-            )
-            raise LogCorruptError(
-                f"{what} {path} is {real} bytes, but {said} (it is read at that size on an object "
-                f"store): cannot read checkpoint parquet: {_short(e)}"
-            ) from e
-        raise LogCorruptError(f"{path}: cannot read checkpoint parquet: {_short(e)}") from e
+        raise _wrong_size(storage, path, what, e) or LogCorruptError(
+            f"{path}: cannot read checkpoint parquet: {_short(e)}"
+        ) from e
     except UnicodeDecodeError as e:  # a column name or string that is not UTF-8
         raise LogCorruptError(f"{path}: checkpoint parquet holds text that is not UTF-8: {_short(e)}") from e
+
+
+def _answered(e: BaseException) -> bool:
+    """Did the store answer (a refusal, not a network failure or a timeout)? Asking it again
+    for a size is then one quick request (a store that is down retries each for ~80 s)."""
+    cur: BaseException | None = e
+    for _ in range(8):  # the explicit causes
+        if cur is None:
+            return True
+        if isinstance(cur, (ConnectionError, TimeoutError, PermissionError)):
+            return False
+        cur = cur.__cause__
+    return True
+
+
+def _wrong_size(storage: Storage | None, path: str, what: str, e: BaseException) -> LogCorruptError | None:
+    """The error for log file ``path``, read at a size the log gave that is not its own (see
+    :func:`resized`), None when the size is right or unknown."""
+    sizes = None if storage is None else resized(storage, path)
+    if sizes is None:
+        return None
+    real, noted = sizes
+    said = (
+        f"its checkpoint manifest says sizeInBytes {noted}"
+        if "/_sidecars/" in path
+        else f"it had {noted} when the log was listed"
+    )
+    return LogCorruptError(
+        f"{what} {path} is {real} bytes, but {said} (it is read at that size on an object store): "
+        f"cannot read checkpoint parquet: {_short(e)}"
+    )
 
 
 def resized(storage: Storage, path: str) -> tuple[int, int] | None:
