@@ -366,3 +366,25 @@ def test_small_data_files_are_read_eight_at_once(tmp_path: Path, store) -> None:
     reads = Counter(path for kind, path in REC.calls if _data_read(kind, path))
     assert len(reads) == 16 and set(reads.values()) == {1}, reads
     assert REC.most > 4, REC.most  # pyarrow's default: 4 files at once
+
+
+def test_readers_held_open_share_the_threads_that_read_ahead(tmp_path: Path, store) -> None:
+    """Each reader of files with deletion vectors prepares the units ahead on threads. A server
+    holds many streams open at once (each query's scan, each reader a client keeps): a pool of
+    its own per reader kept up to 16 threads each for the reader's life (6 readers: ~60 threads),
+    where one pool for the process bounds them all."""
+    from delta_datafusion.read.selected_rows import AHEAD
+
+    fs, root = store
+    _upload(fs, _dv_table(tmp_path / "t", 12), root)
+    snap = dd.DeltaTable(f"ddgated://{root}").snapshot()
+    REC.reset(lambda kind, path: True, together=2 * AHEAD)  # a slow store: reads overlap
+    readers = []
+    for _ in range(6):
+        reader = iter(snap.scan().to_batches())
+        assert sum(next(reader).num_rows for _ in range(6)) == 6 * 8
+        readers.append(reader)
+    ahead = [t.name for t in threading.enumerate() if t.name.startswith("delta-ahead")]
+    assert len(ahead) <= 2 * AHEAD, ahead
+    rest = [b.num_rows for r in readers for b in r]  # each reader finishes, rows all there
+    assert sum(rest) == 6 * 6 * 8

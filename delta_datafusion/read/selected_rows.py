@@ -6,7 +6,7 @@ by position, converted to the logical schema, then filtered and projected."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +25,7 @@ from ..read_schema import (
 from ..scan_unit import CHANGE_TYPE, LogFileOfUnit, ScanUnit, logged_in
 from ..schema import relabel
 from ..storage import Storage
+from ..thread_pools import ProcessPool
 from .constants import RepeatedValues
 from .file_checks import FileChecks
 from .page_windows import RowWindow
@@ -32,6 +33,10 @@ from .read_errors import ReadErrors
 
 #: Units :meth:`SelectedRows.read_each` prepares ahead at most (deletion vectors read, files opened).
 AHEAD = 8
+#: The threads preparing units ahead, one pool for every reader of the process: a pool per reader
+#: kept up to 2 * AHEAD threads for the reader's life, and a server holds many streams open at once
+#: (6 readers held open on a slow store: 41 threads; with this pool at most 16).
+_ahead_pool = ProcessPool("delta-ahead", min_workers=2 * AHEAD).get
 
 
 class SelectedRows:
@@ -175,19 +180,19 @@ class SelectedRows:
             for u in units:
                 yield from self.read(u, columns, row_filter, filter_columns, out_schema, bs)
             return
-        pool = ThreadPoolExecutor(2 * AHEAD, thread_name_prefix="delta-ahead")
-        opened: dict[int, Future[pq.ParquetFile]] = {}
+        pool = _ahead_pool()
+        ahead: dict[int, tuple[Future[None], Future[pq.ParquetFile]]] = {}  # unit -> (vectors, file)
         try:
             for taken, u in enumerate(units):
-                while len(opened) + taken < min(len(units), 2 * taken + 1, taken + AHEAD):
-                    k = taken + len(opened)
-                    pool.submit(self._warm, units[k])
-                    opened[k] = pool.submit(self._open, units[k])
-                yield from self.read(
-                    u, columns, row_filter, filter_columns, out_schema, bs, opened=opened.pop(taken)
-                )
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
+                while len(ahead) + taken < min(len(units), 2 * taken + 1, taken + AHEAD):
+                    k = taken + len(ahead)
+                    ahead[k] = (pool.submit(self._warm, units[k]), pool.submit(self._open, units[k]))
+                opened = ahead.pop(taken)[1]
+                yield from self.read(u, columns, row_filter, filter_columns, out_schema, bs, opened=opened)
+        finally:  # a read stopped early: what was not started is not done
+            for pending in ahead.values():
+                for future in pending:
+                    future.cancel()
 
     def _open(self, unit: ScanUnit) -> pq.ParquetFile:
         return pq.ParquetFile(
