@@ -1018,6 +1018,36 @@ def test_sidecars_open_with_their_logged_sizes(store, name: str) -> None:
     assert sidecars and not [c for c in sidecars if c[0] in METADATA], sidecars
 
 
+@pytest.mark.parametrize("via_bytes", [False, True])
+def test_parallel_phase_opens_sidecars_with_their_logged_sizes(store, via_bytes: bool) -> None:
+    """The parallel phase's workers open each sidecar with its manifest's size too, whether they
+    get the scan's state or rebuild it from bytes (another process): they asked for each one's
+    size first, a round trip more per sidecar than the snapshot's own read."""
+    from conftest import corpus_table
+
+    from delta_datafusion.parallel import Parallel, ParallelScanMetadata, ParallelState
+
+    fsspec.register_implementation("ddhead", _HeadingStore, clobber=True)
+    fs, root = store
+    local = corpus_table("v2-checkpoints-json-with-sidecars")
+    _upload(fs, local, root)
+    want = dd.DeltaTable(str(local)).snapshot().files().column("path").to_pylist()
+    phase = dd.DeltaTable(f"ddhead://{root}").snapshot().scan().parallel_scan_metadata()
+    got = [p for batch in phase for p in batch.files.column("path").to_pylist()]
+    after = phase.finish()
+    assert isinstance(after, Parallel) and after.files
+    state = ParallelState.from_bytes(after.state.to_bytes()) if via_bytes else after.state
+    CALLS.clear()
+    got += [
+        p
+        for batch in ParallelScanMetadata(state, after.files)
+        for p in batch.files.column("path").to_pylist()
+    ]
+    assert sorted(got) == sorted(want)
+    sidecars = [c for c in CALLS if "/_sidecars/" in c[1]]
+    assert sidecars and not [c for c in sidecars if c[0] in METADATA], sidecars
+
+
 @pytest.mark.parametrize("off_by", [-100, 100])
 def test_sidecar_whose_logged_size_is_wrong_is_named(store, off_by: int) -> None:
     """A manifest whose ``sizeInBytes`` is not its sidecar's size: the sidecar, read by ranges at
@@ -1046,3 +1076,31 @@ def test_sidecar_whose_logged_size_is_wrong_is_named(store, off_by: int) -> None
     assert f"is {real} bytes, but its checkpoint manifest says sizeInBytes {real + off_by}" in str(
         info.value
     ), info.value
+
+
+def test_parallel_phase_refuses_a_wrong_sidecar_size_as_the_snapshot_does(store) -> None:
+    """Workers given the state as bytes read a sidecar at its manifest's size too: a wrong
+    ``sizeInBytes`` is the same LogCorruptError naming both sizes, not a table read whole by one
+    route and refused by the other."""
+    from conftest import corpus_table
+
+    from delta_datafusion.parallel import ParallelScanMetadata, ParallelState
+
+    fsspec.register_implementation("ddrange", _RangeStore, clobber=True)
+    fs, root = store
+    _upload(fs, corpus_table("v2-checkpoints-json-with-sidecars"), root)
+    latest = sorted(p for p in fs.ls(f"{root}/_delta_log", detail=False) if ".checkpoint." in p)[-1]
+    text = fs.cat(latest).decode()
+    fs.pipe(
+        latest,
+        re.sub(r'"sizeInBytes":(\d+)', lambda m: f'"sizeInBytes":{int(m.group(1)) + 100}', text).encode(),
+    )
+    phase = dd.DeltaTable(f"ddrange://{root}").snapshot().scan().parallel_scan_metadata()
+    list(phase)
+    after = phase.finish()
+    state = ParallelState.from_bytes(after.state.to_bytes())
+    with pytest.raises(dd.LogCorruptError) as info:
+        list(ParallelScanMetadata(state, after.files))
+    sidecar = next(p for p in fs.find(f"{root}/_delta_log/_sidecars") if p in str(info.value))
+    real = fs.info(sidecar)["size"]
+    assert f"is {real} bytes, but its checkpoint manifest says sizeInBytes {real + 100}" in str(info.value)

@@ -419,6 +419,7 @@ def read_leaf(
     """Read a leaf's action columns (whole file or the given row groups); those of
     :data:`SKIPPED_WHEN_NULL` only when some row has a value. ``partitioned=False``: the table
     has no partition columns (see :data:`SHARED_READER_MAX_ROWS`)."""
+    storage.note_sizes(((leaf.path, leaf.size),))  # a parallel worker's storage was not told
     leaf_file = _shared_or_own_reader(storage, leaf, partitioned)
     with checkpoint_read_errors(leaf.path, LEAF_WHAT, storage), leaf_file as pf:
         check_row_groups(leaf, pf.metadata.num_row_groups)

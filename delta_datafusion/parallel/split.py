@@ -62,6 +62,7 @@ def _local_storage() -> Storage:
 
 def _row_group_weights(leaf: LeafFile, storage: Storage) -> list[tuple[int, int]]:
     """(row-group index, uncompressed bytes) of the row groups a leaf covers."""
+    storage.note_sizes(((leaf.path, leaf.size),))  # opened at the logged size (see read_leaf)
     with checkpoint_read_errors(leaf.path, LEAF_WHAT, storage), open_leaf(storage, leaf.path) as pf:
         md = pf.metadata
     check_row_groups(leaf, md.num_row_groups)
