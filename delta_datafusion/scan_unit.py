@@ -97,7 +97,43 @@ def check_deletion_vectors(files: pa.Table) -> None:
         dv_or_none(dv[i].as_py(), files.column("location")[i].as_py())
 
 
-class FileUnits(Sequence[ScanUnit]):
+class LazyUnits(Sequence[ScanUnit]):
+    """Scan units of a table with a row per file (or change source), made only when first
+    iterated or indexed (:meth:`_make` says how); counted, sized and split without them."""
+
+    def __init__(self, rows: pa.Table):
+        self._rows = rows
+        self._units: list[ScanUnit] | None = None
+        self._lock = threading.Lock()
+
+    def _make(self) -> list[ScanUnit]:
+        raise NotImplementedError
+
+    def _made(self) -> list[ScanUnit]:
+        with self._lock:  # a fragment's units may be asked for from two threads
+            if self._units is None:
+                self._units = self._make()
+            return self._units
+
+    def __len__(self) -> int:
+        return self._rows.num_rows
+
+    @overload
+    def __getitem__(self, i: int) -> ScanUnit: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ScanUnit]: ...
+    def __getitem__(self, i: int | slice) -> ScanUnit | list[ScanUnit]:
+        return self._made()[i]
+
+    def __iter__(self) -> Iterator[ScanUnit]:
+        return iter(self._made())
+
+    def sizes(self) -> np.ndarray:
+        """Each row's size in bytes (0 where unknown), as ``ScanUnit.size``."""
+        return pc.fill_null(self._rows.column("size"), 0).to_numpy().astype(np.int64, copy=False)
+
+
+class FileUnits(LazyUnits):
     """The scan units of a scan-metadata table, made when first iterated or indexed.
 
     A query over many files would otherwise pay one Python object per selected file before it
@@ -115,35 +151,14 @@ class FileUnits(Sequence[ScanUnit]):
     ):
         if not _checked:
             check_deletion_vectors(files)
+        super().__init__(files)
         self.files = files
         self.partition_columns = list(partition_columns)
         #: per file, see ScanUnit.all_rows_match (None: no file is marked)
         self.all_rows_match = all_rows_match
-        self._units: list[ScanUnit] | None = None
-        self._lock = threading.Lock()
 
-    def _made(self) -> list[ScanUnit]:
-        with self._lock:  # a fragment's units may be asked for from two threads
-            if self._units is None:
-                self._units = units_from_files(self.files, self.partition_columns, self.all_rows_match)
-            return self._units
-
-    def __len__(self) -> int:
-        return self.files.num_rows
-
-    @overload
-    def __getitem__(self, i: int) -> ScanUnit: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[ScanUnit]: ...
-    def __getitem__(self, i: int | slice) -> ScanUnit | list[ScanUnit]:
-        return self._made()[i]
-
-    def __iter__(self) -> Iterator[ScanUnit]:
-        return iter(self._made())
-
-    def sizes(self) -> np.ndarray:
-        """Each file's size in bytes (0 where unknown), as ``ScanUnit.size``."""
-        return pc.fill_null(self.files.column("size"), 0).to_numpy().astype(np.int64, copy=False)
+    def _make(self) -> list[ScanUnit]:
+        return units_from_files(self.files, self.partition_columns, self.all_rows_match)
 
     def slice(self, start: int, stop: int) -> FileUnits:
         """The units of files ``start`` to ``stop`` (none made)."""

@@ -192,6 +192,12 @@ def test_fragments_balance_one_large_file_with_small_ones(tmp_path: Path) -> Non
 def feed_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The change feed on: 3 appends of GROUPS files of ROWS rows (ids as in ``table``)."""
     path = tmp_path_factory.mktemp("feed") / "t"
+    _feed_appends(path)
+    return path
+
+
+def _feed_appends(path: Path) -> None:
+    """3 appends of GROUPS files of ROWS rows, partitioned by ``g``, the change feed on."""
     for a in range(3):
         ids = [(a * GROUPS + g) * ROWS + r for g in range(GROUPS) for r in range(ROWS)]
         data = pa.table({"id": pa.array(ids, pa.int64()), "g": pa.array([i // ROWS % GROUPS for i in ids])})
@@ -202,7 +208,6 @@ def feed_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
             mode="append",
             configuration={"delta.enableChangeDataFeed": "true"},
         )
-    return path
 
 
 def test_change_feed_plans_make_units_only_for_reads(feed_table: Path, made: list[str]) -> None:
@@ -232,16 +237,7 @@ def feed_with_deletes(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from deltalake import DeltaTable
 
     path = tmp_path_factory.mktemp("feed_dml") / "t"
-    for a in range(3):
-        ids = [(a * GROUPS + g) * ROWS + r for g in range(GROUPS) for r in range(ROWS)]
-        data = pa.table({"id": pa.array(ids, pa.int64()), "g": pa.array([i // ROWS % GROUPS for i in ids])})
-        write_deltalake(
-            str(path),
-            data,
-            partition_by=["g"],
-            mode="append",
-            configuration={"delta.enableChangeDataFeed": "true"},
-        )
+    _feed_appends(path)
     DeltaTable(str(path)).delete("id % 7 = 0 AND g = 1")
     DeltaTable(str(path)).update(updates={"id": "id + 1000"}, predicate="g = 3 AND id < 100")
     return path

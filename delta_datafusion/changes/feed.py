@@ -5,10 +5,9 @@ predicate. It is the immutable, shareable unit the cache keeps and scans plan fr
 from __future__ import annotations
 
 import dataclasses
-import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +39,7 @@ from ..scan_unit import (
     CHANGE_TYPE,
     COMMIT_TIMESTAMP,
     COMMIT_VERSION,
+    LazyUnits,
     ScanUnit,
     check_deletion_vectors,
     dv_or_none,
@@ -120,7 +120,7 @@ class PlanResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class FeedUnits(Sequence[ScanUnit]):
+class FeedUnits(LazyUnits):
     """The scan units of selected change sources, made when first iterated or indexed.
 
     ``files()``, EXPLAIN and a plan's file counts need none: made on every plan, the units of a
@@ -146,34 +146,13 @@ class FeedUnits(Sequence[ScanUnit]):
                 except DeletionVectorError as e:
                     at = pc.index(sources.column("location"), getattr(e, "location", None)).as_py()
                     raise feed.dv_error(e, sources.column("version")[max(at, 0)].as_py()) from e
+        super().__init__(sources)
         self.feed = feed
         self.sources = sources
         self.all_rows_match = all_rows_match
-        self._units: list[ScanUnit] | None = None
-        self._lock = threading.Lock()
 
-    def _made(self) -> list[ScanUnit]:
-        with self._lock:  # a fragment's units may be asked for from two threads
-            if self._units is None:
-                self._units = self.feed.units(self.sources, self.all_rows_match)
-            return self._units
-
-    def __len__(self) -> int:
-        return self.sources.num_rows
-
-    @overload
-    def __getitem__(self, i: int) -> ScanUnit: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[ScanUnit]: ...
-    def __getitem__(self, i: int | slice) -> ScanUnit | list[ScanUnit]:
-        return self._made()[i]
-
-    def __iter__(self) -> Iterator[ScanUnit]:
-        return iter(self._made())
-
-    def sizes(self) -> np.ndarray:
-        """Each source's size in bytes (0 where unknown), as ``ScanUnit.size``."""
-        return pc.fill_null(self.sources.column("size"), 0).to_numpy().astype(np.int64, copy=False)
+    def _make(self) -> list[ScanUnit]:
+        return self.feed.units(self.sources, self.all_rows_match)
 
     def take(self, indices: np.ndarray) -> FeedUnits:
         """The units of the sources at ``indices``, in that order (none made)."""
