@@ -74,6 +74,14 @@ def dv_or_none(descriptor: dict | None, location: str) -> dict | None:
     return None
 
 
+def has_descriptor(dv: pa.Array) -> pa.Array:
+    """Per row of a deletion-vector struct column: does it hold a descriptor (a storageType)?
+    False for a null struct, a null or empty storageType."""
+    if dv.type.get_field_index("storageType") < 0:
+        return pa.array(np.zeros(len(dv), bool))
+    return pc.not_equal(pc.fill_null(pc.struct_field(dv, "storageType"), ""), "")
+
+
 def check_deletion_vectors(files: pa.Table) -> None:
     """Refuse, as :func:`dv_or_none` does, a deletion vector descriptor with fields but no
     storageType, over the whole column (no descriptor made per file)."""
@@ -107,6 +115,10 @@ class LazyUnits(Sequence[ScanUnit]):
         self._lock = threading.Lock()
 
     def _make(self) -> list[ScanUnit]:
+        raise NotImplementedError
+
+    def take(self, indices: np.ndarray) -> LazyUnits:
+        """The units of the rows at ``indices``, in that order (none made)."""
         raise NotImplementedError
 
     def _made(self) -> list[ScanUnit]:

@@ -43,6 +43,7 @@ from ..scan_unit import (
     ScanUnit,
     check_deletion_vectors,
     dv_or_none,
+    has_descriptor,
     logged_in,
 )
 from ..schema import logical_to_physical_names
@@ -171,13 +172,6 @@ class FeedUnits(LazyUnits):
         return SourceCounts(self, columns) if known.issuperset(columns) else None
 
 
-def _has_descriptor(dv: pa.Array) -> pa.Array:
-    """Per row: does the deletion vector struct hold a descriptor (a storageType)?"""
-    if dv.type.get_field_index("storageType") < 0:
-        return pa.array(np.zeros(len(dv), bool))
-    return pc.fill_null(pc.not_equal(pc.fill_null(pc.struct_field(dv, "storageType"), ""), ""), False)
-
-
 class SourceCounts:
     """Change sources seen as a table's files by ``known_file_rows``: the rows of each source
     known from the log (numRecords less the drop_rows cardinality) and its values of the read
@@ -199,7 +193,7 @@ class SourceCounts:
             num = pc.struct_field(stats, "numRecords")
         else:
             num = pa.nulls(n, pa.int64())
-        unknown = _has_descriptor(src.column("only_rows").combine_chunks())
+        unknown = has_descriptor(src.column("only_rows").combine_chunks())
         pv = src.column("partition_values").combine_chunks()
         parts = {f.name for f in pv.type} if units.feed.partition_columns else set()
         parts &= set(units.feed.partition_columns)

@@ -28,7 +28,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-from ..changes.feed import FeedUnits
 from ..errors import DeltaError, PredicateError
 from ..log.actions import CommitData
 
@@ -38,7 +37,7 @@ from ..predicate import BoolLiteral
 from ..predicate_parse import expression_text, from_pyarrow
 from ..read import UnitReader
 from ..read import reader as reader_module
-from ..scan_unit import FileUnits, ScanUnit
+from ..scan_unit import FileUnits, LazyUnits, ScanUnit
 from ..thread_pools import ProcessPool
 
 
@@ -105,12 +104,12 @@ def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
     """Files to groups by bytes, largest first: the largest few each to the least loaded group,
     then the rest, in size order, fill each group up to an even share (computed over the sizes
     at once; one large file among small ones is then not joined by as many small files as the
-    others get). A table's files (:class:`FileUnits`) stay slices of their table, made into
+    others get). A table's files or a feed's sources (:class:`LazyUnits`) stay rows of their table, made into
     units only when a group is read (a heap over 200,000 units cost ~0.4 s a query)."""
     if not len(units):
         return []
     groups = max(1, min(groups, len(units)))
-    if isinstance(units, (FileUnits, FeedUnits)):
+    if isinstance(units, LazyUnits):
         sizes = units.sizes()
     else:
         sizes = np.fromiter((u.size or 0 for u in units), np.int64, len(units))
@@ -130,7 +129,7 @@ def balance(units: Sequence[ScanUnit], groups: int) -> list[Sequence[ScanUnit]]:
         middle = np.cumsum(tail) - tail / 2
         group_of[head:] = by_load[np.minimum(np.searchsorted(room, middle, side="right"), groups - 1)]
     picked = [order[group_of == g] for g in range(groups)]
-    if isinstance(units, (FileUnits, FeedUnits)):
+    if isinstance(units, LazyUnits):
         return [units.take(idx) for idx in picked]
     return [[units[i] for i in idx] for idx in picked]
 

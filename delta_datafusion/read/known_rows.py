@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..scan_unit import FileUnits, ScanUnit
+from ..scan_unit import FileUnits, ScanUnit, has_descriptor
 
 
 def constant_columns(unit: ScanUnit, columns: Sequence[str]) -> bool:
@@ -81,7 +81,7 @@ def known_file_rows(
     num = num.cast(pa.int64())
     dv = files.column("deletion_vector").combine_chunks()
     dv_fields = dict(zip([f.name for f in dv.type], dv.flatten(), strict=True))
-    has_dv = pc.not_equal(pc.fill_null(dv_fields.get("storageType", pa.nulls(len(dv), pa.string())), ""), "")
+    has_dv = has_descriptor(dv)
     card = dv_fields.get("cardinality")
     if card is None or not pa.types.is_integer(card.type):
         card = pa.nulls(len(dv), pa.int64())
